@@ -89,7 +89,7 @@ impl GgmlType {
     /// Bytes needed for `n_elements` elements, or `None` when the count is
     /// not a whole number of blocks or the product overflows.
     pub fn bytes_for(self, n_elements: u64) -> Option<u64> {
-        if n_elements % self.block_size() != 0 {
+        if !n_elements.is_multiple_of(self.block_size()) {
             return None;
         }
         (n_elements / self.block_size()).checked_mul(self.type_size())
