@@ -1,0 +1,124 @@
+//! The on-disk block layouts of the ggml quantized types.
+//!
+//! Every weight block is `#[repr(C)]` with byte-array fields only, so its
+//! alignment is 1 and any byte slice of the right length can be viewed as a
+//! slice of blocks without copying. Half-precision scales are kept as raw
+//! little-endian bits (`[u8; 2]`) and converted where they are used.
+//! `BlockQ8K` is an activation format that only this engine creates, so it
+//! keeps native `f32`/`i16` fields.
+
+use bytemuck::{Pod, Zeroable};
+
+/// Elements per block of the legacy types (Q4_0 … Q8_1, IQ4_NL).
+pub const QK: usize = 32;
+/// Elements per super-block of the K-quants and IQ4_XS.
+pub const QK_K: usize = 256;
+
+/// Raw f16 bits as stored in a block.
+pub type F16Bits = [u8; 2];
+
+macro_rules! block {
+    ($(#[$m:meta])* $name:ident, $size:expr, { $($(#[$fm:meta])* $f:ident : $t:ty),* $(,)? }) => {
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+        pub struct $name { $($(#[$fm])* pub $f: $t),* }
+        const _: () = assert!(std::mem::size_of::<$name>() == $size);
+    };
+}
+
+block!(
+    /// 4-bit, scale only: `x = d * (q - 8)`.
+    BlockQ4_0, 18, { d: F16Bits, qs: [u8; QK / 2] });
+block!(
+    /// 4-bit with minimum: `x = d * q + m`.
+    BlockQ4_1, 20, { d: F16Bits, m: F16Bits, qs: [u8; QK / 2] });
+block!(
+    /// 5-bit, scale only; `qh` holds the fifth bits.
+    BlockQ5_0, 22, { d: F16Bits, qh: [u8; 4], qs: [u8; QK / 2] });
+block!(
+    /// 5-bit with minimum.
+    BlockQ5_1, 24, { d: F16Bits, m: F16Bits, qh: [u8; 4], qs: [u8; QK / 2] });
+block!(
+    /// 8-bit, scale only. Also the activation format of the legacy types.
+    BlockQ8_0, 34, { d: F16Bits, qs: [i8; QK] });
+block!(
+    /// 8-bit with `s = d * sum(qs)`: the activation format for Q4_1/Q5_1.
+    BlockQ8_1, 36, { d: F16Bits, s: F16Bits, qs: [i8; QK] });
+block!(
+    /// 2-bit K-quant: 16 sub-blocks of 16, 4-bit scales and mins.
+    BlockQ2K, 84, { scales: [u8; QK_K / 16], qs: [u8; QK_K / 4], d: F16Bits, dmin: F16Bits });
+block!(
+    /// 3-bit K-quant: 16 sub-blocks of 16, 6-bit scales packed in 12 bytes.
+    BlockQ3K, 110, { hmask: [u8; QK_K / 8], qs: [u8; QK_K / 4], scales: [u8; 12], d: F16Bits });
+block!(
+    /// 4-bit K-quant: 8 sub-blocks of 32, 6-bit scales and mins in 12 bytes.
+    BlockQ4K, 144, { d: F16Bits, dmin: F16Bits, scales: [u8; 12], qs: [u8; QK_K / 2] });
+block!(
+    /// 5-bit K-quant: as Q4_K plus one high bit per weight.
+    BlockQ5K, 176, { d: F16Bits, dmin: F16Bits, scales: [u8; 12], qh: [u8; QK_K / 8], qs: [u8; QK_K / 2] });
+block!(
+    /// 6-bit K-quant: 16 sub-blocks of 16 with signed 8-bit scales.
+    BlockQ6K, 210, { ql: [u8; QK_K / 2], qh: [u8; QK_K / 4], scales: [i8; QK_K / 16], d: F16Bits });
+block!(
+    /// Non-linear 4-bit with a 16-entry codebook, blocks of 32.
+    BlockIQ4NL, 18, { d: F16Bits, qs: [u8; QK / 2] });
+block!(
+    /// Non-linear 4-bit super-blocks with 6-bit sub-block scales.
+    BlockIQ4XS, 136, { d: F16Bits, scales_h: [u8; 2], scales_l: [u8; QK_K / 64], qs: [u8; QK_K / 2] });
+
+/// 8-bit activation super-block for the K-quant dot products. `bsums` holds
+/// the sums of each group of 16 quants, which the K-quant dots use to apply
+/// the sub-block minimums without touching the quants again.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ8K {
+    /// Scale.
+    pub d: f32,
+    /// Quants.
+    pub qs: [i8; QK_K],
+    /// Sums of each group of 16 quants.
+    pub bsums: [i16; QK_K / 16],
+}
+const _: () = assert!(std::mem::size_of::<BlockQ8K>() == 292);
+
+/// The 16 values of the IQ4_NL / IQ4_XS codebook.
+pub const KVALUES_IQ4NL: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// Converts raw f16 bits to f32 (exact).
+#[inline(always)]
+pub fn f16_to_f32(bits: F16Bits) -> f32 {
+    half::f16::from_bits(u16::from_le_bytes(bits)).to_f32()
+}
+
+/// Converts f32 to raw f16 bits, rounding to nearest even as ggml does.
+#[inline(always)]
+pub fn f32_to_f16(x: f32) -> F16Bits {
+    half::f16::from_f32(x).to_bits().to_le_bytes()
+}
+
+/// Views a byte slice as blocks. `None` when the length is not a whole
+/// number of blocks (or, for `BlockQ8K`, the slice is misaligned).
+pub fn as_blocks<T: Pod>(bytes: &[u8]) -> Option<&[T]> {
+    bytemuck::try_cast_slice(bytes).ok()
+}
+
+/// Mutable version of [`as_blocks`].
+pub fn as_blocks_mut<T: Pod>(bytes: &mut [u8]) -> Option<&mut [T]> {
+    bytemuck::try_cast_slice_mut(bytes).ok()
+}
+
+/// Unpacks the 6-bit scale and min of sub-block `j` (0..8) of Q4_K/Q5_K.
+#[inline(always)]
+pub fn k_scale_min(j: usize, q: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}

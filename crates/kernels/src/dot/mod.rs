@@ -1,0 +1,264 @@
+//! Dot products of one weight row with one quantized activation row,
+//! following llama.cpp's pairing: legacy types and IQ4_NL with Q8_0 (Q8_1
+//! for the types with a minimum), K-quants and IQ4_XS with Q8_K, float
+//! types with f32.
+//!
+//! [`DotKernel`]s are handed out by [`Kernels`], which is created once for a
+//! SIMD level that the CPU supports; that check is what makes the SIMD
+//! function pointers safe to call.
+
+pub mod scalar;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+use crate::blocks::*;
+use crate::error::KernelError;
+use crate::simd::SimdLevel;
+use minfer_gguf::GgmlType;
+
+/// A dot product over raw rows: `n` elements of weights (`w`, in the weight
+/// type) against activations (`a`, in the kernel's activation type). Both
+/// byte lengths must match `n`; callers check that once per matrix.
+pub type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+
+/// The dot product for one weight type at one SIMD level.
+#[derive(Clone, Copy)]
+pub struct DotKernel {
+    /// Weight type.
+    pub weight: GgmlType,
+    /// Activation format the weights are dotted with.
+    pub act: GgmlType,
+    /// The dot product itself.
+    pub dot: DotFn,
+    /// The level this kernel was compiled for (lower than requested when a
+    /// type has no faster version).
+    pub level: SimdLevel,
+}
+
+/// The activation format that weights of type `ty` are dotted with.
+pub fn act_type(ty: GgmlType) -> Option<GgmlType> {
+    use GgmlType::*;
+    Some(match ty {
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL => Q8_0,
+        Q4_1 | Q5_1 => Q8_1,
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS => Q8_K,
+        F32 | F16 | BF16 => F32,
+        _ => return None,
+    })
+}
+
+#[inline(always)]
+fn blocks<T: bytemuck::Pod>(b: &[u8]) -> &[T] {
+    // Lengths and alignment are checked by the matrix entry points; a
+    // mismatch here is a bug in the caller, not bad input.
+    bytemuck::cast_slice(b)
+}
+
+macro_rules! scalar_fn {
+    ($name:ident, $wt:ty, $at:ty) => {
+        pub(super) fn $name(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+            scalar::$name(blocks::<$wt>(w), blocks::<$at>(a))
+        }
+    };
+}
+
+mod scalar_entry {
+    use super::*;
+    scalar_fn!(dot_q4_0, BlockQ4_0, BlockQ8_0);
+    scalar_fn!(dot_q4_1, BlockQ4_1, BlockQ8_1);
+    scalar_fn!(dot_q5_0, BlockQ5_0, BlockQ8_0);
+    scalar_fn!(dot_q5_1, BlockQ5_1, BlockQ8_1);
+    scalar_fn!(dot_q8_0, BlockQ8_0, BlockQ8_0);
+    scalar_fn!(dot_iq4_nl, BlockIQ4NL, BlockQ8_0);
+    scalar_fn!(dot_q2_k, BlockQ2K, BlockQ8K);
+    scalar_fn!(dot_q3_k, BlockQ3K, BlockQ8K);
+    scalar_fn!(dot_q4_k, BlockQ4K, BlockQ8K);
+    scalar_fn!(dot_q5_k, BlockQ5K, BlockQ8K);
+    scalar_fn!(dot_q6_k, BlockQ6K, BlockQ8K);
+    scalar_fn!(dot_iq4_xs, BlockIQ4XS, BlockQ8K);
+    scalar_fn!(dot_f32, f32, f32);
+    scalar_fn!(dot_f16, F16Bits, f32);
+    scalar_fn!(dot_bf16, [u8; 2], f32);
+}
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_fn {
+    ($module:ident, $name:ident, $wt:ty, $at:ty) => {
+        pub(super) fn $name(_n: usize, w: &[u8], a: &[u8]) -> f32 {
+            // SAFETY: only reachable through `Kernels`, which is created only
+            // for levels the CPU supports.
+            unsafe { super::$module::$name(blocks::<$wt>(w), blocks::<$at>(a)) }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2_entry {
+    use super::*;
+    simd_fn!(avx2, dot_q4_0, BlockQ4_0, BlockQ8_0);
+    simd_fn!(avx2, dot_q4_1, BlockQ4_1, BlockQ8_1);
+    simd_fn!(avx2, dot_q5_0, BlockQ5_0, BlockQ8_0);
+    simd_fn!(avx2, dot_q5_1, BlockQ5_1, BlockQ8_1);
+    simd_fn!(avx2, dot_q8_0, BlockQ8_0, BlockQ8_0);
+    simd_fn!(avx2, dot_iq4_nl, BlockIQ4NL, BlockQ8_0);
+    simd_fn!(avx2, dot_q4_k, BlockQ4K, BlockQ8K);
+    simd_fn!(avx2, dot_q5_k, BlockQ5K, BlockQ8K);
+    simd_fn!(avx2, dot_q6_k, BlockQ6K, BlockQ8K);
+    simd_fn!(avx2, dot_iq4_xs, BlockIQ4XS, BlockQ8K);
+    simd_fn!(avx2, dot_f32, f32, f32);
+    simd_fn!(avx2, dot_f16, F16Bits, f32);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512_entry {
+    use super::*;
+    simd_fn!(avx512, dot_q4_0, BlockQ4_0, BlockQ8_0);
+    simd_fn!(avx512, dot_q4_1, BlockQ4_1, BlockQ8_1);
+    simd_fn!(avx512, dot_q5_0, BlockQ5_0, BlockQ8_0);
+    simd_fn!(avx512, dot_q8_0, BlockQ8_0, BlockQ8_0);
+    simd_fn!(avx512, dot_q4_k, BlockQ4K, BlockQ8K);
+    simd_fn!(avx512, dot_q5_k, BlockQ5K, BlockQ8K);
+    simd_fn!(avx512, dot_q6_k, BlockQ6K, BlockQ8K);
+    simd_fn!(avx512, dot_q4_0_vnni, BlockQ4_0, BlockQ8_0);
+    simd_fn!(avx512, dot_q4_1_vnni, BlockQ4_1, BlockQ8_1);
+    simd_fn!(avx512, dot_q5_0_vnni, BlockQ5_0, BlockQ8_0);
+    simd_fn!(avx512, dot_q8_0_vnni, BlockQ8_0, BlockQ8_0);
+    simd_fn!(avx512, dot_q4_k_vnni, BlockQ4K, BlockQ8K);
+    simd_fn!(avx512, dot_q5_k_vnni, BlockQ5K, BlockQ8K);
+    simd_fn!(avx512, dot_q6_k_vnni, BlockQ6K, BlockQ8K);
+}
+
+fn scalar_kernel(ty: GgmlType) -> Option<DotFn> {
+    use scalar_entry::*;
+    use GgmlType::*;
+    Some(match ty {
+        Q4_0 => dot_q4_0,
+        Q4_1 => dot_q4_1,
+        Q5_0 => dot_q5_0,
+        Q5_1 => dot_q5_1,
+        Q8_0 => dot_q8_0,
+        IQ4_NL => dot_iq4_nl,
+        Q2_K => dot_q2_k,
+        Q3_K => dot_q3_k,
+        Q4_K => dot_q4_k,
+        Q5_K => dot_q5_k,
+        Q6_K => dot_q6_k,
+        IQ4_XS => dot_iq4_xs,
+        F32 => dot_f32,
+        F16 => dot_f16,
+        BF16 => dot_bf16,
+        _ => return None,
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_kernel(ty: GgmlType) -> Option<DotFn> {
+    use avx2_entry::*;
+    use GgmlType::*;
+    Some(match ty {
+        Q4_0 => dot_q4_0,
+        Q4_1 => dot_q4_1,
+        Q5_0 => dot_q5_0,
+        Q5_1 => dot_q5_1,
+        Q8_0 => dot_q8_0,
+        IQ4_NL => dot_iq4_nl,
+        Q4_K => dot_q4_k,
+        Q5_K => dot_q5_k,
+        Q6_K => dot_q6_k,
+        IQ4_XS => dot_iq4_xs,
+        F32 => dot_f32,
+        F16 => dot_f16,
+        _ => return None,
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx512_kernel(ty: GgmlType, vnni: bool) -> Option<DotFn> {
+    use avx512_entry::*;
+    use GgmlType::*;
+    Some(match (ty, vnni) {
+        (Q4_0, false) => dot_q4_0,
+        (Q4_1, false) => dot_q4_1,
+        (Q5_0, false) => dot_q5_0,
+        (Q8_0, false) => dot_q8_0,
+        (Q4_K, false) => dot_q4_k,
+        (Q5_K, false) => dot_q5_k,
+        (Q6_K, false) => dot_q6_k,
+        (Q4_0, true) => dot_q4_0_vnni,
+        (Q4_1, true) => dot_q4_1_vnni,
+        (Q5_0, true) => dot_q5_0_vnni,
+        (Q8_0, true) => dot_q8_0_vnni,
+        (Q4_K, true) => dot_q4_k_vnni,
+        (Q5_K, true) => dot_q5_k_vnni,
+        (Q6_K, true) => dot_q6_k_vnni,
+        _ => return None,
+    })
+}
+
+/// The kernel set of one SIMD level, validated against the CPU.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    level: SimdLevel,
+    vnni: bool,
+}
+
+impl Kernels {
+    /// Kernels for `level`; `Err` when the CPU cannot run it.
+    pub fn new(level: SimdLevel) -> Result<Self, KernelError> {
+        if level.is_supported() {
+            Ok(Kernels {
+                level,
+                vnni: level == SimdLevel::Avx512 && SimdLevel::has_vnni(),
+            })
+        } else {
+            Err(KernelError::SimdUnavailable(level.name()))
+        }
+    }
+
+    /// Kernels for the best level of this CPU.
+    pub fn detect() -> Self {
+        Self::new(SimdLevel::detect()).expect("the detected level is supported")
+    }
+
+    /// Whether the AVX-512 kernels use VNNI.
+    pub fn uses_vnni(&self) -> bool {
+        self.vnni
+    }
+
+    /// The requested level.
+    pub fn level(&self) -> SimdLevel {
+        self.level
+    }
+
+    /// The fastest dot product for weights of type `ty` at this level.
+    pub fn dot(&self, ty: GgmlType) -> Result<DotKernel, KernelError> {
+        let unsupported = KernelError::UnsupportedType {
+            ty,
+            op: "dot product",
+        };
+        let act = act_type(ty).ok_or(unsupported.clone())?;
+        let mut found = None;
+        #[cfg(target_arch = "x86_64")]
+        {
+            if self.level >= SimdLevel::Avx512 {
+                found = avx512_kernel(ty, self.vnni).map(|f| (f, SimdLevel::Avx512));
+            }
+            if found.is_none() && self.level >= SimdLevel::Avx2 {
+                found = avx2_kernel(ty).map(|f| (f, SimdLevel::Avx2));
+            }
+        }
+        let (dot, level) = match found {
+            Some(k) => k,
+            None => (scalar_kernel(ty).ok_or(unsupported)?, SimdLevel::Scalar),
+        };
+        Ok(DotKernel {
+            weight: ty,
+            act,
+            dot,
+            level,
+        })
+    }
+}

@@ -1,0 +1,21 @@
+//! The numeric floor of minfer: ggml block formats, dequantization and
+//! quantization, dot products (scalar reference, AVX2, AVX-512), matrix
+//! products and the persistent thread pool.
+//!
+//! The SIMD path is picked once, at start-up, with [`SimdLevel::select`];
+//! nothing in here reads the environment.
+
+pub mod blocks;
+pub mod dequant;
+pub mod dot;
+mod error;
+pub mod matmul;
+pub mod pool;
+pub mod quant;
+pub mod simd;
+
+pub use dot::{act_type, DotFn, DotKernel, Kernels};
+pub use error::KernelError;
+pub use matmul::{matmul, ActScratch, MatRef};
+pub use minfer_gguf::GgmlType;
+pub use simd::SimdLevel;

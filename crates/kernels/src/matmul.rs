@@ -1,0 +1,214 @@
+//! Matrix products of a weight matrix with rows of f32 activations, the
+//! entry point the graph's mat_mul calls.
+//!
+//! Activations are quantized once per call into the weight type's
+//! activation format (Q8_0, Q8_1 or Q8_K; float weights take f32 as is),
+//! then weight rows are split across the pool's threads, each row dotted
+//! with every activation row. A call allocates nothing once its scratch
+//! buffer has reached the size it needs.
+
+use std::ops::Range;
+
+use minfer_gguf::GgmlType;
+
+use crate::dot::{DotKernel, Kernels};
+use crate::error::KernelError;
+use crate::pool::ThreadPool;
+use crate::quant;
+
+/// A weight matrix: `rows` rows of `cols` elements of type `ty`, stored row
+/// after row (ggml's layout: `cols` is `ne[0]`).
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a> {
+    /// Element type.
+    pub ty: GgmlType,
+    /// Number of rows (output features).
+    pub rows: usize,
+    /// Elements per row (input features).
+    pub cols: usize,
+    /// The raw bytes, `rows * row_bytes(ty, cols)` long.
+    pub data: &'a [u8],
+}
+
+/// Bytes taken by `n` elements of type `ty` (a whole number of blocks).
+pub fn row_bytes(ty: GgmlType, n: usize) -> Option<usize> {
+    let block = ty.block_size() as usize;
+    if !n.is_multiple_of(block) {
+        return None;
+    }
+    (n / block).checked_mul(ty.type_size() as usize)
+}
+
+/// Scratch space for quantized activations, kept between calls. Stored as
+/// `u64` so every activation format is suitably aligned.
+#[derive(Default, Debug)]
+pub struct ActScratch {
+    words: Vec<u64>,
+}
+
+impl ActScratch {
+    fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
+        let words = len.div_ceil(8);
+        if self.words.len() < words {
+            self.words.resize(words, 0);
+        }
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..len]
+    }
+}
+
+/// Where each thread writes its rows of the output. Threads write disjoint
+/// row ranges, which is what makes sharing the pointer sound.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// Going through a method makes closures capture the whole wrapper
+    /// (which is `Sync`) rather than the bare pointer field.
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// Validated shape of one product.
+struct Plan {
+    kernel: DotKernel,
+    w_row: usize,
+    a_row: usize,
+}
+
+fn plan(
+    kernels: &Kernels,
+    w: &MatRef,
+    x_len: usize,
+    n_tok: usize,
+    out_len: usize,
+) -> Result<Plan, KernelError> {
+    let kernel = kernels.dot(w.ty)?;
+    let not_aligned = |ty: GgmlType| KernelError::NotBlockAligned {
+        ty,
+        n: w.cols,
+        block: ty.block_size() as usize,
+    };
+    let w_row = row_bytes(w.ty, w.cols).ok_or_else(|| not_aligned(w.ty))?;
+    let a_row = row_bytes(kernel.act, w.cols).ok_or_else(|| not_aligned(kernel.act))?;
+    let check = |what, expected: Option<usize>, got: usize| match expected {
+        Some(e) if e == got => Ok(()),
+        e => Err(KernelError::BadLength {
+            what,
+            expected: e.unwrap_or(usize::MAX),
+            got,
+        }),
+    };
+    check("weight bytes", w.rows.checked_mul(w_row), w.data.len())?;
+    check("activations", n_tok.checked_mul(w.cols), x_len)?;
+    check("output", n_tok.checked_mul(w.rows), out_len)?;
+    Ok(Plan {
+        kernel,
+        w_row,
+        a_row,
+    })
+}
+
+/// Computes `out[t][r] = dot(w[r], x[t])` for `n_tok` activation rows `x`
+/// (each `w.cols` long) and every weight row `r`. `out` holds `n_tok` rows
+/// of `w.rows` values.
+pub fn matmul(
+    kernels: &Kernels,
+    pool: &ThreadPool,
+    w: &MatRef,
+    x: &[f32],
+    n_tok: usize,
+    out: &mut [f32],
+    scratch: &mut ActScratch,
+) -> Result<(), KernelError> {
+    let p = plan(kernels, w, x.len(), n_tok, out.len())?;
+    if n_tok == 0 || w.rows == 0 {
+        return Ok(());
+    }
+    let act: &[u8] = if p.kernel.act == GgmlType::F32 {
+        bytemuck::cast_slice(x)
+    } else {
+        let buf = scratch.bytes_mut(n_tok * p.a_row);
+        quantize_rows(pool, p.kernel.act, x, w.cols, buf, p.a_row)?;
+        buf
+    };
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    let rows = w.rows;
+    pool.for_range(rows, 4, |range: Range<usize>| {
+        for t in 0..n_tok {
+            let a = &act[t * p.a_row..(t + 1) * p.a_row];
+            for r in range.clone() {
+                let wr = &w.data[r * p.w_row..(r + 1) * p.w_row];
+                let v = (p.kernel.dot)(w.cols, wr, a);
+                // SAFETY: `r` lies in this thread's row range and `t` is in
+                // bounds (checked in `plan`), so no two threads write the
+                // same element and every write is inside `out`.
+                unsafe { *out_ptr.get().add(t * rows + r) = v };
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Quantizes `n_tok` rows of `cols` activations into `dst` (rows of
+/// `a_row` bytes), splitting the rows across threads when there are many.
+fn quantize_rows(
+    pool: &ThreadPool,
+    act: GgmlType,
+    x: &[f32],
+    cols: usize,
+    dst: &mut [u8],
+    a_row: usize,
+) -> Result<(), KernelError> {
+    let n_tok = x.len() / cols;
+    if n_tok < 2 * pool.n_threads() {
+        for (src, d) in x.chunks_exact(cols).zip(dst.chunks_exact_mut(a_row)) {
+            quant::quantize_row(act, src, d)?;
+        }
+        return Ok(());
+    }
+    let dst_ptr = OutPtr(dst.as_mut_ptr() as *mut f32);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    pool.for_range(n_tok, 1, |range| {
+        for t in range {
+            // SAFETY: row `t` belongs to this thread alone and lies inside
+            // `dst`, which holds `n_tok * a_row` bytes.
+            let d = unsafe {
+                std::slice::from_raw_parts_mut((dst_ptr.get() as *mut u8).add(t * a_row), a_row)
+            };
+            if quant::quantize_row(act, &x[t * cols..(t + 1) * cols], d).is_err() {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    if failed.into_inner() {
+        // Lengths were validated, so this only reports an unsupported
+        // activation format, which `quantize_row` names.
+        return quant::quantize_row(act, &x[..cols], &mut dst[..a_row]);
+    }
+    Ok(())
+}
+
+/// Single-threaded reference: dequantize each weight row and take an f64
+/// dot with the raw activations. Used by tests to bound the error of the
+/// quantized path.
+pub fn matmul_reference(w: &MatRef, x: &[f32], n_tok: usize) -> Result<Vec<f32>, KernelError> {
+    let w_row = row_bytes(w.ty, w.cols).ok_or(KernelError::NotBlockAligned {
+        ty: w.ty,
+        n: w.cols,
+        block: w.ty.block_size() as usize,
+    })?;
+    let mut row = vec![0f32; w.cols];
+    let mut out = vec![0f32; n_tok * w.rows];
+    for r in 0..w.rows {
+        crate::dequant::dequantize_row(w.ty, &w.data[r * w_row..(r + 1) * w_row], &mut row)?;
+        for t in 0..n_tok {
+            let xs = &x[t * w.cols..(t + 1) * w.cols];
+            let s: f64 = row.iter().zip(xs).map(|(&a, &b)| a as f64 * b as f64).sum();
+            out[t * w.rows + r] = s as f32;
+        }
+    }
+    Ok(out)
+}

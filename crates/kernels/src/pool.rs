@@ -1,0 +1,664 @@
+//! The persistent thread pool that runs the compute graph's nodes.
+//!
+//! A decode step of a small model executes hundreds of nodes that each take
+//! tens of microseconds, so dispatching one parallel job has to cost far less
+//! than a thread spawn, a heap allocation or a syscall. The pool therefore:
+//!
+//! - creates its workers once, in [`ThreadPool::new`]; the calling thread takes
+//!   part in every job as thread 0, so `n_threads - 1` OS threads are spawned;
+//! - hands a job over by reference: [`ThreadPool::run`] publishes a
+//!   type-erased `&dyn Fn(&Ctx)` in a shared slot and bumps an epoch counter;
+//!   nothing is boxed;
+//! - lets idle workers spin on the epoch for a bounded number of iterations
+//!   (work usually arrives within microseconds while a graph is executing) and
+//!   only then park, so the fast path is a handful of atomic operations and
+//!   the slow path costs a futex wake, never a busy CPU while the model is
+//!   idle;
+//! - offers [`Ctx::barrier`] for jobs with dependent steps, so one dispatch
+//!   can cover e.g. "quantize the activations, then multiply".
+//!
+//! # Safety argument for the erased job lifetime
+//!
+//! The job closure lives on the caller's stack, but the slot that workers read
+//! it from must have a `'static` type. [`ThreadPool::run`] erases the lifetime
+//! and is sound because it does not return, and cannot unwind, before every
+//! worker has finished with the reference:
+//!
+//! - each worker counts itself done (an increment of a completion counter)
+//!   only after its call of the job has returned or unwound (panics are
+//!   caught on the worker), and never touches the job afterwards;
+//! - the caller runs its own share under `catch_unwind` too, then waits until
+//!   the counter shows every worker done for this dispatch (an acquire that
+//!   synchronizes with every worker's increment), clears the slot, and only
+//!   then re-raises a caught panic;
+//! - the waiting code itself cannot panic (lock poisoning is ignored), and
+//!   dispatches are serialized by a mutex, so the slot is never rewritten while
+//!   a worker may still read it.
+
+use std::any::Any;
+use std::cell::{Cell, UnsafeCell};
+use std::fmt;
+use std::hint;
+use std::ops::{Deref, Range};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+
+/// Spin iterations used by [`ThreadPool::new`] before a waiting thread parks
+/// (workers waiting for a job, the caller waiting for stragglers) or yields
+/// (threads waiting in [`Ctx::barrier`]).
+///
+/// One iteration is an atomic load plus `spin_loop` (tens of nanoseconds), so
+/// this is a fraction of a millisecond: longer than the gap between two nodes
+/// of a graph, shorter than a pause that is worth a core.
+pub const DEFAULT_SPIN_ITERS: u32 = 10_000;
+
+/// The job as workers see it; the real lifetime is erased by `run`.
+type Job = dyn Fn(&Ctx) + Sync + 'static;
+
+thread_local! {
+    /// Set while this thread executes a pool job (always, on pool workers),
+    /// so that a nested dispatch panics instead of deadlocking.
+    static IN_JOB: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the current thread as running a job for as long as it lives.
+struct InJob;
+
+impl InJob {
+    fn enter() -> InJob {
+        if IN_JOB.replace(true) {
+            panic!(
+                "minfer ThreadPool: nested parallel call (run/for_range from inside a pool \
+                 job) is not supported"
+            );
+        }
+        InJob
+    }
+}
+
+impl Drop for InJob {
+    fn drop(&mut self) {
+        IN_JOB.set(false);
+    }
+}
+
+/// Keeps a hot atomic on its own cache lines (two, for the adjacent-line
+/// prefetcher), so that workers spinning on one counter do not slow down
+/// updates of another.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Payload used to unwind threads out of a barrier that can never complete
+/// because another thread of the job panicked. It is a zero-sized type, so
+/// boxing it does not allocate, and it is never reported to the caller.
+struct BarrierPoisoned;
+
+/// Everything a worker reads to pick up a job, on one cache line, so that a
+/// dispatch moves a single line from the caller to each worker.
+struct JobSlot {
+    /// Bumped once per dispatch (and once at shutdown). Workers wait for it to
+    /// change; the bump is the release that publishes `job`.
+    epoch: AtomicUsize,
+    /// The current job; written only by the dispatcher while no worker is
+    /// running, read by workers after they observe a new epoch.
+    job: UnsafeCell<Option<&'static Job>>,
+    shutdown: AtomicBool,
+}
+
+/// State shared by the caller and the workers.
+struct Shared {
+    n_threads: usize,
+    spin_iters: u32,
+    slot: Padded<JobSlot>,
+    /// Jobs finished by workers since the pool was created, wrapping. After
+    /// dispatch number `e` every worker is done exactly when it equals
+    /// `e * (n_threads - 1)` (wrapping), so it never needs resetting, and the
+    /// caller only ever reads the line the workers write.
+    done: Padded<AtomicUsize>,
+    /// Threads that have arrived at the current barrier.
+    bar_count: Padded<AtomicUsize>,
+    /// Completed barriers; waiters spin until it moves.
+    bar_gen: Padded<AtomicUsize>,
+    /// One flag per worker (index `i - 1` for thread `i`): set while the worker
+    /// is about to park or parked, so the dispatcher knows whom to unpark.
+    sleeping: Box<[Padded<AtomicBool>]>,
+    /// Some thread of the current job panicked.
+    panicked: AtomicBool,
+    /// The first real panic payload of the current job.
+    panic_payload: Mutex<Option<Box<dyn Any + Send>>>,
+    /// The caller stopped spinning and waits on `done_cv`.
+    caller_waiting: AtomicBool,
+    done_lock: Mutex<()>,
+    done_cv: Condvar,
+}
+
+// SAFETY: every field but `slot.job` is Sync. `slot.job` is written only by
+// the dispatcher, which holds the dispatch lock and has observed every worker
+// done with the previous job (so no worker reads it then), and the write
+// happens-before the workers' reads through the release/acquire pair on
+// `slot.epoch`.
+unsafe impl Sync for Shared {}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    /// Waits (spin, then park) until the epoch differs from `seen`; returns it.
+    fn wait_for_epoch(&self, sleeping: &AtomicBool, seen: usize) -> usize {
+        let mut spins = 0u32;
+        loop {
+            let epoch = self.slot.epoch.load(Ordering::Acquire);
+            if epoch != seen {
+                return epoch;
+            }
+            if spins < self.spin_iters {
+                spins += 1;
+                hint::spin_loop();
+                continue;
+            }
+            // Dekker-style handshake with `dispatch`: this thread stores the
+            // flag then loads the epoch, the dispatcher bumps the epoch then
+            // loads the flag, all SeqCst. At least one side sees the other's
+            // write: either this thread sees the new epoch and does not park,
+            // or the dispatcher sees the flag and unparks it (an unpark that
+            // lands before `park` makes `park` return at once).
+            sleeping.store(true, Ordering::SeqCst);
+            if self.slot.epoch.load(Ordering::SeqCst) == seen {
+                thread::park();
+            }
+            sleeping.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// The value of `done` once every worker has finished dispatch `epoch`.
+    fn done_target(&self, epoch: usize) -> usize {
+        epoch.wrapping_mul(self.n_threads - 1)
+    }
+
+    /// Marks one worker's share of dispatch `epoch` as done.
+    fn finish_one(&self, epoch: usize) {
+        // Same handshake as in `wait_workers`: if the caller has gone to sleep
+        // it is woken under the lock, so the wake cannot fall between its
+        // check of `done` and its wait.
+        let done = self.done.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+        if done == self.done_target(epoch) && self.caller_waiting.load(Ordering::SeqCst) {
+            let _guard = lock(&self.done_lock);
+            self.done_cv.notify_one();
+        }
+    }
+
+    /// The caller's wait for every worker to finish dispatch `epoch` (spin,
+    /// then sleep on the condvar).
+    fn wait_workers(&self, epoch: usize) {
+        let target = self.done_target(epoch);
+        let mut spins = 0u32;
+        while self.done.load(Ordering::Acquire) != target {
+            if spins < self.spin_iters {
+                spins += 1;
+                hint::spin_loop();
+                continue;
+            }
+            let mut guard = lock(&self.done_lock);
+            self.caller_waiting.store(true, Ordering::SeqCst);
+            while self.done.load(Ordering::SeqCst) != target {
+                guard = self
+                    .done_cv
+                    .wait(guard)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            self.caller_waiting.store(false, Ordering::SeqCst);
+            break;
+        }
+    }
+
+    fn record_panic(&self, payload: Box<dyn Any + Send>) {
+        if !payload.is::<BarrierPoisoned>() {
+            let mut slot = lock(&self.panic_payload);
+            if slot.is_none() {
+                *slot = Some(payload);
+            }
+        }
+        self.panicked.store(true, Ordering::Release);
+    }
+}
+
+/// The per-thread view of a job running on a [`ThreadPool`].
+///
+/// A `Ctx` only exists as `&Ctx` inside a job and is neither `Send` nor `Sync`,
+/// so it cannot outlive the job.
+pub struct Ctx {
+    /// Points into the pool's `Arc<Shared>`, which outlives every job.
+    shared: *const Shared,
+    index: usize,
+    n_threads: usize,
+}
+
+impl Ctx {
+    fn shared(&self) -> &Shared {
+        // SAFETY: a Ctx is only handed out by reference while a job runs, and
+        // the pool (caller side) or the worker holds the Arc for that long.
+        unsafe { &*self.shared }
+    }
+
+    /// This thread's index in `0..n_threads()`; the thread that called `run`
+    /// is 0.
+    pub fn thread_index(&self) -> usize {
+        self.index
+    }
+
+    /// The number of threads taking part in the job.
+    pub fn n_threads(&self) -> usize {
+        self.n_threads
+    }
+
+    /// Waits until every thread of the current job has reached this barrier,
+    /// so writes made before it by any thread are visible to all threads after
+    /// it. Every thread must call it the same number of times.
+    ///
+    /// Spins, then yields; never allocates. If another thread of the job
+    /// panicked, the barrier unwinds out of the job instead of waiting for a
+    /// thread that will never arrive (the original panic is what the caller
+    /// of `run` sees).
+    pub fn barrier(&self) {
+        if self.n_threads == 1 {
+            return;
+        }
+        let s = self.shared();
+        // Read the generation before arriving: it cannot move until this
+        // thread has arrived.
+        let generation = s.bar_gen.load(Ordering::Acquire);
+        // AcqRel chains every arrival's writes to the last arriver, whose
+        // release on `bar_gen` hands them to all waiters.
+        if s.bar_count.fetch_add(1, Ordering::AcqRel) + 1 == self.n_threads {
+            // Reset before releasing anyone, so the next barrier starts at 0.
+            s.bar_count.store(0, Ordering::Relaxed);
+            s.bar_gen.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while s.bar_gen.load(Ordering::Acquire) == generation {
+            if s.panicked.load(Ordering::Relaxed) {
+                panic::resume_unwind(Box::new(BarrierPoisoned));
+            }
+            if spins < s.spin_iters {
+                spins += 1;
+                hint::spin_loop();
+            } else {
+                thread::yield_now();
+            }
+        }
+    }
+
+    /// The chunk of `0..n` this thread owns: [`split_range`] with
+    /// `n_threads()` parts, the same rule as [`ThreadPool::for_range`].
+    pub fn chunk(&self, n: usize, align: usize) -> Range<usize> {
+        split_range(n, align, self.n_threads, self.index)
+    }
+}
+
+impl fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ctx")
+            .field("thread_index", &self.index)
+            .field("n_threads", &self.n_threads)
+            .finish()
+    }
+}
+
+/// Splits `0..n` into `parts` contiguous chunks and returns chunk `index`.
+///
+/// `0..n` is cut into blocks of `align` elements (the last block may be
+/// shorter), and blocks are dealt out as evenly as possible, the first chunks
+/// taking one extra block when they do not divide evenly. So every chunk
+/// starts at a multiple of `align`, every chunk but the one ending at `n` has a
+/// length that is a multiple of `align`, the chunks cover `0..n` exactly once,
+/// in order, and the empty chunks (when there are fewer blocks than parts) are
+/// the trailing ones, as `n..n`. `align` and `parts` of 0 are treated as 1; an
+/// `index >= parts` gets `n..n`.
+pub fn split_range(n: usize, align: usize, parts: usize, index: usize) -> Range<usize> {
+    let align = align.max(1);
+    let parts = parts.max(1);
+    if index >= parts {
+        return n..n;
+    }
+    let blocks = n.div_ceil(align);
+    let base = blocks / parts;
+    let extra = blocks % parts;
+    // Both are at most `blocks`, so no overflow here.
+    let first = index * base + index.min(extra);
+    let count = base + usize::from(index < extra);
+    // Block boundaries past `n` (possibly past usize::MAX) clamp to `n`.
+    let start = first.saturating_mul(align).min(n);
+    let end = (first + count).saturating_mul(align).min(n);
+    start..end
+}
+
+/// A fixed set of persistent worker threads that run one job at a time.
+///
+/// `ThreadPool` is `Send + Sync`; calls of [`run`](ThreadPool::run) from
+/// several threads are serialized by an internal lock. Calling `run` or
+/// `for_range` from inside a job (of this or any pool) is not supported and
+/// panics. Dropping the pool stops and joins the workers.
+pub struct ThreadPool {
+    shared: Arc<Shared>,
+    /// Worker `i` (thread index `i + 1`).
+    workers: Vec<JoinHandle<()>>,
+    /// Serializes dispatches from different caller threads.
+    dispatch: Mutex<()>,
+}
+
+impl ThreadPool {
+    /// A pool of `n_threads` threads in all, the caller included (0 is treated
+    /// as 1, which runs every job inline), spinning [`DEFAULT_SPIN_ITERS`]
+    /// iterations before parking.
+    ///
+    /// # Panics
+    ///
+    /// If the OS refuses to spawn a worker thread.
+    pub fn new(n_threads: usize) -> Self {
+        Self::with_spin(n_threads, DEFAULT_SPIN_ITERS)
+    }
+
+    /// Like [`new`](ThreadPool::new), with the number of spin iterations a
+    /// waiting thread makes before it parks (or, in a barrier, yields). 0
+    /// parks at once; a large value trades idle CPU time for latency.
+    ///
+    /// # Panics
+    ///
+    /// If the OS refuses to spawn a worker thread.
+    pub fn with_spin(n_threads: usize, spin_iters: u32) -> Self {
+        let n_threads = n_threads.max(1);
+        let shared = Arc::new(Shared {
+            n_threads,
+            spin_iters,
+            slot: Padded(JobSlot {
+                epoch: AtomicUsize::new(0),
+                job: UnsafeCell::new(None),
+                shutdown: AtomicBool::new(false),
+            }),
+            done: Padded(AtomicUsize::new(0)),
+            bar_count: Padded(AtomicUsize::new(0)),
+            bar_gen: Padded(AtomicUsize::new(0)),
+            sleeping: (1..n_threads)
+                .map(|_| Padded(AtomicBool::new(false)))
+                .collect(),
+            panicked: AtomicBool::new(false),
+            panic_payload: Mutex::new(None),
+            caller_waiting: AtomicBool::new(false),
+            done_lock: Mutex::new(()),
+            done_cv: Condvar::new(),
+        });
+        let mut pool = ThreadPool {
+            shared,
+            workers: Vec::with_capacity(n_threads - 1),
+            dispatch: Mutex::new(()),
+        };
+        for index in 1..n_threads {
+            let shared = Arc::clone(&pool.shared);
+            let spawned = thread::Builder::new()
+                .name(format!("minfer-worker-{index}"))
+                .spawn(move || worker_main(&shared, index));
+            match spawned {
+                Ok(handle) => pool.workers.push(handle),
+                // Dropping `pool` while unwinding stops the workers spawned so far.
+                Err(e) => panic!("minfer ThreadPool: cannot spawn minfer-worker-{index}: {e}"),
+            }
+        }
+        pool
+    }
+
+    /// The number of threads that run each job, the caller included.
+    pub fn n_threads(&self) -> usize {
+        self.shared.n_threads
+    }
+
+    /// Runs `f(ctx)` once on every thread (the caller is thread 0) and returns
+    /// when all have finished.
+    ///
+    /// Allocates nothing and spawns nothing. Concurrent calls from several
+    /// threads are serialized.
+    ///
+    /// # Panics
+    ///
+    /// If `f` panics on any thread, the first panic is re-raised here once
+    /// every thread has finished; the pool stays usable. Calling `run` (or
+    /// [`for_range`](ThreadPool::for_range)) from inside a job panics.
+    pub fn run<F: Fn(&Ctx) + Sync>(&self, f: F) {
+        let shared = &*self.shared;
+        if shared.n_threads == 1 {
+            let _in_job = InJob::enter();
+            f(&Ctx {
+                shared,
+                index: 0,
+                n_threads: 1,
+            });
+            return;
+        }
+        // Checked before taking the dispatch lock, which a nested call on
+        // thread 0 would otherwise try to take a second time.
+        let in_job = InJob::enter();
+        let dispatch = lock(&self.dispatch);
+
+        let job: &(dyn Fn(&Ctx) + Sync + '_) = &f;
+        // SAFETY: only the lifetime changes (same fat-pointer layout). The
+        // reference is used by workers only until they count themselves done,
+        // and this function does not return or unwind before all of them have
+        // and the slot is cleared; see the module documentation.
+        let job: &'static Job =
+            unsafe { std::mem::transmute::<&(dyn Fn(&Ctx) + Sync + '_), &'static Job>(job) };
+        // SAFETY: the dispatch lock is held and every worker finished the
+        // previous job, so no worker reads the slot now.
+        unsafe { *shared.slot.job.get() = Some(job) };
+        // Publishes the job (release) and is the dispatcher's side of the
+        // sleep handshake in `wait_for_epoch`.
+        let epoch = shared
+            .slot
+            .epoch
+            .fetch_add(1, Ordering::SeqCst)
+            .wrapping_add(1);
+        for (sleeping, worker) in shared.sleeping.iter().zip(&self.workers) {
+            if sleeping.load(Ordering::SeqCst) {
+                worker.thread().unpark();
+            }
+        }
+
+        let ctx = Ctx {
+            shared,
+            index: 0,
+            n_threads: shared.n_threads,
+        };
+        // Caught so that this function cannot unwind while workers still use
+        // `f`; re-raised below.
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| f(&ctx))) {
+            shared.record_panic(payload);
+        }
+        drop(in_job);
+        shared.wait_workers(epoch);
+
+        // SAFETY: every worker has finished with the job.
+        unsafe { *shared.slot.job.get() = None };
+        let payload = if shared.panicked.load(Ordering::Acquire) {
+            // A panic may have left a barrier half-counted; nobody is in one
+            // now, and the next dispatch publishes these resets.
+            shared.bar_count.store(0, Ordering::Relaxed);
+            shared.panicked.store(false, Ordering::Relaxed);
+            lock(&shared.panic_payload).take()
+        } else {
+            None
+        };
+        drop(dispatch);
+        if let Some(payload) = payload {
+            panic::resume_unwind(payload);
+        }
+    }
+
+    /// Splits `0..n` into at most `n_threads()` contiguous chunks aligned to
+    /// `align` (see [`split_range`]; e.g. rows in multiples of 4 or 16 for
+    /// SIMD) and calls `f(chunk)` on each thread whose chunk is not empty;
+    /// returns when all are done.
+    ///
+    /// When there is a single chunk (`n <= align`, or one thread) `f` runs
+    /// inline on the caller without waking the workers; `n == 0` calls
+    /// nothing.
+    ///
+    /// # Panics
+    ///
+    /// As [`run`](ThreadPool::run).
+    pub fn for_range<F: Fn(Range<usize>) + Sync>(&self, n: usize, align: usize, f: F) {
+        let parts = self.n_threads();
+        if parts == 1 || n.div_ceil(align.max(1)) <= 1 {
+            let _in_job = InJob::enter();
+            if n > 0 {
+                f(0..n);
+            }
+            return;
+        }
+        // `move`: the captures then sit together in the closure, so a worker
+        // fetches one cache line of the caller's stack rather than several.
+        self.run(move |ctx| {
+            let chunk = split_range(n, align, parts, ctx.thread_index());
+            if !chunk.is_empty() {
+                f(chunk);
+            }
+        });
+    }
+}
+
+impl fmt::Debug for ThreadPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadPool")
+            .field("n_threads", &self.shared.n_threads)
+            .field("spin_iters", &self.shared.spin_iters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        let shared = &*self.shared;
+        // No job can be running: `run` borrows the pool.
+        shared.slot.shutdown.store(true, Ordering::Release);
+        shared.slot.epoch.fetch_add(1, Ordering::SeqCst);
+        for worker in &self.workers {
+            worker.thread().unpark();
+        }
+        for worker in self.workers.drain(..) {
+            // Workers catch job panics, so an error here cannot carry one.
+            let _ = worker.join();
+        }
+    }
+}
+
+fn worker_main(shared: &Shared, index: usize) {
+    // A worker only ever runs pool jobs, so any dispatch from it is nested.
+    IN_JOB.set(true);
+    let sleeping = &shared.sleeping[index - 1];
+    let ctx = Ctx {
+        shared,
+        index,
+        n_threads: shared.n_threads,
+    };
+    // Workers start before any dispatch, at epoch 0.
+    let mut seen = 0;
+    loop {
+        seen = shared.wait_for_epoch(sleeping, seen);
+        if shared.slot.shutdown.load(Ordering::Acquire) {
+            return;
+        }
+        // SAFETY: the slot was written before the epoch bump this thread just
+        // acquired, and the dispatcher keeps it (and the closure it points to)
+        // alive until this worker's `finish_one`.
+        let job = unsafe { *shared.slot.job.get() };
+        if let Some(job) = job {
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| job(&ctx))) {
+                shared.record_panic(payload);
+            }
+        }
+        shared.finish_one(seen);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_chunks(n: usize, align: usize, parts: usize) -> Vec<Range<usize>> {
+        (0..parts)
+            .map(|i| split_range(n, align, parts, i))
+            .collect()
+    }
+
+    #[test]
+    fn split_range_examples() {
+        assert_eq!(all_chunks(10, 4, 2), vec![0..8, 8..10]);
+        assert_eq!(all_chunks(16, 4, 4), vec![0..4, 4..8, 8..12, 12..16]);
+        assert_eq!(all_chunks(17, 4, 4), vec![0..8, 8..12, 12..16, 16..17]);
+        assert_eq!(all_chunks(3, 1, 4), vec![0..1, 1..2, 2..3, 3..3]);
+        assert_eq!(all_chunks(5, 16, 3), vec![0..5, 5..5, 5..5]);
+        assert_eq!(all_chunks(0, 4, 3), vec![0..0, 0..0, 0..0]);
+        assert_eq!(all_chunks(7, 1, 1), vec![0..7]);
+    }
+
+    #[test]
+    fn split_range_degenerate_arguments() {
+        assert_eq!(split_range(5, 0, 1, 0), 0..5);
+        assert_eq!(split_range(5, 1, 0, 0), 0..5);
+        assert_eq!(split_range(5, 1, 2, 2), 5..5);
+        assert_eq!(split_range(5, 1, 2, usize::MAX), 5..5);
+        let n = usize::MAX;
+        let a = split_range(n, 1 << 20, 3, 2);
+        assert_eq!(a.end, n);
+        assert_eq!(a.start % (1 << 20), 0);
+        assert_eq!(split_range(n, usize::MAX, 2, 0), 0..n);
+        assert_eq!(split_range(n, usize::MAX, 2, 1), n..n);
+    }
+
+    #[test]
+    fn zero_threads_means_one() {
+        let pool = ThreadPool::new(0);
+        assert_eq!(pool.n_threads(), 1);
+        let hits = AtomicUsize::new(0);
+        pool.run(|ctx| {
+            assert_eq!((ctx.thread_index(), ctx.n_threads()), (0, 1));
+            ctx.barrier();
+            assert_eq!(ctx.chunk(9, 4), 0..9);
+            hits.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(hits.into_inner(), 1);
+    }
+
+    #[test]
+    fn nested_run_panics_single_thread() {
+        let pool = ThreadPool::new(1);
+        let err = panic::catch_unwind(AssertUnwindSafe(|| pool.run(|_| pool.run(|_| {}))))
+            .expect_err("nested run must panic");
+        let msg = err
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| err.downcast_ref::<String>().map(String::as_str));
+        assert!(msg.is_some_and(|m| m.contains("nested")), "{msg:?}");
+        // The flag is cleared again after unwinding.
+        pool.run(|_| {});
+    }
+
+    #[test]
+    fn poisoned_payload_does_not_allocate() {
+        assert_eq!(std::mem::size_of::<BarrierPoisoned>(), 0);
+    }
+
+    #[test]
+    fn pool_and_ctx_thread_safety() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<ThreadPool>();
+    }
+}

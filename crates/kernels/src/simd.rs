@@ -1,0 +1,108 @@
+//! Which instruction-set path the kernels use, chosen once at start-up.
+
+use crate::error::KernelError;
+
+/// An instruction-set level of the x86-64 kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SimdLevel {
+    /// Portable reference code.
+    Scalar,
+    /// AVX2 + FMA + F16C.
+    Avx2,
+    /// AVX-512 F/BW/VL, with VNNI used where the CPU has it.
+    Avx512,
+}
+
+impl SimdLevel {
+    /// Every level, lowest first.
+    pub const ALL: [SimdLevel; 3] = [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512];
+
+    /// The name used by the override (`scalar`, `avx2`, `avx512`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Scalar => "scalar",
+            SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx512 => "avx512",
+        }
+    }
+
+    /// Parses an override such as `MINFER_SIMD=avx2`.
+    pub fn parse(s: &str) -> Result<Self, KernelError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "scalar" | "none" | "off" => Ok(SimdLevel::Scalar),
+            "avx2" => Ok(SimdLevel::Avx2),
+            "avx512" | "avx-512" => Ok(SimdLevel::Avx512),
+            _ => Err(KernelError::UnknownSimd(s.to_string())),
+        }
+    }
+
+    /// Whether this CPU can run the level.
+    pub fn is_supported(self) -> bool {
+        match self {
+            SimdLevel::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2 => {
+                is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+                    && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 => {
+                SimdLevel::Avx2.is_supported()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// Whether the CPU has AVX-512 VNNI (used inside the AVX-512 path).
+    pub fn has_vnni() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            is_x86_feature_detected!("avx512vnni")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// The best level this CPU supports.
+    pub fn detect() -> Self {
+        Self::ALL
+            .into_iter()
+            .rev()
+            .find(|l| l.is_supported())
+            .unwrap_or(SimdLevel::Scalar)
+    }
+
+    /// Resolves an optional override (already read from the environment or
+    /// the command line by the caller) into a usable level.
+    pub fn select(requested: Option<&str>) -> Result<Self, KernelError> {
+        match requested {
+            None => Ok(Self::detect()),
+            Some(s) => {
+                let level = Self::parse(s)?;
+                if level.is_supported() {
+                    Ok(level)
+                } else {
+                    Err(KernelError::SimdUnavailable(level.name()))
+                }
+            }
+        }
+    }
+
+    /// The supported levels, lowest first (for tests and benchmarks).
+    pub fn supported() -> Vec<SimdLevel> {
+        Self::ALL.into_iter().filter(|l| l.is_supported()).collect()
+    }
+}
+
+impl std::fmt::Display for SimdLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
