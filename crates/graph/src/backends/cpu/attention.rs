@@ -1,0 +1,351 @@
+//! Writing K/V rows into the cache and attending over explicit windows of
+//! cells.
+//!
+//! Attention never derives what to read from a position or a cache length:
+//! each query gets the exact list of cells it may see (built by
+//! [`KvCells`](crate::kv::KvCells)), so several sequences can share one
+//! batch and one region, and cells past a sequence's cursor are never read.
+
+use std::sync::{Mutex, PoisonError};
+
+use minfer_kernels::blocks::QK;
+use minfer_kernels::pool::ThreadPool;
+
+use super::bad_len;
+use super::elementwise::softmax_row;
+use crate::error::{GraphError, Result};
+use crate::ir::AttnParams;
+use crate::kv::KvRegion;
+
+/// Writes row `t` of `x` (rows of `region.row_elems()` values) into cell
+/// `cells[t]` of `region`.
+///
+/// # Errors
+/// [`GraphError::CellOutOfRange`] when a cell is negative or `>= n_ctx`,
+/// [`GraphError::BadInput`] when `x` is not one row per cell. Every cell is
+/// checked before the first write, so nothing is written on error.
+pub fn kv_store(region: &mut KvRegion, x: &[f32], cells: &[i32]) -> Result<()> {
+    let n = region.row_elems();
+    if cells.len().checked_mul(n) != Some(x.len()) {
+        return Err(bad_len(
+            "kv_store input",
+            format_args!("{} x {n}", cells.len()),
+            x.len(),
+        ));
+    }
+    check_cells(cells, region.n_ctx())?;
+    for (row, &cell) in x.chunks_exact(n).zip(cells) {
+        region.store_row(cell as usize, row)?;
+    }
+    Ok(())
+}
+
+fn check_cells(cells: &[i32], n_ctx: usize) -> Result<()> {
+    match cells
+        .iter()
+        .find(|&&c| usize::try_from(c).map_or(true, |c| c >= n_ctx))
+    {
+        Some(&cell) => Err(GraphError::CellOutOfRange {
+            cell: cell.into(),
+            n_ctx,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// One thread's working memory.
+#[derive(Debug)]
+struct ThreadBuf {
+    /// Scores of the window's cells, then their softmax.
+    scores: Vec<f32>,
+    /// A head of K decoded from an F16 or Q8_0 region.
+    k: Vec<f32>,
+    /// A head of V, likewise.
+    v: Vec<f32>,
+}
+
+/// Preallocated working memory of [`attention`]: per thread, room for the
+/// scores of a window of up to `n_ctx` cells and for one head of K and of V
+/// decoded from a half-precision or quantized region.
+#[derive(Debug)]
+pub struct AttnScratch {
+    /// One buffer per pool thread. Each thread locks only its own, so the
+    /// locks are never contended; they are what lets threads of a shared
+    /// job each get a mutable buffer without `unsafe`.
+    bufs: Vec<Mutex<ThreadBuf>>,
+    n_ctx: usize,
+    head_dim_max: usize,
+}
+
+impl AttnScratch {
+    /// Scratch for a pool of `n_threads`, windows of up to `n_ctx` cells
+    /// and heads of up to `head_dim_max` values.
+    pub fn new(n_threads: usize, n_ctx: usize, head_dim_max: usize) -> Self {
+        // A Q8_0 head that starts and ends inside a block decodes both
+        // partial blocks whole.
+        let head = head_dim_max + 2 * QK;
+        let bufs = (0..n_threads.max(1))
+            .map(|_| {
+                Mutex::new(ThreadBuf {
+                    scores: vec![0.0; n_ctx],
+                    k: vec![0.0; head],
+                    v: vec![0.0; head],
+                })
+            })
+            .collect();
+        AttnScratch {
+            bufs,
+            n_ctx,
+            head_dim_max,
+        }
+    }
+}
+
+/// Where each thread writes its heads of the output. Threads write
+/// disjoint ranges, which is what makes sharing the pointer sound.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: see the type's documentation; each element has one writer.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// A method, so closures capture the `Sync` wrapper rather than the
+    /// bare pointer field.
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// Validates the shapes of an attention call; returns the longest window.
+fn validate(
+    q_len: usize,
+    out_len: usize,
+    k: &KvRegion,
+    v: &KvRegion,
+    offsets: &[i32],
+    cells: &[i32],
+    p: &AttnParams,
+) -> Result<usize> {
+    let bad = |what, msg: String| GraphError::BadInput { what, msg };
+    if p.head_dim == 0 || p.n_head_kv == 0 || !p.n_head.is_multiple_of(p.n_head_kv) {
+        return Err(bad(
+            "attention params",
+            format!(
+                "n_head {} must be a multiple of n_head_kv {}, head_dim {} positive",
+                p.n_head, p.n_head_kv, p.head_dim
+            ),
+        ));
+    }
+    let kv_row = p.n_head_kv.checked_mul(p.head_dim);
+    if kv_row != Some(k.row_elems()) || kv_row != Some(v.row_elems()) || k.n_ctx() != v.n_ctx() {
+        return Err(bad(
+            "attention kv regions",
+            format!(
+                "K rows {} and V rows {} (cells {} / {}) do not fit {} kv heads x {}",
+                k.row_elems(),
+                v.row_elems(),
+                k.n_ctx(),
+                v.n_ctx(),
+                p.n_head_kv,
+                p.head_dim
+            ),
+        ));
+    }
+    let Some(n_tok) = offsets.len().checked_sub(1) else {
+        return Err(bad(
+            "attention window offsets",
+            "need n_tokens + 1 offsets, got none".into(),
+        ));
+    };
+    // A saturated product never matches the length of a real slice.
+    let q_row = p.n_head.saturating_mul(p.head_dim);
+    if n_tok.checked_mul(q_row) != Some(q_len) {
+        return Err(bad_len(
+            "attention q",
+            format_args!("{n_tok} x {q_row}"),
+            q_len,
+        ));
+    }
+    if out_len != q_len {
+        return Err(bad_len("attention output", q_len, out_len));
+    }
+    let mut longest = 0usize;
+    for w in offsets.windows(2) {
+        if w[0] < 0 || w[1] < w[0] {
+            return Err(bad(
+                "attention window offsets",
+                format!(
+                    "offsets must be non-negative and non-decreasing, got {} then {}",
+                    w[0], w[1]
+                ),
+            ));
+        }
+        longest = longest.max((w[1] - w[0]) as usize);
+    }
+    let (first, last) = (offsets[0], offsets[n_tok]);
+    match (usize::try_from(first), usize::try_from(last)) {
+        (Ok(a), Ok(b)) if b <= cells.len() => check_cells(&cells[a..b], k.n_ctx())?,
+        _ => {
+            return Err(bad(
+                "attention window offsets",
+                format!(
+                    "windows {first}..{last} exceed the {} window cells",
+                    cells.len()
+                ),
+            ))
+        }
+    }
+    Ok(longest)
+}
+
+/// f32 dot product with eight independent partial sums (which the compiler
+/// keeps in vector registers), combined pairwise in a fixed order so the
+/// result depends only on the inputs.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    for (l, (x, y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
+        acc[l] += x * y;
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+/// One query head over its window: `out = Σ softmax(scale · q·k_j)_j v_j`.
+/// Returns `false` if a cell could not be read, which validation rules out.
+#[allow(clippy::too_many_arguments)]
+fn attend_head(
+    q: &[f32],
+    k: &KvRegion,
+    v: &KvRegion,
+    window: &[i32],
+    start: usize,
+    scale: f32,
+    buf: &mut ThreadBuf,
+    out: &mut [f32],
+) -> bool {
+    let hd = q.len();
+    let scores = &mut buf.scores[..window.len()];
+    for (s, &cell) in scores.iter_mut().zip(window) {
+        let Some(kr) = k.slice(cell as usize, start, hd, &mut buf.k) else {
+            return false;
+        };
+        *s = scale * dot(q, kr);
+    }
+    softmax_row(scores);
+    out.fill(0.0);
+    for (&pj, &cell) in scores.iter().zip(window) {
+        let Some(vr) = v.slice(cell as usize, start, hd, &mut buf.v) else {
+            return false;
+        };
+        for (o, &x) in out.iter_mut().zip(vr) {
+            *o += pj * x;
+        }
+    }
+    true
+}
+
+/// Causal, grouped-query attention of each query over exactly the cells of
+/// its window.
+///
+/// `q` and `out` hold one row per token of `n_head * head_dim` values.
+/// Token `t` attends to the cells `cells[offsets[t]..offsets[t + 1]]` of
+/// the regions `k` and `v`; query head `h` reads kv head
+/// `h / (n_head / n_head_kv)`. Per head: `s_j = scale * q·k_j` in f32, a
+/// max-subtracted softmax over the window, then `out = Σ_j p_j v_j`
+/// accumulated in window order. A token with an empty window gets zeros.
+///
+/// The `(token, head)` pairs are split across the pool's threads; each pair
+/// is computed by one thread in a fixed order, so the output does not
+/// depend on the number of threads. F16 and Q8_0 regions are decoded head
+/// by head into the scratch. Nothing is allocated.
+///
+/// # Errors
+/// [`GraphError::BadInput`] when the offsets are not non-negative,
+/// non-decreasing and within `cells`, when lengths or head counts do not
+/// fit, or when `scratch` is too small (fewer buffers than pool threads, a
+/// window longer than its `n_ctx`, a head longer than its `head_dim_max`);
+/// [`GraphError::CellOutOfRange`] when a window names a cell outside the
+/// regions.
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    q: &[f32],
+    k: &KvRegion,
+    v: &KvRegion,
+    offsets: &[i32],
+    cells: &[i32],
+    p: &AttnParams,
+    pool: &ThreadPool,
+    scratch: &mut AttnScratch,
+    out: &mut [f32],
+) -> Result<()> {
+    let longest = validate(q.len(), out.len(), k, v, offsets, cells, p)?;
+    if scratch.bufs.len() < pool.n_threads()
+        || longest > scratch.n_ctx
+        || p.head_dim > scratch.head_dim_max
+    {
+        return Err(GraphError::BadInput {
+            what: "attention scratch",
+            msg: format!(
+                "scratch for {} threads, windows of {} and heads of {} cannot serve \
+                 {} threads, a window of {longest} and heads of {}",
+                scratch.bufs.len(),
+                scratch.n_ctx,
+                scratch.head_dim_max,
+                pool.n_threads(),
+                p.head_dim
+            ),
+        });
+    }
+    let n_tok = offsets.len() - 1;
+    let n_pairs = n_tok * p.n_head;
+    if n_pairs == 0 {
+        return Ok(());
+    }
+    let hd = p.head_dim;
+    let group = p.n_head / p.n_head_kv;
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    let bufs = &scratch.bufs;
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    pool.run(|ctx| {
+        let pairs = ctx.chunk(n_pairs, 1);
+        if pairs.is_empty() {
+            return;
+        }
+        // A poisoned lock only means an earlier job panicked while holding
+        // it; the buffers hold no invariant, so keep using them.
+        let mut guard = bufs[ctx.thread_index()]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let buf = &mut *guard;
+        for pair in pairs {
+            let t = pair / p.n_head;
+            let h = pair % p.n_head;
+            // Validated: offsets are non-negative, ordered and within `cells`.
+            let window = &cells[offsets[t] as usize..offsets[t + 1] as usize];
+            let qh = &q[pair * hd..(pair + 1) * hd];
+            // SAFETY: pair `(t, h)` owns `out[pair * hd..(pair + 1) * hd]`,
+            // inside `out` (its length equals `q`'s, checked), and each
+            // pair belongs to exactly one thread's chunk.
+            let oh = unsafe { std::slice::from_raw_parts_mut(out_ptr.get().add(pair * hd), hd) };
+            if !attend_head(qh, k, v, window, (h / group) * hd, p.scale, buf, oh) {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+        }
+    });
+    if failed.into_inner() {
+        return Err(GraphError::Other(
+            "attention: a validated cell could not be read".into(),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! Rotary position embedding, computed as ggml's CPU rope does so the
+//! rotated queries and keys match llama.cpp's to the last bit where the
+//! C library's `powf`/`cosf`/`sinf` are the same.
+
+use crate::error::{GraphError, Result};
+use crate::ir::{RopeParams, RopeStyle};
+
+/// Rotates every head of every row of `x` by its token's position.
+///
+/// `x` holds `positions.len()` rows of `n_head * head_dim` values. For pair
+/// `i < n_rot / 2` the angle is `pos * freq_scale * freq_base^(-2i/n_rot)`,
+/// where, as in ggml's rope cache, `freq_base^(-2i/n_rot)` is built by
+/// repeated multiplication with `theta_scale = powf(freq_base, -2/n_rot)`
+/// starting from `theta = pos`, and `cos`/`sin` are taken in f32.
+/// [`RopeStyle::Normal`] rotates `(2i, 2i+1)`, [`RopeStyle::Neox`]
+/// `(i, i + n_rot/2)`; dimensions from `n_rot` on are left as they are.
+///
+/// # Errors
+/// [`GraphError::PositionOutOfRange`] when a position is negative or
+/// `>= n_ctx` (checked for every token before anything is written);
+/// [`GraphError::BadInput`] when `n_rot` is odd or larger than `head_dim`,
+/// a dimension is 0, or `x` does not hold one row per position.
+pub fn rope_inplace(x: &mut [f32], positions: &[i32], p: &RopeParams, n_ctx: usize) -> Result<()> {
+    if p.head_dim == 0 || p.n_head == 0 || p.n_rot > p.head_dim || !p.n_rot.is_multiple_of(2) {
+        return Err(GraphError::BadInput {
+            what: "rope params",
+            msg: format!(
+                "n_rot {} must be even and at most head_dim {} (n_head {})",
+                p.n_rot, p.head_dim, p.n_head
+            ),
+        });
+    }
+    let row = p.n_head.checked_mul(p.head_dim);
+    if row.and_then(|r| r.checked_mul(positions.len())) != Some(x.len()) {
+        return Err(GraphError::BadInput {
+            what: "rope input",
+            msg: format!(
+                "{} values are not {} rows of {} heads x {}",
+                x.len(),
+                positions.len(),
+                p.n_head,
+                p.head_dim
+            ),
+        });
+    }
+    if let Some(&pos) = positions
+        .iter()
+        .find(|&&pos| usize::try_from(pos).map_or(true, |q| q >= n_ctx))
+    {
+        return Err(GraphError::PositionOutOfRange {
+            pos: pos.into(),
+            n_ctx,
+        });
+    }
+    if p.n_rot == 0 || x.is_empty() {
+        return Ok(());
+    }
+    let row = p.n_head * p.head_dim;
+    let half = p.n_rot / 2;
+    let theta_scale = p.freq_base.powf(-2.0 / p.n_rot as f32);
+    for (xr, &pos) in x.chunks_exact_mut(row).zip(positions) {
+        // Every head of the row shares the angles, so each angle is
+        // computed once and applied across the heads.
+        let mut theta = pos as f32;
+        for i in 0..half {
+            let angle = p.freq_scale * theta;
+            let (sin, cos) = (angle.sin(), angle.cos());
+            theta *= theta_scale;
+            let (a, b) = match p.style {
+                RopeStyle::Normal => (2 * i, 2 * i + 1),
+                RopeStyle::Neox => (i, i + half),
+            };
+            for head in xr.chunks_exact_mut(p.head_dim) {
+                let x0 = head[a];
+                let x1 = head[b];
+                head[a] = x0 * cos - x1 * sin;
+                head[b] = x0 * sin + x1 * cos;
+            }
+        }
+    }
+    Ok(())
+}

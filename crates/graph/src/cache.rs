@@ -1,0 +1,536 @@
+//! `GraphCache`: built graphs kept by their [`GraphParams`], with the
+//! allocator (and so the KV cache) that outlives every one of them.
+//!
+//! Reuse is decided by comparing params, never by walking a graph: the
+//! builder must produce the same node list for equal params, and a step
+//! with equal params runs the cached graph as is. Each built graph gets a
+//! new uid from a counter that only grows, so a uid names exactly one
+//! topology for the life of the cache.
+//!
+//! The allocator is a field of the cache, not of a graph, so rebuilding
+//! (prefill → decode, a new turn) drops node plans but never the KV
+//! regions. Two caches share nothing: each owns its allocator, its regions
+//! and its thread pool.
+
+use std::time::{Duration, Instant};
+
+use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::{matmul, ActScratch, Kernels, MatRef};
+
+use crate::alloc::{AllocStats, Allocator, MemPlan, Slot};
+use crate::backends::cpu::AttnScratch;
+use crate::builder::{BuiltGraph, GraphBuilder};
+use crate::error::{GraphError, Result};
+use crate::exec::ExecCtx;
+use crate::fusion::{fuse, FusionReport};
+use crate::ir::{InputKind, KvKind, NodeId};
+use crate::kv::KvRegion;
+use crate::params::GraphParams;
+use crate::sched::{Schedule, Split, TraceConfig};
+use crate::weights::WeightStore;
+
+/// How many built graphs a cache keeps by default.
+pub const DEFAULT_CAPACITY: usize = 8;
+
+/// Identity of one built graph within its cache; never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GraphUid(pub u64);
+
+/// Options of a [`GraphCache`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Built graphs kept at most; the least recently prepared is dropped.
+    pub capacity: usize,
+    /// Scheduler trace output.
+    pub trace: TraceConfig,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            capacity: DEFAULT_CAPACITY,
+            trace: TraceConfig::default(),
+        }
+    }
+}
+
+/// The data of one step, copied into the graph's input buffers. A slice
+/// for an input the graph does not have is ignored (it may be empty).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StepInputs<'a> {
+    /// `n_tokens` token ids.
+    pub token_ids: &'a [i32],
+    /// `n_tokens` positions, each below `n_ctx`.
+    pub positions: &'a [i32],
+    /// `n_tokens` KV cells the tokens write.
+    pub kv_cells: &'a [i32],
+    /// `n_tokens + 1` offsets into `window_cells`.
+    pub window_offsets: &'a [i32],
+    /// Every token's attention window, concatenated.
+    pub window_cells: &'a [i32],
+    /// `n_out` rows (below `n_tokens`) whose outputs are wanted.
+    pub out_ids: &'a [i32],
+}
+
+/// Where the engine's own time went in the last step, measured only when
+/// [`GraphCache::set_timing`] is on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepTimings {
+    /// The last `prepare`: params compare and MRU update on a reuse, or
+    /// the whole build on a miss.
+    pub prepare: Duration,
+    /// Validating and copying the step inputs.
+    pub fill: Duration,
+    /// The scheduler walk, kernels included.
+    pub run: Duration,
+    /// Time inside node kernels during the walk.
+    pub kernels: Duration,
+}
+
+impl StepTimings {
+    /// The walk's own cost: `run` minus the kernels.
+    pub fn sched_overhead(&self) -> Duration {
+        self.run.saturating_sub(self.kernels)
+    }
+}
+
+/// One built graph and everything derived from it once.
+struct Entry {
+    params: GraphParams,
+    uid: GraphUid,
+    graph: BuiltGraph,
+    plan: MemPlan,
+    sched: Schedule,
+    report: FusionReport,
+}
+
+/// Built graphs by params, and the allocator that owns the node buffers
+/// and the KV regions. It owns its thread pool, which the kernels of every
+/// graph it runs share.
+pub struct GraphCache {
+    kernels: Kernels,
+    threads: ThreadPool,
+    config: CacheConfig,
+    /// Most recently prepared first.
+    entries: Vec<Entry>,
+    alloc: Allocator,
+    act: ActScratch,
+    /// Sized for the largest `(n_ctx, head_dim)` any graph has needed
+    /// (`attn_size`).
+    attn: AttnScratch,
+    attn_size: (usize, usize),
+    rope_scratch: Vec<f32>,
+    next_uid: u64,
+    builds: u64,
+    reuses: u64,
+    verify: bool,
+    timing: bool,
+    timings: StepTimings,
+}
+
+impl std::fmt::Debug for GraphCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphCache")
+            .field("graphs", &self.entries.len())
+            .field("builds", &self.builds)
+            .field("reuses", &self.reuses)
+            .field("alloc", &self.alloc.stats())
+            .finish()
+    }
+}
+
+fn check_len(what: &'static str, got: usize, want: usize) -> Result<()> {
+    if got != want {
+        return Err(GraphError::BadInput {
+            what,
+            msg: format!("{got} values, the graph takes {want}"),
+        });
+    }
+    Ok(())
+}
+
+fn check_cells(cells: &[i32], n_ctx: usize) -> Result<()> {
+    match cells
+        .iter()
+        .find(|&&c| usize::try_from(c).map_or(true, |c| c >= n_ctx))
+    {
+        Some(&c) => Err(GraphError::CellOutOfRange {
+            cell: c.into(),
+            n_ctx,
+        }),
+        None => Ok(()),
+    }
+}
+
+impl GraphCache {
+    /// A cache with its own pool of `n_threads` threads (the caller
+    /// included) and the default options.
+    pub fn new(kernels: Kernels, n_threads: usize) -> Self {
+        Self::with_config(kernels, n_threads, CacheConfig::default())
+    }
+
+    /// A cache with explicit options.
+    pub fn with_config(kernels: Kernels, n_threads: usize, config: CacheConfig) -> Self {
+        GraphCache {
+            kernels,
+            threads: ThreadPool::new(n_threads),
+            config: CacheConfig {
+                capacity: config.capacity.max(1),
+                ..config
+            },
+            entries: Vec::new(),
+            alloc: Allocator::new(),
+            act: ActScratch::default(),
+            attn: AttnScratch::new(n_threads, 0, 0),
+            attn_size: (0, 0),
+            rope_scratch: Vec::new(),
+            next_uid: 1,
+            builds: 0,
+            reuses: 0,
+            verify: false,
+            timing: false,
+            timings: StepTimings::default(),
+        }
+    }
+
+    /// Graphs built so far (cache misses).
+    pub fn builds(&self) -> u64 {
+        self.builds
+    }
+
+    /// Prepares answered by a cached graph.
+    pub fn reuses(&self) -> u64 {
+        self.reuses
+    }
+
+    /// Counters of node buffers and KV regions.
+    pub fn alloc_stats(&self) -> AllocStats {
+        self.alloc.stats()
+    }
+
+    /// Layer `layer`'s K or V region, once a graph has created it.
+    pub fn kv_region(&self, layer: usize, kind: KvKind) -> Option<&KvRegion> {
+        self.alloc.kv_region(layer, kind)
+    }
+
+    /// The thread pool the kernels run on.
+    pub fn threads(&self) -> &ThreadPool {
+        &self.threads
+    }
+
+    /// On a reuse, also rebuild the graph with the given builder and
+    /// compare it node by node with the cached one, failing with
+    /// "non-deterministic builder" on a difference. This is the check that
+    /// the params really determine the topology; it costs a full build per
+    /// step, so it is off unless a test or a debug session turns it on.
+    /// It is a runtime switch rather than a `debug_assertions` item so that
+    /// tests built with optimizations still exercise it.
+    pub fn set_verify(&mut self, on: bool) {
+        self.verify = on;
+    }
+
+    /// Measure where each step's time goes (see [`last_step_timings`]).
+    ///
+    /// [`last_step_timings`]: GraphCache::last_step_timings
+    pub fn set_timing(&mut self, on: bool) {
+        self.timing = on;
+    }
+
+    /// Timings of the last prepare and execute, when timing is on.
+    pub fn last_step_timings(&self) -> StepTimings {
+        self.timings
+    }
+
+    fn entry(&self, uid: GraphUid) -> Result<&Entry> {
+        self.entries
+            .iter()
+            .find(|e| e.uid == uid)
+            .ok_or_else(|| GraphError::Other(format!("graph {} is not in the cache", uid.0)))
+    }
+
+    /// The cached (fused) graph of `uid`, for dumps.
+    pub fn graph(&self, uid: GraphUid) -> Option<&BuiltGraph> {
+        self.entry(uid).ok().map(|e| &e.graph)
+    }
+
+    /// The params `uid` was built for.
+    pub fn params_of(&self, uid: GraphUid) -> Option<GraphParams> {
+        self.entry(uid).ok().map(|e| e.params)
+    }
+
+    /// What the fusion pass did to `uid`.
+    pub fn fusion_report(&self, uid: GraphUid) -> Option<FusionReport> {
+        self.entry(uid).ok().map(|e| e.report)
+    }
+
+    /// The splits `uid` runs as.
+    pub fn splits(&self, uid: GraphUid) -> Option<&[Split]> {
+        self.entry(uid).ok().map(|e| e.sched.splits.as_slice())
+    }
+
+    /// Whether node `node` of `uid` writes over its first source's buffer.
+    pub fn is_inplace(&self, uid: GraphUid, node: NodeId) -> Option<bool> {
+        self.entry(uid).ok()?.plan.inplace.get(node).copied()
+    }
+
+    /// Where node `node` of `uid` keeps its value.
+    pub fn slot(&self, uid: GraphUid, node: NodeId) -> Option<Slot> {
+        self.entry(uid).ok()?.plan.slots.get(node).copied()
+    }
+
+    /// The graph for `params`: the cached one when params are equal (a
+    /// struct compare, nothing else), otherwise a new one from `build`
+    /// (then fused and planned). `build` adds the nodes to the builder
+    /// and returns the output node.
+    pub fn prepare(
+        &mut self,
+        params: &GraphParams,
+        weights: &WeightStore,
+        build: impl FnOnce(&mut GraphBuilder) -> Result<NodeId>,
+    ) -> Result<GraphUid> {
+        let t0 = self.timing.then(Instant::now);
+        if let Some(pos) = self.entries.iter().position(|e| e.params == *params) {
+            self.entries[..=pos].rotate_right(1);
+            self.reuses += 1;
+            if self.verify {
+                let fresh = self.build_fused(params, weights, build)?.0;
+                if let Some(diff) = self.entries[0].graph.structural_diff(&fresh) {
+                    return Err(GraphError::Other(format!(
+                        "non-deterministic builder: {diff}"
+                    )));
+                }
+            }
+            if let Some(t0) = t0 {
+                self.timings.prepare = t0.elapsed();
+            }
+            return Ok(self.entries[0].uid);
+        }
+        let (graph, report) = self.build_fused(params, weights, build)?;
+        let plan = self.alloc.plan(&graph, params, weights)?;
+        self.size_scratch(&plan, params, weights)?;
+        let sched = Schedule::new(&graph, params.compute.backend);
+        let uid = GraphUid(self.next_uid);
+        self.next_uid += 1;
+        self.builds += 1;
+        self.entries.insert(
+            0,
+            Entry {
+                params: *params,
+                uid,
+                graph,
+                plan,
+                sched,
+                report,
+            },
+        );
+        // Evicting a graph frees nothing: its buffers stay in the pool for
+        // the graphs that remain, and the KV regions are not its to free.
+        self.entries.truncate(self.config.capacity);
+        if let Some(t0) = t0 {
+            self.timings.prepare = t0.elapsed();
+        }
+        Ok(uid)
+    }
+
+    fn build_fused(
+        &self,
+        params: &GraphParams,
+        weights: &WeightStore,
+        build: impl FnOnce(&mut GraphBuilder) -> Result<NodeId>,
+    ) -> Result<(BuiltGraph, FusionReport)> {
+        let mut b = GraphBuilder::new(weights, *params);
+        let out = build(&mut b)?;
+        let g = b.finish(out);
+        Ok(fuse(g, params.compute.fusion, params.compute.backend))
+    }
+
+    /// Grows the step scratch to what `plan` needs, so that no step
+    /// allocates.
+    fn size_scratch(
+        &mut self,
+        plan: &MemPlan,
+        params: &GraphParams,
+        weights: &WeightStore,
+    ) -> Result<()> {
+        if self.rope_scratch.len() < plan.rope_scratch {
+            self.rope_scratch.resize(plan.rope_scratch, 0.0);
+        }
+        if plan.attn_head_dim > 0 {
+            let n_ctx = params.compute.n_ctx as usize;
+            let (have_ctx, have_hd) = self.attn_size;
+            if have_ctx < n_ctx || have_hd < plan.attn_head_dim {
+                let size = (have_ctx.max(n_ctx), have_hd.max(plan.attn_head_dim));
+                self.attn = AttnScratch::new(self.threads.n_threads(), size.0, size.1);
+                self.attn_size = size;
+            }
+        }
+        // The activation scratch only grows inside a product, and it cannot
+        // be sized from outside; one product of the widest shape (over a
+        // single weight row, on zeros) grows it to its final size now.
+        if let Some((id, cols, n_tok)) = plan.widest_matmul {
+            let info = weights.info(id);
+            let row = minfer_kernels::matmul::row_bytes(info.ty, cols).unwrap_or(0);
+            let data = weights.data(id);
+            if row > 0 && data.len() >= row {
+                let w = MatRef {
+                    ty: info.ty,
+                    rows: 1,
+                    cols,
+                    data: &data[..row],
+                };
+                let x = vec![0.0f32; cols * n_tok];
+                let mut out = vec![0.0f32; n_tok];
+                matmul(
+                    &self.kernels,
+                    &self.threads,
+                    &w,
+                    &x,
+                    n_tok,
+                    &mut out,
+                    &mut self.act,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the step inputs against the graph, before anything runs.
+    fn validate(e: &Entry, inputs: &StepInputs) -> Result<()> {
+        let p = &e.params;
+        let (n, n_ctx) = (p.n_tokens as usize, p.compute.n_ctx as usize);
+        // A position at or past the context is refused whether or not the
+        // graph reads positions: it would name a cell that does not exist.
+        if let Some(&pos) = inputs
+            .positions
+            .iter()
+            .find(|&&q| usize::try_from(q).map_or(true, |q| q >= n_ctx))
+        {
+            return Err(GraphError::PositionOutOfRange {
+                pos: pos.into(),
+                n_ctx,
+            });
+        }
+        for &(kind, id) in &e.graph.inputs {
+            let cap = e.graph.nodes[id].n_elements();
+            match kind {
+                InputKind::TokenIds => check_len("token_ids", inputs.token_ids.len(), n)?,
+                InputKind::Positions => check_len("positions", inputs.positions.len(), n)?,
+                InputKind::KvCells => {
+                    check_len("kv_cells", inputs.kv_cells.len(), n)?;
+                    check_cells(inputs.kv_cells, n_ctx)?;
+                }
+                InputKind::WindowOffsets => {
+                    let o = inputs.window_offsets;
+                    check_len("window_offsets", o.len(), n + 1)?;
+                    let sorted = o.windows(2).all(|w| w[0] <= w[1]);
+                    let in_range = o.first().is_some_and(|&f| f >= 0)
+                        && o.last()
+                            .is_some_and(|&l| l as usize <= inputs.window_cells.len());
+                    if !sorted || !in_range {
+                        return Err(GraphError::BadInput {
+                            what: "window_offsets",
+                            msg: format!(
+                                "offsets must rise from 0 to at most {} (the window cells)",
+                                inputs.window_cells.len()
+                            ),
+                        });
+                    }
+                }
+                InputKind::WindowCells => {
+                    if inputs.window_cells.len() > cap {
+                        return Err(GraphError::BadInput {
+                            what: "window_cells",
+                            msg: format!("{} cells, room for {cap}", inputs.window_cells.len()),
+                        });
+                    }
+                    check_cells(inputs.window_cells, n_ctx)?;
+                }
+                InputKind::OutIds => {
+                    check_len("out_ids", inputs.out_ids.len(), p.n_out as usize)?;
+                    if let Some(&bad) = inputs
+                        .out_ids
+                        .iter()
+                        .find(|&&r| usize::try_from(r).map_or(true, |r| r >= n))
+                    {
+                        return Err(GraphError::BadInput {
+                            what: "out_ids",
+                            msg: format!("row {bad} is not one of the {n} tokens"),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs graph `uid` on one step's inputs and returns its output (the
+    /// logits: `n_out` rows of the output width). Inputs are validated
+    /// before anything is written, positions against `n_ctx` included.
+    /// Allocates nothing.
+    pub fn execute(
+        &mut self,
+        uid: GraphUid,
+        weights: &WeightStore,
+        inputs: &StepInputs,
+    ) -> Result<&[f32]> {
+        let t_fill = self.timing.then(Instant::now);
+        let idx = self
+            .entries
+            .iter()
+            .position(|e| e.uid == uid)
+            .ok_or_else(|| GraphError::Other(format!("graph {} is not in the cache", uid.0)))?;
+        let e = &self.entries[idx];
+        if let Some(max) = e.plan.max_weight {
+            if max.0 as usize >= weights.len() {
+                return Err(GraphError::Other(format!(
+                    "graph {} reads weight {} but the store holds {}",
+                    uid.0,
+                    max.0,
+                    weights.len()
+                )));
+            }
+        }
+        Self::validate(e, inputs)?;
+        let backend = e.params.compute.backend;
+        let (pool, kv) = self.alloc.step_parts(backend);
+        for &(kind, id) in &e.graph.inputs {
+            let src = match kind {
+                InputKind::TokenIds => inputs.token_ids,
+                InputKind::Positions => inputs.positions,
+                InputKind::KvCells => inputs.kv_cells,
+                InputKind::WindowOffsets => inputs.window_offsets,
+                InputKind::WindowCells => inputs.window_cells,
+                InputKind::OutIds => inputs.out_ids,
+            };
+            if let Slot::I32 { buf, .. } = e.plan.slots[id] {
+                pool.i32[buf][..src.len()].copy_from_slice(src);
+            }
+        }
+        let t_run = self.timing.then(Instant::now);
+        if self.config.trace.census {
+            e.sched.trace(uid.0, e.graph.nodes.len());
+        }
+        let mut cx = ExecCtx {
+            pool,
+            kv,
+            weights,
+            kernels: &self.kernels,
+            threads: &self.threads,
+            act: &mut self.act,
+            attn: &mut self.attn,
+            rope_scratch: &mut self.rope_scratch,
+            n_ctx: e.params.compute.n_ctx as usize,
+            window_len: inputs.window_cells.len(),
+        };
+        let kernels = e.sched.run(&mut cx, &e.graph, &e.plan, self.timing)?;
+        if let (Some(tf), Some(tr)) = (t_fill, t_run) {
+            self.timings.fill = tr - tf;
+            self.timings.run = tr.elapsed();
+            self.timings.kernels = kernels;
+        }
+        let Slot::F32 { buf, len } = e.plan.slots[e.graph.output] else {
+            return Err(GraphError::Other("the output has no f32 buffer".into()));
+        };
+        Ok(&self.alloc.step_parts(backend).0.f32[buf][..len])
+    }
+}

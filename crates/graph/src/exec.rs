@@ -1,0 +1,258 @@
+//! Running one node on the CPU: the mapping from an IR op and the slots of
+//! its sources onto the kernels of [`crate::backends::cpu`] and
+//! [`minfer_kernels::matmul`].
+//!
+//! Nothing here allocates. Buffers were sized when the graph was planned;
+//! the output buffer is moved out of the pool for the duration of the op
+//! (which leaves an empty, unallocated vector in its place) so that it can
+//! be written while the sources are read from the same pool.
+
+use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, MatRef};
+
+use crate::alloc::{LayerKv, MemPlan, Slot, TypedPool};
+use crate::backends::cpu;
+use crate::builder::BuiltGraph;
+use crate::error::{GraphError, Result};
+use crate::ir::{KvKind, NodeId, Op};
+use crate::kv::KvRegion;
+use crate::weights::{WeightId, WeightStore};
+
+/// Everything a node may read or write during a step.
+pub(crate) struct ExecCtx<'a> {
+    pub pool: &'a mut TypedPool,
+    pub kv: &'a mut [LayerKv],
+    pub weights: &'a WeightStore,
+    pub kernels: &'a Kernels,
+    pub threads: &'a ThreadPool,
+    pub act: &'a mut ActScratch,
+    pub attn: &'a mut cpu::AttnScratch,
+    /// Copy of K rows that a fused RoPE+store rotates before storing.
+    pub rope_scratch: &'a mut [f32],
+    pub n_ctx: usize,
+    /// Filled prefix of the window-cells input (its buffer is sized for
+    /// the largest possible windows).
+    pub window_len: usize,
+}
+
+/// Views f32 weight bytes as values; GGUF data is aligned, but an owned
+/// tensor might not be, and that is reported rather than assumed.
+fn f32_weight(weights: &WeightStore, id: WeightId, len: usize) -> Result<&[f32]> {
+    let bytes = weights.data(id);
+    // SAFETY: every bit pattern is a valid f32, and `align_to` only
+    // yields the correctly aligned middle part.
+    let (pre, vals, _) = unsafe { bytes.align_to::<f32>() };
+    if !pre.is_empty() || vals.len() < len {
+        return Err(GraphError::Other(format!(
+            "weight {} cannot be read as {len} aligned f32 values",
+            weights.info(id).name
+        )));
+    }
+    Ok(&vals[..len])
+}
+
+/// The bytes of f32 values, for kernels that take a raw table.
+fn f32_bytes(v: &[f32]) -> &[u8] {
+    // SAFETY: f32 has no padding and u8 has alignment 1; the length covers
+    // exactly the values' bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// An f32 source: a pool buffer or an f32 weight.
+fn src_f32<'a>(pool: &'a TypedPool, weights: &'a WeightStore, slot: Slot) -> Result<&'a [f32]> {
+    match slot {
+        Slot::F32 { buf, len } => Ok(&pool.f32[buf][..len]),
+        Slot::Weight(id) => {
+            let s = weights.info(id).shape;
+            f32_weight(weights, id, s[0] * s[1])
+        }
+        _ => Err(GraphError::Other(format!(
+            "expected an f32 value, found {slot:?}"
+        ))),
+    }
+}
+
+/// An i32 source (an input or a reshape of one).
+fn src_i32(pool: &TypedPool, slot: Slot) -> Result<&[i32]> {
+    match slot {
+        Slot::I32 { buf, len } => Ok(&pool.i32[buf][..len]),
+        _ => Err(GraphError::Other(format!(
+            "expected an i32 value, found {slot:?}"
+        ))),
+    }
+}
+
+fn region(kv: &mut [LayerKv], layer: usize, kind: KvKind) -> Result<&mut KvRegion> {
+    let l = kv.get_mut(layer);
+    let r = l.and_then(|l| match kind {
+        KvKind::K => l.k.as_mut(),
+        KvKind::V => l.v.as_mut(),
+    });
+    r.ok_or_else(|| GraphError::Other(format!("layer {layer} has no {kind:?} region")))
+}
+
+/// Whether a node does work when the graph runs (inputs are filled before,
+/// weights are read in place and reshapes alias their source).
+pub(crate) fn runs(op: &Op) -> bool {
+    !matches!(op, Op::Input(_) | Op::Weight(_) | Op::Reshape)
+}
+
+/// Runs node `i` of `g`.
+pub(crate) fn exec_node(cx: &mut ExecCtx, g: &BuiltGraph, plan: &MemPlan, i: NodeId) -> Result<()> {
+    let node = &g.nodes[i];
+    let slot_of = |k: usize| plan.slots[node.srcs[k]];
+    match &node.op {
+        Op::Input(_) | Op::Weight(_) | Op::Reshape => Ok(()),
+        Op::KvStore { layer, kind } => {
+            let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
+            let cells = src_i32(cx.pool, slot_of(1))?;
+            cpu::kv_store(region(cx.kv, *layer, *kind)?, x, cells)
+        }
+        Op::RopeKvStore { rope, layer } => {
+            let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
+            let pos = src_i32(cx.pool, slot_of(1))?;
+            let cells = src_i32(cx.pool, slot_of(2))?;
+            // The same arithmetic as an unfused rope followed by a store:
+            // rotate a copy, then store the copy.
+            let tmp = cx
+                .rope_scratch
+                .get_mut(..x.len())
+                .ok_or_else(|| GraphError::Other("rope scratch is smaller than planned".into()))?;
+            tmp.copy_from_slice(x);
+            cpu::rope_inplace(tmp, pos, rope, cx.n_ctx)?;
+            cpu::kv_store(region(cx.kv, *layer, KvKind::K)?, tmp, cells)
+        }
+        _ => {
+            let Slot::F32 { buf, len } = plan.slots[i] else {
+                return Err(GraphError::Other(format!(
+                    "node {} has no f32 buffer",
+                    node.name
+                )));
+            };
+            let mut out = std::mem::take(&mut cx.pool.f32[buf]);
+            let r = compute(cx, g, plan, i, &mut out[..len]);
+            cx.pool.f32[buf] = out;
+            r
+        }
+    }
+}
+
+/// Runs a node that writes an f32 buffer (`out`, moved out of the pool).
+fn compute(
+    cx: &mut ExecCtx,
+    g: &BuiltGraph,
+    plan: &MemPlan,
+    i: NodeId,
+    out: &mut [f32],
+) -> Result<()> {
+    let node = &g.nodes[i];
+    let slot_of = |k: usize| plan.slots[node.srcs[k]];
+    let ne0 = node.shape[0];
+    // Elementwise ops run in place: seed the output with the first source
+    // unless the planner put the output in that source's buffer already.
+    let seed = |cx: &ExecCtx, out: &mut [f32]| -> Result<()> {
+        if !plan.inplace[i] {
+            let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
+            if x.len() != out.len() {
+                return Err(GraphError::Other(format!(
+                    "node {}: source length {}",
+                    node.name,
+                    x.len()
+                )));
+            }
+            out.copy_from_slice(x);
+        }
+        Ok(())
+    };
+    match &node.op {
+        Op::GetRows => {
+            let ids = src_i32(cx.pool, slot_of(1))?;
+            let t = g.nodes[node.srcs[0]].shape;
+            match slot_of(0) {
+                Slot::Weight(id) => {
+                    let ty = cx.weights.info(id).ty;
+                    cpu::get_rows(ty, cx.weights.data(id), t[0], t[1], ids, out)
+                }
+                s => {
+                    let table = f32_bytes(src_f32(cx.pool, cx.weights, s)?);
+                    cpu::get_rows(GgmlType::F32, table, t[0], t[1], ids, out)
+                }
+            }
+        }
+        Op::RmsNorm { eps } => {
+            cpu::rms_norm(src_f32(cx.pool, cx.weights, slot_of(0))?, ne0, *eps, out)
+        }
+        Op::Add | Op::Mul => {
+            seed(cx, out)?;
+            let b = src_f32(cx.pool, cx.weights, slot_of(1))?;
+            if node.op == Op::Add {
+                cpu::add_inplace(out, b, ne0)
+            } else {
+                cpu::mul_inplace(out, b, ne0)
+            }
+        }
+        Op::Scale(s) => {
+            seed(cx, out)?;
+            cpu::scale_inplace(out, *s);
+            Ok(())
+        }
+        Op::Silu => {
+            seed(cx, out)?;
+            cpu::silu_inplace(out);
+            Ok(())
+        }
+        Op::SwiGlu => {
+            seed(cx, out)?;
+            cpu::swiglu_inplace(out, src_f32(cx.pool, cx.weights, slot_of(1))?)
+        }
+        Op::Softmax => {
+            seed(cx, out)?;
+            cpu::softmax_inplace(out, ne0)
+        }
+        Op::Rope(p) => {
+            seed(cx, out)?;
+            cpu::rope_inplace(out, src_i32(cx.pool, slot_of(1))?, p, cx.n_ctx)
+        }
+        Op::MatMul => {
+            let Slot::Weight(id) = slot_of(0) else {
+                return Err(GraphError::Other(format!(
+                    "node {}: mat_mul needs a weight",
+                    node.name
+                )));
+            };
+            let ws = g.nodes[node.srcs[0]].shape;
+            let x_node = &g.nodes[node.srcs[1]];
+            let w = MatRef {
+                ty: cx.weights.info(id).ty,
+                rows: ws[1],
+                cols: ws[0],
+                data: cx.weights.data(id),
+            };
+            let x = src_f32(cx.pool, cx.weights, slot_of(1))?;
+            matmul(cx.kernels, cx.threads, &w, x, x_node.shape[1], out, cx.act)?;
+            Ok(())
+        }
+        Op::Attention(p) => {
+            let q = src_f32(cx.pool, cx.weights, slot_of(0))?;
+            let offsets = src_i32(cx.pool, slot_of(3))?;
+            let cells = src_i32(cx.pool, slot_of(4))?;
+            let cells = &cells[..cx.window_len.min(cells.len())];
+            let layer = cx
+                .kv
+                .get(p.layer)
+                .ok_or_else(|| GraphError::Other(format!("layer {} has no KV regions", p.layer)))?;
+            let (Some(k), Some(v)) = (layer.k.as_ref(), layer.v.as_ref()) else {
+                return Err(GraphError::Other(format!(
+                    "layer {} lacks a K or V region",
+                    p.layer
+                )));
+            };
+            cpu::attention(q, k, v, offsets, cells, p, cx.threads, cx.attn, out)
+        }
+        op => Err(GraphError::Other(format!(
+            "node {}: op {} does not write a buffer",
+            node.name,
+            op.name()
+        ))),
+    }
+}

@@ -1,0 +1,185 @@
+//! The graph IR: a closed set of operations with typed parameters, and
+//! nodes that carry their shape, element type, sources and a name.
+//!
+//! Every activation is 2-D in ggml order: `ne0` elements per row (the
+//! contiguous dimension), `ne1` rows. Attention heads are packed along a
+//! row (`n_head * head_dim`), tokens along rows, which is all the llama
+//! family needs.
+
+use crate::weights::WeightId;
+
+/// Index of a node in its graph's node list.
+pub type NodeId = usize;
+
+/// Element type of an activation buffer. Integers are never smuggled
+/// through `f32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    I32,
+}
+
+/// `[ne0, ne1]`: elements per row, rows.
+pub type Shape = [usize; 2];
+
+/// Data that enters the graph each step. None of it is part of the
+/// graph's identity: it is filled into input buffers after the reuse check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InputKind {
+    /// Token ids, `[n_tokens]`.
+    TokenIds,
+    /// Absolute positions, `[n_tokens]`.
+    Positions,
+    /// KV cell each token writes its K/V into, `[n_tokens]`.
+    KvCells,
+    /// Start of each query's window in `WindowCells`, `[n_tokens + 1]`.
+    WindowOffsets,
+    /// The cells each query attends to, concatenated; capacity
+    /// `[n_tokens * n_ctx]`, only the prefix named by the offsets is read.
+    WindowCells,
+    /// Rows whose logits are wanted, `[n_out]` (only when `n_out < n_tokens`).
+    OutIds,
+}
+
+impl InputKind {
+    /// Every input kind, in a fixed order.
+    pub const ALL: [InputKind; 6] = [
+        InputKind::TokenIds,
+        InputKind::Positions,
+        InputKind::KvCells,
+        InputKind::WindowOffsets,
+        InputKind::WindowCells,
+        InputKind::OutIds,
+    ];
+}
+
+/// How RoPE pairs the dimensions it rotates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RopeStyle {
+    /// Adjacent pairs `(2i, 2i+1)` (llama).
+    Normal,
+    /// Halves `(i, i + n_rot/2)` (qwen2, GPT-NeoX).
+    Neox,
+}
+
+/// Rotary position embedding parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeParams {
+    pub style: RopeStyle,
+    /// Number of heads packed in a row.
+    pub n_head: usize,
+    /// Elements per head.
+    pub head_dim: usize,
+    /// Rotated dimensions per head (partial rotary when `< head_dim`).
+    pub n_rot: usize,
+    pub freq_base: f32,
+    pub freq_scale: f32,
+}
+
+/// Which half of a layer's cache an op touches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KvKind {
+    K,
+    V,
+}
+
+/// Attention over the cached keys and values of one layer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnParams {
+    pub layer: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    /// Multiplier of `q·k` before the softmax (usually `1/sqrt(head_dim)`).
+    pub scale: f32,
+}
+
+/// The operations of the IR.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// Step data, see [`InputKind`].
+    Input(InputKind),
+    /// A model tensor, by handle.
+    Weight(WeightId),
+    /// `[table, ids]`: rows of a (possibly quantized) table, as f32.
+    GetRows,
+    /// `[x]`: `x / sqrt(mean(x²) + eps)` per row.
+    RmsNorm { eps: f32 },
+    /// `[a, b]`: elementwise; `b` may be one row broadcast over `a`'s rows.
+    Add,
+    /// `[a, b]`: elementwise product, same broadcast rule as `Add`.
+    Mul,
+    /// `[x]`: `x * s`.
+    Scale(f32),
+    /// `[w, x]`: `out[t][r] = w[r] · x[t]`.
+    MatMul,
+    /// `[x, positions]`: rotary embedding of every head of every row.
+    Rope(RopeParams),
+    /// `[x, kv_cells]`: writes each row into the layer's K or V region at
+    /// its cell; outputs a one-element token that orders readers after it.
+    KvStore { layer: usize, kind: KvKind },
+    /// `[x, positions, kv_cells]`: `Rope` then `KvStore` in one pass (fused).
+    RopeKvStore { rope: RopeParams, layer: usize },
+    /// `[q, k_token, v_token, window_offsets, window_cells]`: causal, GQA
+    /// attention of each query over exactly the cells its window names.
+    Attention(AttnParams),
+    /// `[x]`: `x * sigmoid(x)`.
+    Silu,
+    /// `[gate, up]`: `silu(gate) * up` (fused from `Silu` + `Mul`).
+    SwiGlu,
+    /// `[x]`: softmax of each row.
+    Softmax,
+    /// `[x]`: same data, new shape with the same element count.
+    Reshape,
+}
+
+impl Op {
+    /// Short name for dumps and traces.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input(_) => "input",
+            Op::Weight(_) => "weight",
+            Op::GetRows => "get_rows",
+            Op::RmsNorm { .. } => "rms_norm",
+            Op::Add => "add",
+            Op::Mul => "mul",
+            Op::Scale(_) => "scale",
+            Op::MatMul => "mat_mul",
+            Op::Rope(_) => "rope",
+            Op::KvStore { .. } => "kv_store",
+            Op::RopeKvStore { .. } => "rope_kv_store",
+            Op::Attention(_) => "attention",
+            Op::Silu => "silu",
+            Op::SwiGlu => "swiglu",
+            Op::Softmax => "softmax",
+            Op::Reshape => "reshape",
+        }
+    }
+
+    /// Whether the op may write its result over its first source's buffer
+    /// (elementwise ops whose output has the first source's shape).
+    pub fn can_be_inplace(&self) -> bool {
+        matches!(
+            self,
+            Op::Add | Op::Mul | Op::Scale(_) | Op::Silu | Op::SwiGlu | Op::Softmax | Op::Rope(_)
+        )
+    }
+}
+
+/// One node: an op applied to earlier nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub op: Op,
+    pub srcs: Vec<NodeId>,
+    pub shape: Shape,
+    pub dtype: DType,
+    /// Unique, stable name (`blk.3.attn_q`), for dumps and comparisons.
+    pub name: String,
+}
+
+impl Node {
+    /// Number of elements.
+    pub fn n_elements(&self) -> usize {
+        self.shape[0] * self.shape[1]
+    }
+}

@@ -1,0 +1,29 @@
+//! The execution core of minfer: a declarative compute graph built once per
+//! set of [`GraphParams`] and reused for every step with equal params, with
+//! the KV cache held in persistent regions that survive rebuilds.
+
+pub mod alloc;
+pub mod backends;
+pub mod builder;
+pub mod cache;
+mod error;
+mod exec;
+pub mod export;
+pub mod fusion;
+pub mod ir;
+pub mod kv;
+pub mod params;
+pub mod sched;
+pub mod weights;
+
+pub use alloc::{AllocStats, Slot};
+pub use builder::{BuiltGraph, GraphBuilder};
+pub use cache::{CacheConfig, GraphCache, GraphUid, StepInputs, StepTimings};
+pub use error::{GraphError, Result};
+pub use fusion::FusionReport;
+pub use ir::{
+    AttnParams, DType, InputKind, KvKind, Node, NodeId, Op, RopeParams, RopeStyle, Shape,
+};
+pub use params::{BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat};
+pub use sched::{Split, TraceConfig};
+pub use weights::{WeightId, WeightInfo, WeightStore};

@@ -1,0 +1,144 @@
+//! Model tensors, registered once and referenced by typed handles, so a
+//! graph never looks a weight up by name while it runs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use minfer_gguf::{GgmlType, GgufFile};
+
+use crate::error::{GraphError, Result};
+
+/// Handle of a registered tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WeightId(pub u32);
+
+/// Type and 2-D shape of a registered tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WeightInfo {
+    pub name: String,
+    pub ty: GgmlType,
+    /// `[ne0, rows]`; higher ggml dimensions are folded into the rows.
+    pub shape: [usize; 2],
+}
+
+enum Backing {
+    Gguf(usize),
+    Owned(Vec<u8>),
+}
+
+/// Every tensor a model's graphs can reference.
+#[derive(Default)]
+pub struct WeightStore {
+    file: Option<Arc<GgufFile>>,
+    infos: Vec<WeightInfo>,
+    backing: Vec<Backing>,
+    by_name: HashMap<String, WeightId>,
+}
+
+fn fold_shape(name: &str, shape: &[u64]) -> Result<[usize; 2]> {
+    let bad = || GraphError::BadWeightShape {
+        name: name.to_string(),
+        shape: shape.to_vec(),
+    };
+    let ne0 = usize::try_from(shape.first().copied().unwrap_or(1)).map_err(|_| bad())?;
+    let rows = shape
+        .iter()
+        .skip(1)
+        .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+        .ok_or_else(bad)?;
+    Ok([ne0, rows])
+}
+
+impl WeightStore {
+    /// An empty store (tests add owned tensors).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers every tensor of a model file, without copying its data.
+    pub fn from_gguf(file: Arc<GgufFile>) -> Result<Self> {
+        let mut store = WeightStore::default();
+        for (i, t) in file.tensors().iter().enumerate() {
+            let shape = fold_shape(&t.info.name, &t.info.shape)?;
+            store.register(
+                t.info.name.clone(),
+                t.info.ggml_type,
+                shape,
+                Backing::Gguf(i),
+            );
+        }
+        store.file = Some(file);
+        Ok(store)
+    }
+
+    fn register(&mut self, name: String, ty: GgmlType, shape: [usize; 2], b: Backing) -> WeightId {
+        let id = WeightId(self.infos.len() as u32);
+        self.by_name.insert(name.clone(), id);
+        self.infos.push(WeightInfo { name, ty, shape });
+        self.backing.push(b);
+        id
+    }
+
+    /// Adds a tensor held in memory; its size must match type and shape.
+    pub fn add_owned(
+        &mut self,
+        name: impl Into<String>,
+        ty: GgmlType,
+        shape: [usize; 2],
+        data: Vec<u8>,
+    ) -> Result<WeightId> {
+        let name = name.into();
+        let expected =
+            minfer_kernels::matmul::row_bytes(ty, shape[0]).and_then(|r| r.checked_mul(shape[1]));
+        if expected != Some(data.len()) {
+            return Err(GraphError::BadWeightShape {
+                name,
+                shape: vec![shape[0] as u64, shape[1] as u64],
+            });
+        }
+        Ok(self.register(name, ty, shape, Backing::Owned(data)))
+    }
+
+    /// The handle of a tensor; an error names a missing one.
+    pub fn id(&self, name: &str) -> Result<WeightId> {
+        self.by_name
+            .get(name)
+            .copied()
+            .ok_or_else(|| GraphError::MissingWeight(name.to_string()))
+    }
+
+    /// The handle of a tensor if the model has it (optional tensors such
+    /// as biases or a separate output matrix).
+    pub fn get(&self, name: &str) -> Option<WeightId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Type and shape of a tensor.
+    pub fn info(&self, id: WeightId) -> &WeightInfo {
+        &self.infos[id.0 as usize]
+    }
+
+    /// The bytes of a tensor.
+    pub fn data(&self, id: WeightId) -> &[u8] {
+        match &self.backing[id.0 as usize] {
+            Backing::Owned(v) => v,
+            Backing::Gguf(i) => {
+                let file = self
+                    .file
+                    .as_ref()
+                    .expect("GGUF-backed weights keep their file");
+                file.tensor_data(&file.tensors()[*i])
+            }
+        }
+    }
+
+    /// Number of registered tensors.
+    pub fn len(&self) -> usize {
+        self.infos.len()
+    }
+
+    /// Whether no tensor is registered.
+    pub fn is_empty(&self) -> bool {
+        self.infos.is_empty()
+    }
+}

@@ -1,0 +1,775 @@
+//! The CPU kernels against naive references written here, on random inputs
+//! of odd sizes. Tolerances are stated at each comparison; comparisons are
+//! bit-exact where the reference performs the same operations in the same
+//! order.
+
+use minfer_graph::backends::cpu::{
+    add_inplace, attention, get_rows, kv_store, mul_inplace, rms_norm, rope_inplace, scale_inplace,
+    silu_inplace, softmax_inplace, swiglu_inplace, AttnScratch,
+};
+use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
+use minfer_graph::{AttnParams, GraphError, KvFormat, RopeParams, RopeStyle};
+use minfer_kernels::dequant::dequantize_row;
+use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::quant::quantize_row;
+use minfer_kernels::GgmlType;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Counts the allocations made by threads that armed themselves, so the
+/// hot-path test sees its own threads only, not tests running beside it.
+struct CountingAlloc;
+
+static ARMED_ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if ARMED.try_with(Cell::get).unwrap_or(false) {
+            ARMED_ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if ARMED.try_with(Cell::get).unwrap_or(false) {
+            ARMED_ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: as `alloc` and `dealloc`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+fn randn(rng: &mut StdRng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.gen_range(-2.0f32..2.0)).collect()
+}
+
+fn assert_close(got: &[f32], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g as f64 - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}[{i}]: {g} vs {w} (tol {tol})"
+        );
+    }
+}
+
+#[test]
+fn get_rows_dequantizes_the_named_rows() {
+    let mut rng = StdRng::seed_from_u64(1);
+    let (ne0, n_rows) = (96, 7);
+    let src = randn(&mut rng, ne0 * n_rows);
+    let ids = [6, 0, 3, 3, 1];
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0] {
+        let row_bytes = ne0 / ty.block_size() as usize * ty.type_size() as usize;
+        let mut table = vec![0u8; row_bytes * n_rows];
+        for (s, d) in src.chunks(ne0).zip(table.chunks_mut(row_bytes)) {
+            quantize_row(ty, s, d).unwrap();
+        }
+        let mut out = vec![0.0f32; ids.len() * ne0];
+        get_rows(ty, &table, ne0, n_rows, &ids, &mut out).unwrap();
+        for (i, &id) in ids.iter().enumerate() {
+            let mut want = vec![0.0f32; ne0];
+            let r = id as usize;
+            dequantize_row(ty, &table[r * row_bytes..(r + 1) * row_bytes], &mut want).unwrap();
+            assert_eq!(&out[i * ne0..(i + 1) * ne0], &want[..], "{ty} row {id}");
+        }
+        // Bad ids are refused before anything is written.
+        let mut out = vec![7.0f32; 2 * ne0];
+        for bad in [[0, 7], [-1, 0]] {
+            let r = get_rows(ty, &table, ne0, n_rows, &bad, &mut out);
+            assert!(matches!(r, Err(GraphError::BadInput { .. })), "{r:?}");
+            assert!(out.iter().all(|&v| v == 7.0));
+        }
+        assert!(get_rows(ty, &table[1..], ne0, n_rows, &[0], &mut out[..ne0]).is_err());
+        assert!(get_rows(ty, &table, ne0, n_rows, &[0], &mut out).is_err());
+    }
+    assert!(get_rows(GgmlType::Q8_0, &[0; 34], 33, 1, &[0], &mut [0.0; 33]).is_err());
+}
+
+#[test]
+fn rms_norm_follows_ggml() {
+    let mut rng = StdRng::seed_from_u64(2);
+    let (ne0, rows, eps) = (131, 5, 1e-6f32);
+    let x = randn(&mut rng, ne0 * rows);
+    let mut out = vec![0.0f32; x.len()];
+    rms_norm(&x, ne0, eps, &mut out).unwrap();
+    for (r, (xr, yr)) in x.chunks(ne0).zip(out.chunks(ne0)).enumerate() {
+        // Bit-exact: the same float/double steps as ggml.
+        let mut sum = 0.0f64;
+        for &v in xr {
+            sum += (v * v) as f64;
+        }
+        let scale = 1.0f32 / ((sum / ne0 as f64) as f32 + eps).sqrt();
+        let exact: Vec<f32> = xr.iter().map(|&v| v * scale).collect();
+        assert_eq!(yr, &exact[..], "row {r}");
+        // And close to the math in f64.
+        let ms: f64 = xr.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / ne0 as f64;
+        let want: Vec<f64> = xr
+            .iter()
+            .map(|&v| v as f64 / (ms + eps as f64).sqrt())
+            .collect();
+        assert_close(yr, &want, 1e-6, "rms_norm");
+    }
+    assert!(rms_norm(&x[..ne0 + 1], ne0, eps, &mut out[..ne0 + 1]).is_err());
+    assert!(rms_norm(&x, ne0, eps, &mut out[1..]).is_err());
+    assert!(rms_norm(&x, 0, eps, &mut out).is_err());
+}
+
+#[test]
+fn add_mul_scale_elementwise_and_broadcast() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let (ne0, rows) = (37, 3);
+    let a = randn(&mut rng, ne0 * rows);
+    let full = randn(&mut rng, ne0 * rows);
+    let row = randn(&mut rng, ne0);
+    let mut x = a.clone();
+    add_inplace(&mut x, &full, ne0).unwrap();
+    assert!(x.iter().enumerate().all(|(i, &v)| v == a[i] + full[i]));
+    let mut x = a.clone();
+    add_inplace(&mut x, &row, ne0).unwrap();
+    assert!(x.iter().enumerate().all(|(i, &v)| v == a[i] + row[i % ne0]));
+    let mut x = a.clone();
+    mul_inplace(&mut x, &full, ne0).unwrap();
+    assert!(x.iter().enumerate().all(|(i, &v)| v == a[i] * full[i]));
+    let mut x = a.clone();
+    mul_inplace(&mut x, &row, ne0).unwrap();
+    assert!(x.iter().enumerate().all(|(i, &v)| v == a[i] * row[i % ne0]));
+    let mut x = a.clone();
+    scale_inplace(&mut x, 0.3);
+    assert!(x.iter().enumerate().all(|(i, &v)| v == a[i] * 0.3));
+
+    let mut x = a.clone();
+    assert!(add_inplace(&mut x, &row[1..], ne0).is_err());
+    assert!(mul_inplace(&mut x, &full[..2 * ne0], ne0).is_err());
+    assert!(add_inplace(&mut x, &row, 36).is_err());
+    assert_eq!(x, a, "nothing written on error");
+}
+
+#[test]
+fn silu_swiglu_softmax_match_references() {
+    let mut rng = StdRng::seed_from_u64(4);
+    let n = 301;
+    let mut g = randn(&mut rng, n);
+    g.extend([-100.0, 100.0, 0.0, -0.0]);
+    let up = randn(&mut rng, g.len());
+
+    let mut s = g.clone();
+    silu_inplace(&mut s);
+    let want: Vec<f64> = g
+        .iter()
+        .map(|&v| v as f64 / (1.0 + (-v as f64).exp()))
+        .collect();
+    assert_close(&s, &want, 1e-6, "silu");
+
+    let mut sw = g.clone();
+    swiglu_inplace(&mut sw, &up).unwrap();
+    // Bit-exact: silu then an f32 product.
+    let exact: Vec<f32> = s.iter().zip(&up).map(|(a, b)| a * b).collect();
+    assert_eq!(sw, exact);
+    assert!(swiglu_inplace(&mut sw, &up[1..]).is_err());
+
+    let ne0 = 43;
+    let x: Vec<f32> = randn(&mut rng, ne0 * 4).iter().map(|v| v * 10.0).collect();
+    let mut y = x.clone();
+    softmax_inplace(&mut y, ne0).unwrap();
+    for (xr, yr) in x.chunks(ne0).zip(y.chunks(ne0)) {
+        let max = xr.iter().fold(f64::MIN, |m, &v| m.max(v as f64));
+        let e: Vec<f64> = xr.iter().map(|&v| (v as f64 - max).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        let want: Vec<f64> = e.iter().map(|v| v / sum).collect();
+        assert_close(yr, &want, 1e-6, "softmax");
+        let total: f64 = yr.iter().map(|&v| v as f64).sum();
+        assert!((total - 1.0).abs() < 1e-5);
+    }
+    assert!(softmax_inplace(&mut y, 42).is_err());
+}
+
+fn rope_params(style: RopeStyle, n_head: usize, head_dim: usize, n_rot: usize) -> RopeParams {
+    RopeParams {
+        style,
+        n_head,
+        head_dim,
+        n_rot,
+        freq_base: 10000.0,
+        freq_scale: 1.0,
+    }
+}
+
+/// Rope as ggml computes it: iterative f32 angles, f32 cos/sin.
+fn rope_ggml(x: &mut [f32], pos: &[i32], p: &RopeParams) {
+    let theta_scale = p.freq_base.powf(-2.0 / p.n_rot as f32);
+    for (t, row) in x.chunks_mut(p.n_head * p.head_dim).enumerate() {
+        for head in row.chunks_mut(p.head_dim) {
+            let mut theta = pos[t] as f32;
+            for i in 0..p.n_rot / 2 {
+                let a = p.freq_scale * theta;
+                let (c, s) = (a.cos(), a.sin());
+                theta *= theta_scale;
+                let (i0, i1) = match p.style {
+                    RopeStyle::Normal => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + p.n_rot / 2),
+                };
+                let (x0, x1) = (head[i0], head[i1]);
+                head[i0] = x0 * c - x1 * s;
+                head[i1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+/// Rope from the definition, in f64.
+fn rope_f64(x: &[f32], pos: &[i32], p: &RopeParams) -> Vec<f64> {
+    let mut y: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    for (t, row) in y.chunks_mut(p.n_head * p.head_dim).enumerate() {
+        for head in row.chunks_mut(p.head_dim) {
+            for i in 0..p.n_rot / 2 {
+                let theta = pos[t] as f64
+                    * p.freq_scale as f64
+                    * (p.freq_base as f64).powf(-2.0 * i as f64 / p.n_rot as f64);
+                let (i0, i1) = match p.style {
+                    RopeStyle::Normal => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + p.n_rot / 2),
+                };
+                let (x0, x1) = (head[i0], head[i1]);
+                head[i0] = x0 * theta.cos() - x1 * theta.sin();
+                head[i1] = x0 * theta.sin() + x1 * theta.cos();
+            }
+        }
+    }
+    y
+}
+
+#[test]
+fn rope_matches_ggml_and_the_definition() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let pos = [0, 1, 7, 60, 3];
+    let n_ctx = 64;
+    for style in [RopeStyle::Normal, RopeStyle::Neox] {
+        for (n_head, head_dim, n_rot) in [(3, 64, 64), (2, 24, 16), (5, 6, 2)] {
+            let p = rope_params(style, n_head, head_dim, n_rot);
+            let x = randn(&mut rng, pos.len() * n_head * head_dim);
+            let mut y = x.clone();
+            rope_inplace(&mut y, &pos, &p, n_ctx).unwrap();
+            let mut exact = x.clone();
+            rope_ggml(&mut exact, &pos, &p);
+            assert_eq!(y, exact, "{style:?} {n_head}x{head_dim}/{n_rot}");
+            // The iterated f32 angle drifts from the exact one by a few ulps
+            // per step; at position 60 that is ~1e-4 rad.
+            assert_close(&y, &rope_f64(&x, &pos, &p), 1e-3, "rope vs f64");
+            // Partial rotary: the tail of every head is untouched; position
+            // 0 (the first row) is the identity.
+            for (t, row) in y.chunks(n_head * head_dim).enumerate() {
+                for (h, head) in row.chunks(head_dim).enumerate() {
+                    let base = (t * n_head + h) * head_dim;
+                    assert_eq!(&head[n_rot..], &x[base + n_rot..base + head_dim]);
+                    if pos[t] == 0 {
+                        assert_eq!(head, &x[base..base + head_dim]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn rope_styles_differ_and_positions_are_checked() {
+    let mut rng = StdRng::seed_from_u64(6);
+    let x = randn(&mut rng, 2 * 16);
+    let pos = [5, 9];
+    let mut a = x.clone();
+    let mut b = x.clone();
+    rope_inplace(&mut a, &pos, &rope_params(RopeStyle::Normal, 2, 8, 8), 16).unwrap();
+    rope_inplace(&mut b, &pos, &rope_params(RopeStyle::Neox, 2, 8, 8), 16).unwrap();
+    assert_ne!(a, b);
+    // Each style preserves the norm of the pairs it rotates: Normal the
+    // adjacent ones, Neox the halves.
+    let pair_norm = |v: &[f32], i: usize, j: usize| (v[i] * v[i] + v[j] * v[j]).sqrt();
+    for h in 0..4 {
+        let o = h * 8;
+        assert!((pair_norm(&a, o + 2, o + 3) - pair_norm(&x, o + 2, o + 3)).abs() < 1e-5);
+        assert!((pair_norm(&b, o + 1, o + 5) - pair_norm(&x, o + 1, o + 5)).abs() < 1e-5);
+    }
+
+    let p = rope_params(RopeStyle::Neox, 2, 8, 8);
+    for bad in [16, -1, i32::MAX, i32::MIN] {
+        let mut y = x.clone();
+        let r = rope_inplace(&mut y, &[3, bad], &p, 16);
+        assert!(
+            matches!(r, Err(GraphError::PositionOutOfRange { pos, n_ctx: 16 }) if pos == bad as i64),
+            "{r:?}"
+        );
+        assert_eq!(y, x, "nothing written on error");
+    }
+    let mut y = x.clone();
+    assert!(rope_inplace(&mut y, &[1], &p, 16).is_err(), "one row short");
+    assert!(rope_inplace(&mut y, &pos, &rope_params(RopeStyle::Neox, 2, 8, 7), 16).is_err());
+    assert!(rope_inplace(&mut y, &pos, &rope_params(RopeStyle::Neox, 2, 8, 10), 16).is_err());
+}
+
+#[test]
+fn kv_store_checks_every_cell_first() {
+    let mut r = KvRegion::new(KvFormat::F32, 8, 4).unwrap();
+    let x: Vec<f32> = (0..16).map(|i| i as f32).collect();
+    for bad in [[1, 4], [-1, 0]] {
+        let e = kv_store(&mut r, &x, &bad);
+        assert!(matches!(e, Err(GraphError::CellOutOfRange { .. })), "{e:?}");
+        for c in 0..4 {
+            assert!(r.row_f32(c).unwrap().iter().all(|&v| v == 0.0));
+        }
+    }
+    assert!(kv_store(&mut r, &x[..15], &[0, 1]).is_err());
+    kv_store(&mut r, &x, &[3, 1]).unwrap();
+    assert_eq!(r.row_f32(3).unwrap(), &x[..8]);
+    assert_eq!(r.row_f32(1).unwrap(), &x[8..]);
+}
+
+/// Shapes of one attention test.
+#[derive(Clone, Copy)]
+struct Cfg {
+    n_head: usize,
+    n_head_kv: usize,
+    head_dim: usize,
+    n_ctx: usize,
+}
+
+impl Cfg {
+    fn params(&self) -> AttnParams {
+        AttnParams {
+            layer: 0,
+            n_head: self.n_head,
+            n_head_kv: self.n_head_kv,
+            head_dim: self.head_dim,
+            scale: 1.0 / (self.head_dim as f32).sqrt(),
+        }
+    }
+}
+
+/// The q, k and v rows of a token: a pure function of its position and a
+/// salt (which the tests pick per sequence), so the same token gets the
+/// same data in every run, whichever sequence id it runs under.
+fn token_rows(cfg: &Cfg, pos: i32, salt: u64) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let mut rng = StdRng::seed_from_u64(salt * 1_000_003 + pos as u64);
+    let q = randn(&mut rng, cfg.n_head * cfg.head_dim);
+    let k = randn(&mut rng, cfg.n_head_kv * cfg.head_dim);
+    let v = randn(&mut rng, cfg.n_head_kv * cfg.head_dim);
+    (q, k, v)
+}
+
+/// A context: cell store, one layer's K and V, and a thread pool.
+struct Ctx {
+    cfg: Cfg,
+    cells: KvCells,
+    k: KvRegion,
+    v: KvRegion,
+    pool: ThreadPool,
+    scratch: AttnScratch,
+    plan: BatchPlan,
+}
+
+impl Ctx {
+    fn new(cfg: Cfg, format: KvFormat, threads: usize) -> Self {
+        let row = cfg.n_head_kv * cfg.head_dim;
+        Ctx {
+            cfg,
+            cells: KvCells::new(cfg.n_ctx),
+            k: KvRegion::new(format, row, cfg.n_ctx).unwrap(),
+            v: KvRegion::new(format, row, cfg.n_ctx).unwrap(),
+            pool: ThreadPool::new(threads),
+            scratch: AttnScratch::new(threads, cfg.n_ctx, cfg.head_dim),
+            plan: BatchPlan::default(),
+        }
+    }
+
+    /// One forward of a batch of `(seq, pos)` tokens through the layer:
+    /// plan cells, store K/V, attend. Returns the output rows, one per token.
+    fn step(&mut self, batch: &[(u32, i32)], salt: impl Fn(u32) -> u64) -> Vec<f32> {
+        let cfg = self.cfg;
+        self.cells.plan_batch(batch, &mut self.plan).unwrap();
+        let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
+        for &(s, p) in batch {
+            let (qr, kr, vr) = token_rows(&cfg, p, salt(s));
+            q.extend(qr);
+            k.extend(kr);
+            v.extend(vr);
+        }
+        kv_store(&mut self.k, &k, &self.plan.kv_cells).unwrap();
+        kv_store(&mut self.v, &v, &self.plan.kv_cells).unwrap();
+        let mut out = vec![f32::NAN; q.len()];
+        attention(
+            &q,
+            &self.k,
+            &self.v,
+            &self.plan.window_offsets,
+            &self.plan.window_cells,
+            &cfg.params(),
+            &self.pool,
+            &mut self.scratch,
+            &mut out,
+        )
+        .unwrap();
+        out
+    }
+
+    /// The naive f64 reference for the last step's queries, reading K/V
+    /// back from the regions (so it sees what a quantized region holds).
+    fn reference(&self, batch: &[(u32, i32)], salt: impl Fn(u32) -> u64) -> Vec<f64> {
+        let cfg = self.cfg;
+        let hd = cfg.head_dim;
+        let row = cfg.n_head_kv * hd;
+        let (mut kr, mut vr) = (vec![0.0f32; row], vec![0.0f32; row]);
+        let mut out = Vec::new();
+        for (t, &(s, p)) in batch.iter().enumerate() {
+            let (q, _, _) = token_rows(&cfg, p, salt(s));
+            let w = &self.plan.window_cells
+                [self.plan.window_offsets[t] as usize..self.plan.window_offsets[t + 1] as usize];
+            for h in 0..cfg.n_head {
+                let kvh = h / (cfg.n_head / cfg.n_head_kv);
+                let qh = &q[h * hd..(h + 1) * hd];
+                let mut scores = Vec::new();
+                for &c in w {
+                    self.k.read_row(c as usize, &mut kr).unwrap();
+                    let d: f64 = (0..hd)
+                        .map(|i| qh[i] as f64 * kr[kvh * hd + i] as f64)
+                        .sum();
+                    scores.push(d * cfg.params().scale as f64);
+                }
+                let max = scores.iter().cloned().fold(f64::MIN, f64::max);
+                let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                let mut o = vec![0.0f64; hd];
+                for (&c, ej) in w.iter().zip(&e) {
+                    self.v.read_row(c as usize, &mut vr).unwrap();
+                    for i in 0..hd {
+                        o[i] += ej / sum * vr[kvh * hd + i] as f64;
+                    }
+                }
+                out.extend(o);
+            }
+        }
+        out
+    }
+}
+
+const GQA: Cfg = Cfg {
+    n_head: 14,
+    n_head_kv: 2,
+    head_dim: 64,
+    n_ctx: 40,
+};
+
+#[test]
+fn attention_gqa_matches_naive_reference() {
+    let mut ctx = Ctx::new(GQA, KvFormat::F32, 2);
+    let prompt: Vec<(u32, i32)> = (0..11).map(|p| (0, p)).collect();
+    let out = ctx.step(&prompt, |_| 1);
+    assert_close(&out, &ctx.reference(&prompt, |_| 1), 1e-5, "prefill");
+    for p in 11..14 {
+        let out = ctx.step(&[(0, p)], |_| 1);
+        assert_close(&out, &ctx.reference(&[(0, p)], |_| 1), 1e-5, "decode");
+    }
+    // The first query sees only itself: its output is its own V head.
+    let mut c = Ctx::new(GQA, KvFormat::F32, 1);
+    let out = c.step(&[(0, 0)], |_| 1);
+    let (_, _, v) = token_rows(&GQA, 0, 1);
+    for h in 0..14 {
+        let kvh = h / 7;
+        assert_eq!(&out[h * 64..(h + 1) * 64], &v[kvh * 64..(kvh + 1) * 64]);
+    }
+}
+
+#[test]
+fn batch_of_sequences_equals_each_alone() {
+    let cfg = Cfg {
+        n_head: 6,
+        n_head_kv: 3,
+        head_dim: 32,
+        n_ctx: 48,
+    };
+    // Each sequence has its own data (salt), prompt length and decode steps.
+    let salt = |s: u32| 100 + s as u64;
+    let lens = [5, 3, 7];
+    let mut together = Ctx::new(cfg, KvFormat::F32, 3);
+    // Prefill of all three interleaved in one batch.
+    let mut batch = Vec::new();
+    for p in 0..7 {
+        for (s, &len) in lens.iter().enumerate() {
+            if p < len {
+                batch.push((s as u32, p));
+            }
+        }
+    }
+    let out = together.step(&batch, salt);
+    let mut decode = [Vec::new(), Vec::new(), Vec::new()];
+    for step in 0..3 {
+        let b: Vec<(u32, i32)> = (0..3).map(|s| (s as u32, lens[s] + step)).collect();
+        decode[step as usize] = together.step(&b, salt);
+    }
+
+    let row = cfg.n_head * cfg.head_dim;
+    for (s, &len) in lens.iter().enumerate() {
+        let s32 = s as u32;
+        let mut alone = Ctx::new(cfg, KvFormat::F32, 2);
+        let prompt: Vec<(u32, i32)> = (0..len).map(|p| (s32, p)).collect();
+        let a = alone.step(&prompt, salt);
+        for p in 0..len {
+            let t = batch.iter().position(|&x| x == (s32, p)).unwrap();
+            let (p_us, t_us) = (p as usize, t);
+            assert_eq!(
+                &a[p_us * row..(p_us + 1) * row],
+                &out[t_us * row..(t_us + 1) * row],
+                "seq {s} pos {p} in the shared prefill"
+            );
+        }
+        for (step, d) in decode.iter().enumerate() {
+            let a = alone.step(&[(s32, len + step as i32)], salt);
+            assert_eq!(&a[..], &d[s * row..(s + 1) * row], "seq {s} decode {step}");
+        }
+    }
+}
+
+#[test]
+fn shared_prefix_reads_the_same_kv() {
+    let cfg = Cfg {
+        n_head: 4,
+        n_head_kv: 2,
+        head_dim: 48,
+        n_ctx: 32,
+    };
+    let mut ctx = Ctx::new(cfg, KvFormat::F32, 2);
+    let prompt: Vec<(u32, i32)> = (0..6).map(|p| (0, p)).collect();
+    ctx.step(&prompt, |_| 7);
+    ctx.cells.share(0, 1, 6).unwrap();
+    assert_eq!(ctx.cells.used(), 6);
+    // Both sequences then see the same token at position 6 (same salt).
+    let out = ctx.step(&[(0, 6), (1, 6)], |_| 7);
+    let w = &ctx.plan.window_cells;
+    let o = &ctx.plan.window_offsets;
+    assert_eq!(
+        w[o[0] as usize..o[0] as usize + 6],
+        w[o[1] as usize..o[1] as usize + 6]
+    );
+    assert_ne!(ctx.plan.kv_cells[0], ctx.plan.kv_cells[1]);
+    let row = cfg.n_head * cfg.head_dim;
+    assert_eq!(out[..row], out[row..]);
+    // And that equals one sequence of seven tokens alone.
+    let mut alone = Ctx::new(cfg, KvFormat::F32, 1);
+    let seven: Vec<(u32, i32)> = (0..7).map(|p| (0, p)).collect();
+    let a = alone.step(&seven, |_| 7);
+    assert_eq!(a[6 * row..], out[..row]);
+    // A diverging token reads the same prefix but gives a different output.
+    let out = ctx.step(&[(0, 7), (1, 7)], |s| 7 + s as u64);
+    assert_ne!(out[..row], out[row..]);
+}
+
+#[test]
+fn thread_counts_give_identical_outputs() {
+    let prompt: Vec<(u32, i32)> = (0..9).map(|p| (p as u32 % 2, p / 2)).collect();
+    let mut outs = Vec::new();
+    for threads in [1, 2, 3] {
+        let mut ctx = Ctx::new(GQA, KvFormat::F32, threads);
+        let mut o = ctx.step(&prompt, |s| 3 + s as u64);
+        o.extend(ctx.step(&[(0, 5), (1, 4)], |s| 3 + s as u64));
+        outs.push(o);
+    }
+    assert_eq!(outs[0], outs[1]);
+    assert_eq!(outs[0], outs[2]);
+}
+
+#[test]
+fn f16_and_q8_0_regions_are_close_to_f32() {
+    let prompt: Vec<(u32, i32)> = (0..12).map(|p| (0, p)).collect();
+    let mut f32_ctx = Ctx::new(GQA, KvFormat::F32, 2);
+    let want = f32_ctx.step(&prompt, |_| 9);
+    // Errors: f16 rounds K/V by <= 2^-11 relative; q8_0 by <= amax/254 per
+    // block (~0.008 for values in [-2, 2]). Outputs are convex combinations
+    // of V rows, so they move by about as much.
+    for (format, tol) in [(KvFormat::F16, 2e-3), (KvFormat::Q8_0, 2e-2)] {
+        let mut ctx = Ctx::new(GQA, format, 2);
+        let got = ctx.step(&prompt, |_| 9);
+        let want64: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+        assert_close(&got, &want64, tol, "quantized vs f32");
+        // Exact math over what the region holds.
+        assert_close(&got, &ctx.reference(&prompt, |_| 9), 1e-5, "vs reference");
+        let got = ctx.step(&[(0, 12)], |_| 9);
+        assert_close(&got, &ctx.reference(&[(0, 12)], |_| 9), 1e-5, "decode");
+    }
+    // Heads that straddle q8_0 blocks (head_dim 48) decode correctly.
+    let cfg = Cfg {
+        n_head: 4,
+        n_head_kv: 2,
+        head_dim: 48,
+        n_ctx: 16,
+    };
+    let mut ctx = Ctx::new(cfg, KvFormat::Q8_0, 3);
+    let got = ctx.step(&prompt[..5], |_| 4);
+    assert_close(&got, &ctx.reference(&prompt[..5], |_| 4), 1e-5, "q8_0 hd48");
+}
+
+#[test]
+fn attention_rejects_bad_windows_and_scratch() {
+    let cfg = Cfg {
+        n_head: 4,
+        n_head_kv: 2,
+        head_dim: 16,
+        n_ctx: 8,
+    };
+    let p = cfg.params();
+    let mut ctx = Ctx::new(cfg, KvFormat::F16, 2);
+    ctx.step(&[(0, 0), (0, 1)], |_| 1);
+    let q = vec![0.5f32; 2 * 64];
+    let mut out = vec![0.0f32; 2 * 64];
+    let mut run = |offsets: &[i32], cells: &[i32], p: &AttnParams, scratch: &mut AttnScratch| {
+        attention(
+            &q, &ctx.k, &ctx.v, offsets, cells, p, &ctx.pool, scratch, &mut out,
+        )
+    };
+    let mut ok = AttnScratch::new(2, 8, 16);
+    assert!(run(&[0, 1, 3], &[0, 0, 1], &p, &mut ok).is_ok());
+    // Cells outside the regions, only where a window names them.
+    for bad in [8, 100, -1] {
+        let r = run(&[0, 1, 3], &[0, 0, bad], &p, &mut ok);
+        assert!(matches!(r, Err(GraphError::CellOutOfRange { .. })), "{r:?}");
+    }
+    assert!(
+        run(&[0, 1, 3], &[0, 0, 1, 99], &p, &mut ok).is_ok(),
+        "garbage past the windows"
+    );
+    // Offsets: decreasing, negative, past the cells, too few.
+    for offsets in [&[0, 2, 1][..], &[-1, 1, 2], &[0, 1, 4], &[0, 1], &[]] {
+        let r = run(offsets, &[0, 0, 1], &p, &mut ok);
+        assert!(
+            matches!(r, Err(GraphError::BadInput { .. })),
+            "{offsets:?}: {r:?}"
+        );
+    }
+    // Scratch too small: threads, window length, head size.
+    for mut small in [
+        AttnScratch::new(1, 8, 16),
+        AttnScratch::new(2, 1, 16),
+        AttnScratch::new(2, 8, 8),
+    ] {
+        let r = run(&[0, 1, 3], &[0, 0, 1], &p, &mut small);
+        assert!(matches!(r, Err(GraphError::BadInput { .. })), "{r:?}");
+    }
+    // Head counts that do not fit the regions or each other.
+    for (n_head, n_head_kv, head_dim) in [(4, 3, 16), (4, 0, 16), (8, 4, 16), (4, 2, 0)] {
+        let bad = AttnParams {
+            n_head,
+            n_head_kv,
+            head_dim,
+            ..p
+        };
+        assert!(run(&[0, 1, 3], &[0, 0, 1], &bad, &mut ok).is_err());
+    }
+    // q and out lengths.
+    let r = attention(
+        &q[1..],
+        &ctx.k,
+        &ctx.v,
+        &[0, 1, 3],
+        &[0, 0, 1],
+        &p,
+        &ctx.pool,
+        &mut ok,
+        &mut out,
+    );
+    assert!(r.is_err());
+    let r = attention(
+        &q,
+        &ctx.k,
+        &ctx.v,
+        &[0, 1, 3],
+        &[0, 0, 1],
+        &p,
+        &ctx.pool,
+        &mut ok,
+        &mut out[1..],
+    );
+    assert!(r.is_err());
+    // An empty window gives zeros.
+    let mut out = vec![1.0f32; 64];
+    attention(
+        &q[..64],
+        &ctx.k,
+        &ctx.v,
+        &[0, 0],
+        &[],
+        &p,
+        &ctx.pool,
+        &mut ok,
+        &mut out,
+    )
+    .unwrap();
+    assert!(out.iter().all(|&v| v == 0.0));
+}
+
+#[test]
+fn decode_step_kernels_do_not_allocate() {
+    let cfg = GQA;
+    let mut ctx = Ctx::new(cfg, KvFormat::Q8_0, 3);
+    let prompt: Vec<(u32, i32)> = (0..10).map(|p| (p as u32 % 2, p / 2)).collect();
+    ctx.step(&prompt, |s| s as u64);
+    // Warm the plan's buffers to their final size.
+    ctx.plan.window_cells.reserve(2 * cfg.n_ctx);
+    ctx.plan.kv_cells.reserve(2);
+    ctx.plan.window_offsets.reserve(3);
+    let (q, k, v) = token_rows(&cfg, 5, 0);
+    let (q, k, v) = (
+        [q.clone(), q].concat(),
+        [k.clone(), k].concat(),
+        [v.clone(), v].concat(),
+    );
+    let mut out = vec![0.0f32; q.len()];
+    let mut qr = q.clone();
+    let mut norm = vec![0.0f32; q.len()];
+    let rope = rope_params(RopeStyle::Neox, cfg.n_head, cfg.head_dim, cfg.head_dim);
+    let pos = [5, 5];
+    let arm = |on: bool| ctx.pool.run(|_| ARMED.with(|a| a.set(on)));
+    arm(true);
+    ARMED.with(|a| a.set(true));
+    ARMED_ALLOCS.store(0, Ordering::Relaxed);
+    for _ in 0..3 {
+        ctx.cells
+            .plan_batch(&[(0, 5), (1, 5)], &mut ctx.plan)
+            .unwrap();
+        rope_inplace(&mut qr, &pos, &rope, cfg.n_ctx).unwrap();
+        rms_norm(&q, cfg.head_dim, 1e-6, &mut norm).unwrap();
+        swiglu_inplace(&mut norm, &q).unwrap();
+        softmax_inplace(&mut norm, cfg.head_dim).unwrap();
+        kv_store(&mut ctx.k, &k, &ctx.plan.kv_cells).unwrap();
+        kv_store(&mut ctx.v, &v, &ctx.plan.kv_cells).unwrap();
+        attention(
+            &qr,
+            &ctx.k,
+            &ctx.v,
+            &ctx.plan.window_offsets,
+            &ctx.plan.window_cells,
+            &cfg.params(),
+            &ctx.pool,
+            &mut ctx.scratch,
+            &mut out,
+        )
+        .unwrap();
+        ctx.cells.remove(0, 5).unwrap();
+        ctx.cells.remove(1, 5).unwrap();
+    }
+    let n = ARMED_ALLOCS.load(Ordering::Relaxed);
+    ARMED.with(|a| a.set(false));
+    arm(false);
+    assert_eq!(n, 0, "allocations on the hot path");
+}
