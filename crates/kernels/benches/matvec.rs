@@ -97,7 +97,12 @@ fn bench(c: &mut Criterion) {
                 continue;
             }
             let data = weights(ty, rows, cols, &mut rng);
-            let w = MatRef { ty, rows, cols, data: &data };
+            let w = MatRef {
+                ty,
+                rows,
+                cols,
+                data: &data,
+            };
             let x: Vec<f32> = (0..cols).map(|_| rng.gen_range(-1.0..1.0)).collect();
             let mut out = vec![0f32; rows];
             let mut scratch = ActScratch::default();

@@ -166,7 +166,7 @@ impl Shared {
                 hint::spin_loop();
                 continue;
             }
-            // Dekker-style handshake with `dispatch`: this thread stores the
+            // Dekker-style handshake with `ThreadPool::run`: this thread stores the
             // flag then loads the epoch, the dispatcher bumps the epoch then
             // loads the flag, all SeqCst. At least one side sees the other's
             // write: either this thread sees the new epoch and does not park,

@@ -324,13 +324,19 @@ fn zero_allocations_per_call() {
             pool.for_range(3, 16, body);
         }
         ARMED.store(false, Ordering::SeqCst);
-        pool.run(|_| TRACKED.set(false));
         assert_eq!(
             ALLOCS.load(Ordering::SeqCst),
             0,
             "n_threads={n} spin={spin}: allocations in 1000 dispatches"
         );
         assert!(sink.load(Ordering::Relaxed) > 0);
+
+        // The counter itself works, on the caller and on every worker.
+        ARMED.store(true, Ordering::SeqCst);
+        pool.run(|_| drop(std::hint::black_box(Box::new(7u64))));
+        ARMED.store(false, Ordering::SeqCst);
+        assert_eq!(ALLOCS.swap(0, Ordering::SeqCst), n);
+        pool.run(|_| TRACKED.set(false));
     }
 }
 
