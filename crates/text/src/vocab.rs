@@ -1,0 +1,393 @@
+//! The vocabulary as llama.cpp loads it from GGUF metadata: token texts and
+//! attributes, special ids, the `add_bos`/`add_eos` rule and the set of
+//! end-of-generation tokens.
+
+use std::collections::BTreeSet;
+
+use minfer_gguf::Metadata;
+
+use crate::fxhash::FxHashMap;
+use crate::pretok::PreTokenizer;
+use crate::TextError;
+
+/// Token attribute bits, as llama.cpp keeps them per token.
+pub(crate) mod attr {
+    pub const UNKNOWN: u8 = 1 << 0;
+    pub const UNUSED: u8 = 1 << 1;
+    pub const NORMAL: u8 = 1 << 2;
+    pub const CONTROL: u8 = 1 << 3;
+    pub const USER_DEFINED: u8 = 1 << 4;
+    pub const BYTE: u8 = 1 << 5;
+}
+
+/// Special token ids; `None` when the model has none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpecialIds {
+    /// Beginning of sequence.
+    pub bos: Option<u32>,
+    /// End of sequence.
+    pub eos: Option<u32>,
+    /// End of turn.
+    pub eot: Option<u32>,
+    /// End of message (tool call pending).
+    pub eom: Option<u32>,
+    /// Unknown token.
+    pub unk: Option<u32>,
+    /// Separator.
+    pub sep: Option<u32>,
+    /// Padding.
+    pub pad: Option<u32>,
+    /// Mask.
+    pub mask: Option<u32>,
+    /// Fill-in-the-middle: prefix.
+    pub fim_pre: Option<u32>,
+    /// Fill-in-the-middle: suffix.
+    pub fim_suf: Option<u32>,
+    /// Fill-in-the-middle: middle.
+    pub fim_mid: Option<u32>,
+    /// Fill-in-the-middle: padding.
+    pub fim_pad: Option<u32>,
+    /// Fill-in-the-middle: repository name.
+    pub fim_rep: Option<u32>,
+    /// Fill-in-the-middle: file separator.
+    pub fim_sep: Option<u32>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Vocab {
+    pub texts: Vec<String>,
+    pub attrs: Vec<u8>,
+    /// Text → id; for duplicate texts the last id wins, as in llama.cpp.
+    pub token_ids: FxHashMap<String, u32>,
+    pub special: SpecialIds,
+    pub add_bos: bool,
+    pub add_eos: bool,
+    /// Sorted.
+    pub eog: Vec<u32>,
+    pub pre: PreTokenizer,
+    pub warnings: Vec<String>,
+}
+
+const KEY_MODEL: &str = "tokenizer.ggml.model";
+const KEY_PRE: &str = "tokenizer.ggml.pre";
+const KEY_TOKENS: &str = "tokenizer.ggml.tokens";
+const KEY_TYPES: &str = "tokenizer.ggml.token_type";
+
+/// Texts that llama.cpp treats as end-of-generation whatever their id.
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
+    "[e~[",
+];
+
+/// Texts that identify the end-of-turn token when the metadata names none,
+/// in the order this crate prefers them (llama.cpp takes whichever its hash
+/// map yields first, which is not reproducible).
+const EOT_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
+];
+const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
+const FIM_PRE_TEXTS: &[&str] = &[
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<｜fim▁begin｜>",
+    "<PRE>",
+    "▁<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+];
+const FIM_SUF_TEXTS: &[&str] = &[
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<｜fim▁hole｜>",
+    "<SUF>",
+    "▁<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+];
+const FIM_MID_TEXTS: &[&str] = &[
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<｜fim▁end｜>",
+    "<MID>",
+    "▁<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+];
+const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
+const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
+
+/// Selects one field of [`SpecialIds`].
+type Slot = fn(&mut SpecialIds) -> &mut Option<u32>;
+
+/// Tokens llama.cpp always renders as text (gpt-oss's structural markers).
+const FORCED_USER_DEFINED: &[&str] = &["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"];
+
+impl Vocab {
+    pub fn from_gguf(md: &Metadata) -> Result<Vocab, TextError> {
+        let model = md
+            .get_str(KEY_MODEL)?
+            .ok_or(TextError::MissingKey(KEY_MODEL))?;
+        if model != "gpt2" {
+            return Err(TextError::UnsupportedModel(model.to_string()));
+        }
+        let mut warnings = Vec::new();
+
+        let pre = match md.get_str(KEY_PRE)? {
+            None => {
+                warnings.push(format!(
+                    "`{KEY_PRE}` is missing; using the `default` pre-tokenizer \
+                     (tokenization may differ from the model's own)"
+                ));
+                PreTokenizer::fallback()
+            }
+            Some(name) => PreTokenizer::by_name(name).unwrap_or_else(|| {
+                warnings.push(format!(
+                    "unknown pre-tokenizer `{name}`; using the `default` pre-tokenizer \
+                     (tokenization may differ from the model's own)"
+                ));
+                PreTokenizer::fallback()
+            }),
+        };
+
+        let tokens = md
+            .get_array(KEY_TOKENS)?
+            .ok_or(TextError::MissingKey(KEY_TOKENS))?;
+        let n = tokens.items.len();
+        if n == 0 || u32::try_from(n).is_err() {
+            return Err(TextError::BadMetadata {
+                key: KEY_TOKENS,
+                reason: format!("{n} tokens"),
+            });
+        }
+        let mut texts = Vec::with_capacity(n);
+        for (i, v) in tokens.items.iter().enumerate() {
+            let s = v.as_str().ok_or_else(|| TextError::BadMetadata {
+                key: KEY_TOKENS,
+                reason: format!("element {i} is {}, not a string", v.type_name()),
+            })?;
+            // llama.cpp gives empty entries a placeholder so that every
+            // token has a distinct, non-empty text.
+            texts.push(if s.is_empty() {
+                warnings.push(format!("empty token at index {i}"));
+                format!("[EMPTY_{i}]")
+            } else {
+                s.to_string()
+            });
+        }
+
+        let mut attrs = vec![attr::NORMAL; n];
+        if let Some(types) = md.get_array(KEY_TYPES)? {
+            if types.items.len() < n {
+                return Err(TextError::BadMetadata {
+                    key: KEY_TYPES,
+                    reason: format!("{} entries for {n} tokens", types.items.len()),
+                });
+            }
+            for (a, v) in attrs.iter_mut().zip(&types.items) {
+                *a = match v.as_i64() {
+                    Some(1) => attr::NORMAL,
+                    Some(2) => attr::UNKNOWN,
+                    Some(3) => attr::CONTROL,
+                    Some(4) => attr::USER_DEFINED,
+                    Some(5) => attr::UNUSED,
+                    Some(6) => attr::BYTE,
+                    _ => 0,
+                };
+            }
+        }
+
+        let token_ids: FxHashMap<String, u32> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
+
+        let mut v = Vocab {
+            texts,
+            attrs,
+            token_ids,
+            special: SpecialIds::default(),
+            add_bos: pre.add_bos_default,
+            add_eos: false,
+            eog: Vec::new(),
+            pre,
+            warnings,
+        };
+        v.read_special_ids(md)?;
+        if let Some(b) = md.get_bool("tokenizer.ggml.add_bos_token")? {
+            v.add_bos = b;
+        }
+        if let Some(b) = md.get_bool("tokenizer.ggml.add_eos_token")? {
+            v.add_eos = b;
+        }
+        if v.add_bos && v.special.bos.is_none() {
+            v.warnings
+                .push("the model adds BOS but has no BOS token; none will be added".into());
+        }
+        if v.add_eos && v.special.eos.is_none() {
+            v.warnings
+                .push("the model adds EOS but has no EOS token; none will be added".into());
+        }
+        v.detect_by_text();
+        v.build_eog();
+        Ok(v)
+    }
+
+    fn read_special_ids(&mut self, md: &Metadata) -> Result<(), TextError> {
+        let n = self.texts.len() as u64;
+        // llama.cpp's defaults for byte-level BPE vocabularies.
+        let default = if n > 11 { Some(11) } else { None };
+        self.special.bos = default;
+        self.special.eos = default;
+        let keys: [(&str, Slot); 17] = [
+            ("bos_token_id", |s| &mut s.bos),
+            ("eos_token_id", |s| &mut s.eos),
+            ("eot_token_id", |s| &mut s.eot),
+            ("eom_token_id", |s| &mut s.eom),
+            ("unknown_token_id", |s| &mut s.unk),
+            ("seperator_token_id", |s| &mut s.sep),
+            ("padding_token_id", |s| &mut s.pad),
+            ("mask_token_id", |s| &mut s.mask),
+            ("fim_pre_token_id", |s| &mut s.fim_pre),
+            ("fim_suf_token_id", |s| &mut s.fim_suf),
+            ("fim_mid_token_id", |s| &mut s.fim_mid),
+            ("fim_pad_token_id", |s| &mut s.fim_pad),
+            ("fim_rep_token_id", |s| &mut s.fim_rep),
+            ("fim_sep_token_id", |s| &mut s.fim_sep),
+            // Older names of the first three FIM keys.
+            ("prefix_token_id", |s| &mut s.fim_pre),
+            ("suffix_token_id", |s| &mut s.fim_suf),
+            ("middle_token_id", |s| &mut s.fim_mid),
+        ];
+        for (name, slot) in keys {
+            let key = format!("tokenizer.ggml.{name}");
+            let Some(id) = md.get_u64(&key)? else {
+                continue;
+            };
+            if id >= n {
+                self.warnings.push(format!(
+                    "bad special token `{key}` = {id} (vocabulary has {n} tokens); ignored"
+                ));
+                continue;
+            }
+            *slot(&mut self.special) = Some(id as u32);
+        }
+        Ok(())
+    }
+
+    fn mark_control(&mut self, id: u32) {
+        let a = &mut self.attrs[id as usize];
+        if *a & attr::CONTROL == 0 {
+            self.warnings.push(format!(
+                "control-looking token {id} `{}` was not control-type; treating it as control",
+                self.texts[id as usize]
+            ));
+            *a |= attr::CONTROL;
+        }
+    }
+
+    /// Finds EOT/EOM/FIM tokens by text when the metadata does not name them.
+    fn detect_by_text(&mut self) {
+        let lists: [(&[&str], Slot); 8] = [
+            (EOT_TEXTS, |s| &mut s.eot),
+            (EOM_TEXTS, |s| &mut s.eom),
+            (FIM_PRE_TEXTS, |s| &mut s.fim_pre),
+            (FIM_SUF_TEXTS, |s| &mut s.fim_suf),
+            (FIM_MID_TEXTS, |s| &mut s.fim_mid),
+            (FIM_PAD_TEXTS, |s| &mut s.fim_pad),
+            (FIM_REP_TEXTS, |s| &mut s.fim_rep),
+            (FIM_SEP_TEXTS, |s| &mut s.fim_sep),
+        ];
+        for (texts, slot) in lists {
+            if slot(&mut self.special).is_some() {
+                continue;
+            }
+            if let Some(id) = texts.iter().find_map(|t| self.token_ids.get(*t).copied()) {
+                *slot(&mut self.special) = Some(id);
+                self.mark_control(id);
+            }
+        }
+    }
+
+    fn build_eog(&mut self) {
+        let s = self.special;
+        let mut eog: BTreeSet<u32> = [s.fim_pad, s.fim_rep, s.fim_sep]
+            .into_iter()
+            .flatten()
+            .collect();
+        for text in EOG_TEXTS {
+            if let Some(&id) = self.token_ids.get(*text) {
+                eog.insert(id);
+                self.mark_control(id);
+            }
+        }
+        for text in FORCED_USER_DEFINED {
+            if let Some(&id) = self.token_ids.get(*text) {
+                self.attrs[id as usize] = attr::USER_DEFINED;
+            }
+        }
+        eog.extend([s.eos, s.eot, s.eom].into_iter().flatten());
+
+        // Harmony-style vocabularies end a message with `<|end|>` without
+        // ending generation: llama.cpp drops it when the tokens that do end
+        // it exist.
+        let ids = &self.token_ids;
+        let has = |eog: &BTreeSet<u32>, t: &str| ids.get(t).is_some_and(|id| eog.contains(id));
+        if let Some(&end) = ids.get("<|end|>").filter(|id| eog.contains(id)) {
+            let call = has(&eog, "<|call|>") || has(&eog, "<|calls|>");
+            if call && (has(&eog, "<|return|>") || has(&eog, "<|flush|>")) {
+                eog.remove(&end);
+                self.attrs[end as usize] = attr::USER_DEFINED;
+            }
+        }
+        // Likewise `</s>` is an ordinary token in vocabularies that end
+        // turns with their own markers.
+        if let Some(&s_tok) = ids.get("</s>").filter(|id| eog.contains(id)) {
+            if has(&eog, "<|tool_response>") || has(&eog, "<|plamo:eos|>") {
+                eog.remove(&s_tok);
+                self.attrs[s_tok as usize] = attr::NORMAL;
+            }
+        }
+        self.eog = eog.into_iter().collect();
+    }
+}

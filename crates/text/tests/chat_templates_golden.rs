@@ -1,0 +1,50 @@
+//! Chat templates of the real models against transformers' renderings.
+
+mod common;
+
+use common::{golden, open_model, MODELS};
+use minfer_text::{ChatMessage, ChatTemplate, DateTime};
+
+#[test]
+fn golden_chat_templates_render_identically() {
+    let g = golden("chat-templates.json");
+    let mut checked = 0;
+    for (file, name) in MODELS {
+        let Some(cases) = g["models"][name].as_array() else {
+            panic!("chat-templates.json has no cases for {name}");
+        };
+        let Some(f) = open_model(file) else { continue };
+        // The golden was rendered with empty BOS/EOS strings and the clock
+        // fixed at 2026-11-29.
+        let t = ChatTemplate::from_gguf(f.metadata())
+            .expect("template compiles")
+            .expect("model has a template")
+            .with_fixed_time(DateTime::date(2026, 11, 29))
+            .expect("template compiles");
+        let mut failures = Vec::new();
+        for case in cases {
+            let case_name = case["name"].as_str().unwrap_or("?");
+            let messages: Vec<ChatMessage> =
+                serde_json::from_value(case["messages"].clone()).expect("messages");
+            let tools = (!case["tools"].is_null()).then_some(&case["tools"]);
+            let add_gen = case["add_generation_prompt"].as_bool().expect("flag");
+            let want = case["rendered"].as_str().expect("rendered");
+            match t.render(&messages, tools, add_gen) {
+                Ok(got) if got == want => {}
+                Ok(got) => failures.push(format!(
+                    "{name}/{case_name}: rendered differently\n  got:  {got:?}\n  want: {want:?}"
+                )),
+                Err(e) => failures.push(format!("{name}/{case_name}: {e}")),
+            }
+            // The JSON entry point must agree with the typed one.
+            let via_json = t
+                .render_json(&case["messages"], tools, add_gen)
+                .expect("renders");
+            assert_eq!(via_json, want, "{name}/{case_name} via render_json");
+            checked += 1;
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        eprintln!("{name}: {} chat-template cases identical", cases.len());
+    }
+    eprintln!("{checked} cases checked");
+}
