@@ -1,0 +1,263 @@
+//! Pieces shared by the llama-family architectures: resolving tensors by
+//! name once at load time, and the building blocks of a forward pass (RMS
+//! norm with its weight, the attention block, the SwiGLU FFN), each with
+//! llama.cpp's order of operations so the rounding matches.
+
+use minfer_graph::{
+    AttnParams, GraphBuilder, KvKind, NodeId, Result as GraphResult, RopeParams, RopeStyle,
+    WeightId, WeightStore,
+};
+
+use crate::error::{ModelError, Result};
+use crate::hparams::HParams;
+
+/// The tensors of one transformer block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerTensors {
+    /// `attn_norm.weight`: RMS norm weight before attention.
+    pub attn_norm: WeightId,
+    /// `attn_q.weight`, `attn_k.weight`, `attn_v.weight`: projections.
+    pub wq: WeightId,
+    /// See `wq`.
+    pub wk: WeightId,
+    /// See `wq`.
+    pub wv: WeightId,
+    /// `attn_q.bias`, `attn_k.bias`, `attn_v.bias`, where the model has them.
+    pub bq: Option<WeightId>,
+    /// See `bq`.
+    pub bk: Option<WeightId>,
+    /// See `bq`.
+    pub bv: Option<WeightId>,
+    /// `attn_output.weight`: the attention output projection.
+    pub wo: WeightId,
+    /// `ffn_norm.weight`: RMS norm weight before the FFN.
+    pub ffn_norm: WeightId,
+    /// `ffn_gate.weight`, `ffn_up.weight`, `ffn_down.weight`: the SwiGLU FFN.
+    pub ffn_gate: WeightId,
+    /// See `ffn_gate`.
+    pub ffn_up: WeightId,
+    /// See `ffn_gate`.
+    pub ffn_down: WeightId,
+}
+
+/// Every tensor a llama-family forward pass reads, resolved to handles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelTensors {
+    /// `token_embd.weight`: one row per vocabulary entry.
+    pub token_embd: WeightId,
+    /// The blocks, in order.
+    pub layers: Vec<LayerTensors>,
+    /// `output_norm.weight`: the final RMS norm weight.
+    pub output_norm: WeightId,
+    /// The LM head: `output.weight`, or `token_embd.weight` when the
+    /// embeddings are tied.
+    pub output: WeightId,
+}
+
+/// Whether the q/k/v projections carry biases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Biases {
+    /// Every layer has them (qwen2).
+    Required,
+    /// Used where present (llama: some fine-tunes add them).
+    Optional,
+}
+
+/// Looks tensors up by name and checks their shapes.
+pub struct Resolver<'a> {
+    /// The model's tensors.
+    pub store: &'a WeightStore,
+}
+
+impl Resolver<'_> {
+    /// The tensor `name` with ggml shape `[ne0, ne1]` (`ne1` is 1 for a
+    /// vector), if present.
+    ///
+    /// # Errors
+    /// [`ModelError::TensorShape`] when it is present with another shape.
+    pub fn optional(&self, name: &str, shape: [usize; 2]) -> Result<Option<WeightId>> {
+        let Some(id) = self.store.get(name) else {
+            return Ok(None);
+        };
+        let found = self.store.info(id).shape;
+        if found != shape {
+            return Err(ModelError::TensorShape {
+                name: name.to_string(),
+                expected: shape,
+                found,
+            });
+        }
+        Ok(Some(id))
+    }
+
+    /// The tensor `name`, which must be present with `shape`.
+    ///
+    /// # Errors
+    /// [`ModelError::MissingTensor`] naming it, or
+    /// [`ModelError::TensorShape`].
+    pub fn required(&self, name: &str, shape: [usize; 2]) -> Result<WeightId> {
+        self.optional(name, shape)?
+            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
+    }
+}
+
+/// Resolves the standard llama-family tensor set. A missing
+/// `output.weight` means tied embeddings: the LM head is `token_embd`.
+///
+/// # Errors
+/// [`ModelError::MissingTensor`] or [`ModelError::TensorShape`] naming the
+/// first tensor at fault.
+pub fn resolve_tensors(store: &WeightStore, hp: &HParams, biases: Biases) -> Result<ModelTensors> {
+    let r = Resolver { store };
+    let (d, q, kv, ff, vocab) = (hp.n_embd, hp.q_width(), hp.kv_width(), hp.n_ff, hp.n_vocab);
+    let token_embd = r.required("token_embd.weight", [d, vocab])?;
+    let mut layers = Vec::with_capacity(hp.n_layer);
+    for l in 0..hp.n_layer {
+        let n = |s: &str| format!("blk.{l}.{s}");
+        let bias = |s: &str, len: usize| -> Result<Option<WeightId>> {
+            match biases {
+                Biases::Required => r.required(&n(s), [len, 1]).map(Some),
+                Biases::Optional => r.optional(&n(s), [len, 1]),
+            }
+        };
+        layers.push(LayerTensors {
+            attn_norm: r.required(&n("attn_norm.weight"), [d, 1])?,
+            wq: r.required(&n("attn_q.weight"), [d, q])?,
+            wk: r.required(&n("attn_k.weight"), [d, kv])?,
+            wv: r.required(&n("attn_v.weight"), [d, kv])?,
+            bq: bias("attn_q.bias", q)?,
+            bk: bias("attn_k.bias", kv)?,
+            bv: bias("attn_v.bias", kv)?,
+            wo: r.required(&n("attn_output.weight"), [q, d])?,
+            ffn_norm: r.required(&n("ffn_norm.weight"), [d, 1])?,
+            ffn_gate: r.required(&n("ffn_gate.weight"), [d, ff])?,
+            ffn_up: r.required(&n("ffn_up.weight"), [d, ff])?,
+            ffn_down: r.required(&n("ffn_down.weight"), [ff, d])?,
+        });
+    }
+    let output_norm = r.required("output_norm.weight", [d, 1])?;
+    let output = r
+        .optional("output.weight", [d, vocab])?
+        .unwrap_or(token_embd);
+    Ok(ModelTensors {
+        token_embd,
+        layers,
+        output_norm,
+        output,
+    })
+}
+
+/// `rms_norm(x) * weight`, as llama.cpp's `build_norm` computes it.
+pub fn norm(
+    b: &mut GraphBuilder,
+    name: &str,
+    x: NodeId,
+    weight: WeightId,
+    eps: f32,
+) -> GraphResult<NodeId> {
+    let h = b.rms_norm(format!("{name}_rms"), x, eps)?;
+    let w = b.weight(weight);
+    b.mul(name, h, w)
+}
+
+/// `w × x (+ bias)`.
+fn proj(
+    b: &mut GraphBuilder,
+    name: String,
+    w: WeightId,
+    bias: Option<WeightId>,
+    x: NodeId,
+) -> GraphResult<NodeId> {
+    let w = b.weight(w);
+    let y = b.mat_mul(name.clone(), w, x)?;
+    match bias {
+        Some(bias) => {
+            let bias = b.weight(bias);
+            b.add(format!("{name}_bias"), y, bias)
+        }
+        None => Ok(y),
+    }
+}
+
+/// Self-attention of block `l` over its normed input `h`: Q/K/V
+/// projections (with biases where the model has them), RoPE on Q and K,
+/// K and V stored into the layer's cache cells, attention with scale
+/// `1/sqrt(head_dim)`, and the output projection. Returns the block's
+/// contribution to the residual stream.
+pub fn attention_block(
+    b: &mut GraphBuilder,
+    hp: &HParams,
+    l: usize,
+    t: &LayerTensors,
+    h: NodeId,
+    style: RopeStyle,
+) -> GraphResult<NodeId> {
+    let n = |s: &str| format!("blk.{l}.{s}");
+    let q = proj(b, n("attn_q"), t.wq, t.bq, h)?;
+    let k = proj(b, n("attn_k"), t.wk, t.bk, h)?;
+    let v = proj(b, n("attn_v"), t.wv, t.bv, h)?;
+    let rope = |n_head| RopeParams {
+        style,
+        n_head,
+        head_dim: hp.head_dim,
+        n_rot: hp.n_rot,
+        freq_base: hp.rope_freq_base,
+        freq_scale: hp.rope_freq_scale,
+    };
+    let q = b.rope(n("q_rope"), q, rope(hp.n_head))?;
+    let k = b.rope(n("k_rope"), k, rope(hp.n_head_kv))?;
+    let k_stored = b.kv_store(n("k_store"), k, l, KvKind::K)?;
+    let v_stored = b.kv_store(n("v_store"), v, l, KvKind::V)?;
+    let a = b.attention(
+        n("attn"),
+        q,
+        k_stored,
+        v_stored,
+        AttnParams {
+            layer: l,
+            n_head: hp.n_head,
+            n_head_kv: hp.n_head_kv,
+            head_dim: hp.head_dim,
+            scale: 1.0 / (hp.head_dim as f32).sqrt(),
+        },
+    )?;
+    let wo = b.weight(t.wo);
+    b.mat_mul(n("attn_output"), wo, a)
+}
+
+/// The SwiGLU FFN of block `l` on its normed input `h`:
+/// `down × (silu(gate × h) * (up × h))`. Built as `Silu` then `Mul` so
+/// the fusion toggle decides whether it runs as one `SwiGlu` node.
+pub fn ffn_swiglu(
+    b: &mut GraphBuilder,
+    l: usize,
+    t: &LayerTensors,
+    h: NodeId,
+) -> GraphResult<NodeId> {
+    let n = |s: &str| format!("blk.{l}.{s}");
+    let up = proj(b, n("ffn_up"), t.ffn_up, None, h)?;
+    let gate = proj(b, n("ffn_gate"), t.ffn_gate, None, h)?;
+    let gate = b.silu(n("ffn_silu"), gate)?;
+    let act = b.mul(n("ffn_act"), gate, up)?;
+    let down = b.weight(t.ffn_down);
+    b.mat_mul(n("ffn_down"), down, act)
+}
+
+/// The token embeddings of the step's tokens: `[n_embd, n_tokens]`.
+pub fn embed(b: &mut GraphBuilder, t: &ModelTensors) -> GraphResult<NodeId> {
+    let ids = b.input(minfer_graph::InputKind::TokenIds);
+    let embd = b.weight(t.token_embd);
+    b.get_rows("inp_embd", embd, ids)
+}
+
+/// The final norm and the LM head: logits `[n_vocab, rows of x]`.
+pub fn lm_head(
+    b: &mut GraphBuilder,
+    hp: &HParams,
+    t: &ModelTensors,
+    x: NodeId,
+) -> GraphResult<NodeId> {
+    let h = norm(b, "output_norm", x, t.output_norm, hp.rms_eps)?;
+    let head = b.weight(t.output);
+    b.mat_mul("logits", head, h)
+}

@@ -1,0 +1,125 @@
+//! [`Model`]: a GGUF file's hyperparameters and weights, ready to describe
+//! its forward pass to a [`GraphBuilder`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use minfer_gguf::GgufFile;
+use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, WeightStore};
+
+use crate::arch::Arch;
+use crate::error::{ModelError, Result};
+use crate::hparams::HParams;
+use crate::layers::ModelTensors;
+use crate::{llama, qwen2};
+
+/// A loaded model. Immutable once loaded, so one model can be shared by
+/// several engines (`Arc<Model>`).
+pub struct Model {
+    /// Hyperparameters from the file's metadata.
+    pub hparams: HParams,
+    /// Every tensor of the file, by handle; graphs are built over it.
+    pub weights: WeightStore,
+    tensors: ModelTensors,
+    file: Arc<GgufFile>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("hparams", &self.hparams)
+            .field("n_weights", &self.weights.len())
+            .finish()
+    }
+}
+
+impl Model {
+    /// Opens and loads the GGUF file at `path`.
+    ///
+    /// # Errors
+    /// As [`GgufFile::open`] and [`Model::load`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Model> {
+        Self::load(Arc::new(GgufFile::open(path)?))
+    }
+
+    /// Reads the architecture and hyperparameters from `file` and resolves
+    /// every tensor the forward pass needs, checking their shapes. Tensor
+    /// data is not copied: the weights stay in the file's mapping.
+    ///
+    /// # Errors
+    /// [`ModelError::NoArchitecture`], [`ModelError::UnknownArchitecture`]
+    /// naming the architecture, [`ModelError::MissingTensor`] naming the
+    /// tensor, and the metadata errors of [`HParams::from_gguf`].
+    pub fn load(file: Arc<GgufFile>) -> Result<Model> {
+        let arch_name = file
+            .metadata()
+            .get_str("general.architecture")?
+            .ok_or(ModelError::NoArchitecture)?;
+        let arch = Arch::from_name(arch_name)?;
+        let hparams = HParams::from_gguf(&file, arch)?;
+        let weights = WeightStore::from_gguf(Arc::clone(&file))?;
+        let tensors = match arch {
+            Arch::Qwen2 => qwen2::tensors(&weights, &hparams)?,
+            Arch::Llama => llama::tensors(&weights, &hparams)?,
+        };
+        Ok(Model {
+            hparams,
+            weights,
+            tensors,
+            file,
+        })
+    }
+
+    /// The architecture.
+    pub fn arch(&self) -> Arch {
+        self.hparams.arch
+    }
+
+    /// Width of a logits row.
+    pub fn n_vocab(&self) -> usize {
+        self.hparams.n_vocab
+    }
+
+    /// The GGUF file the model was loaded from (its metadata holds the
+    /// tokenizer and the chat template).
+    pub fn file(&self) -> &Arc<GgufFile> {
+        &self.file
+    }
+
+    /// The tensors of the forward pass, resolved to weight handles (for
+    /// tools that build partial graphs with [`crate::layers`]).
+    pub fn tensors(&self) -> &ModelTensors {
+        &self.tensors
+    }
+
+    /// Whether the LM head reuses the token embeddings.
+    pub fn tied_embeddings(&self) -> bool {
+        self.tensors.output == self.tensors.token_embd
+    }
+
+    /// Describes the forward pass for the builder's params and returns
+    /// the logits node, `[n_vocab, n_out]`: one row per wanted output
+    /// (the builder's `n_out`, the last rows of the batch unless the step
+    /// names others). The builder must be over [`Model::weights`].
+    ///
+    /// # Errors
+    /// A [`minfer_graph::GraphError`] when a node cannot be built; with
+    /// shapes checked at load time this means the builder's params are
+    /// unusable (for example `n_tokens` of 0).
+    pub fn build_graph(&self, b: &mut GraphBuilder) -> GraphResult<NodeId> {
+        let p = b.params();
+        if p.n_tokens == 0 || p.n_out == 0 || p.n_out > p.n_tokens {
+            return Err(minfer_graph::GraphError::BadInput {
+                what: "graph params",
+                msg: format!(
+                    "{} outputs of {} tokens: need 1 ≤ n_out ≤ n_tokens",
+                    p.n_out, p.n_tokens
+                ),
+            });
+        }
+        match self.hparams.arch {
+            Arch::Qwen2 => qwen2::build(b, &self.hparams, &self.tensors),
+            Arch::Llama => llama::build(b, &self.hparams, &self.tensors),
+        }
+    }
+}

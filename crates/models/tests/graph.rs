@@ -1,0 +1,260 @@
+//! The forward pass of each architecture, checked against a plain
+//! reference implementation on a tiny synthetic model with f32 weights
+//! (so the matmuls are exact up to summation order) and an f32 KV cache.
+
+use std::sync::Arc;
+
+use minfer_gguf::GgufFile;
+use minfer_graph::{
+    BackendPlan, ComputeParams, Fusion, GraphCache, GraphKind, GraphParams, KvFormat, StepInputs,
+};
+use minfer_kernels::Kernels;
+use minfer_models::testing::TinyModel;
+use minfer_models::{Arch, Model};
+
+fn load(t: &TinyModel) -> Model {
+    let file = GgufFile::from_bytes(t.to_bytes().unwrap()).unwrap();
+    Model::load(Arc::new(file)).unwrap()
+}
+
+fn f32s(m: &Model, name: &str) -> Vec<f32> {
+    let id = m.weights.id(name).unwrap();
+    m.weights
+        .data(id)
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+/// `w` is `[cols, rows]` in ggml order: row `r` is `w[r*cols..]`.
+fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
+    w.chunks_exact(x.len())
+        .map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum())
+        .collect()
+}
+
+fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+    let ms = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let s = 1.0 / (ms + eps).sqrt();
+    x.iter().zip(w).map(|(v, g)| v * s * g).collect()
+}
+
+fn rope(x: &mut [f32], pos: usize, head_dim: usize, base: f32, neox: bool) {
+    let half = head_dim / 2;
+    for head in x.chunks_exact_mut(head_dim) {
+        for i in 0..half {
+            let theta = pos as f32 * base.powf(-2.0 * i as f32 / head_dim as f32);
+            let (s, c) = theta.sin_cos();
+            let (a, b) = if neox {
+                (i, i + half)
+            } else {
+                (2 * i, 2 * i + 1)
+            };
+            let (x0, x1) = (head[a], head[b]);
+            head[a] = x0 * c - x1 * s;
+            head[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+/// Logits of the last token, computed directly from the weights.
+fn reference(m: &Model, tokens: &[u32]) -> Vec<f32> {
+    let hp = &m.hparams;
+    let (d, hd) = (hp.n_embd, hp.head_dim);
+    let neox = hp.arch == Arch::Qwen2;
+    let embd = f32s(m, "token_embd.weight");
+    let mut xs: Vec<Vec<f32>> = tokens
+        .iter()
+        .map(|&t| embd[t as usize * d..(t as usize + 1) * d].to_vec())
+        .collect();
+    for l in 0..hp.n_layer {
+        let w = |s: &str| f32s(m, &format!("blk.{l}.{s}"));
+        let bias = |s: &str| {
+            m.weights
+                .get(&format!("blk.{l}.{s}"))
+                .map(|_| f32s(m, &format!("blk.{l}.{s}")))
+        };
+        let (mut ks, mut vs, mut qs) = (Vec::new(), Vec::new(), Vec::new());
+        for (p, x) in xs.iter().enumerate() {
+            let h = rms_norm(x, &w("attn_norm.weight"), hp.rms_eps);
+            let proj = |name: &str, b: &str| {
+                let mut y = matvec(&w(name), &h);
+                if let Some(b) = bias(b) {
+                    y.iter_mut().zip(b).for_each(|(y, b)| *y += b);
+                }
+                y
+            };
+            let mut q = proj("attn_q.weight", "attn_q.bias");
+            let mut k = proj("attn_k.weight", "attn_k.bias");
+            let v = proj("attn_v.weight", "attn_v.bias");
+            rope(&mut q, p, hd, hp.rope_freq_base, neox);
+            rope(&mut k, p, hd, hp.rope_freq_base, neox);
+            qs.push(q);
+            ks.push(k);
+            vs.push(v);
+        }
+        let group = hp.n_head / hp.n_head_kv;
+        for (p, x) in xs.iter_mut().enumerate() {
+            let mut att = vec![0.0f32; hp.n_head * hd];
+            for h in 0..hp.n_head {
+                let kvh = h / group;
+                let q = &qs[p][h * hd..(h + 1) * hd];
+                let s: Vec<f32> = (0..=p)
+                    .map(|j| {
+                        let k = &ks[j][kvh * hd..(kvh + 1) * hd];
+                        q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() / (hd as f32).sqrt()
+                    })
+                    .collect();
+                let mx = s.iter().copied().fold(f32::MIN, f32::max);
+                let e: Vec<f32> = s.iter().map(|v| (v - mx).exp()).collect();
+                let sum: f32 = e.iter().sum();
+                for (j, ej) in e.iter().enumerate() {
+                    for i in 0..hd {
+                        att[h * hd + i] += ej / sum * vs[j][kvh * hd + i];
+                    }
+                }
+            }
+            let o = matvec(&w("attn_output.weight"), &att);
+            x.iter_mut().zip(&o).for_each(|(x, o)| *x += o);
+            let h = rms_norm(x, &w("ffn_norm.weight"), hp.rms_eps);
+            let g = matvec(&w("ffn_gate.weight"), &h);
+            let u = matvec(&w("ffn_up.weight"), &h);
+            let a: Vec<f32> = g
+                .iter()
+                .zip(&u)
+                .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+                .collect();
+            let dn = matvec(&w("ffn_down.weight"), &a);
+            x.iter_mut().zip(&dn).for_each(|(x, o)| *x += o);
+        }
+    }
+    let h = rms_norm(
+        xs.last().unwrap(),
+        &f32s(m, "output_norm.weight"),
+        hp.rms_eps,
+    );
+    let head = if m.tied_embeddings() {
+        "token_embd.weight"
+    } else {
+        "output.weight"
+    };
+    matvec(&f32s(m, head), &h)
+}
+
+/// Logits of the last token through the model's graph.
+fn graph_logits(m: &Model, tokens: &[u32], fusion: Fusion) -> Vec<f32> {
+    let n = tokens.len();
+    let params = GraphParams {
+        n_tokens: n as u32,
+        n_out: 1,
+        kind: if n == 1 {
+            GraphKind::Decode
+        } else {
+            GraphKind::Prefill
+        },
+        compute: ComputeParams {
+            n_ctx: 32,
+            kv_format: KvFormat::F32,
+            backend: BackendPlan::Cpu,
+            fusion,
+        },
+        weights_version: 0,
+    };
+    let mut cache = GraphCache::new(Kernels::detect(), 2);
+    cache.set_verify(true);
+    let uid = cache
+        .prepare(&params, &m.weights, |b| m.build_graph(b))
+        .unwrap();
+    let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+    let pos: Vec<i32> = (0..n as i32).collect();
+    let mut offsets = vec![0];
+    let mut window = Vec::new();
+    for p in 0..n as i32 {
+        window.extend(0..=p);
+        offsets.push(window.len() as i32);
+    }
+    let out_ids = [n as i32 - 1];
+    let inputs = StepInputs {
+        token_ids: &ids,
+        positions: &pos,
+        kv_cells: &pos,
+        window_offsets: &offsets,
+        window_cells: &window,
+        out_ids: if n > 1 { &out_ids } else { &[] },
+    };
+    cache.execute(uid, &m.weights, &inputs).unwrap().to_vec()
+}
+
+fn check(arch: &str) {
+    let m = load(&TinyModel::new(arch));
+    let tokens = [3u32, 77, 12, 100, 5, 41, 9];
+    let want = reference(&m, &tokens);
+    for fusion in [Fusion::ALL, Fusion::NONE] {
+        let got = graph_logits(&m, &tokens, fusion);
+        assert_eq!(got.len(), m.n_vocab());
+        let max = want
+            .iter()
+            .zip(&got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(max < 1e-4, "{arch} ({fusion:?}): max |Δ| {max}");
+    }
+}
+
+#[test]
+fn llama_forward_matches_reference() {
+    check("llama");
+}
+
+#[test]
+fn qwen2_forward_matches_reference() {
+    check("qwen2");
+}
+
+#[test]
+fn nodes_are_named_and_outputs_cut() {
+    let m = load(&TinyModel::new("qwen2"));
+    let params = |n_tokens, n_out| GraphParams {
+        n_tokens,
+        n_out,
+        kind: GraphKind::Prefill,
+        compute: ComputeParams {
+            n_ctx: 32,
+            kv_format: KvFormat::F32,
+            backend: BackendPlan::Cpu,
+            fusion: Fusion::NONE,
+        },
+        weights_version: 0,
+    };
+    let mut b = minfer_graph::GraphBuilder::new(&m.weights, params(5, 2));
+    let out = m.build_graph(&mut b).unwrap();
+    let g = b.finish(out);
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
+    for want in [
+        "inp_embd",
+        "blk.0.attn_norm",
+        "blk.0.attn_q",
+        "blk.0.attn_q_bias",
+        "blk.1.attn",
+        "blk.1.attn_output",
+        "out_rows",
+        "blk.1.ffn_down",
+        "logits",
+    ] {
+        assert!(names.contains(&want), "no node {want}");
+    }
+    // The cut sits after the last attention residual: the last FFN runs
+    // on the selected rows only.
+    let cut = names.iter().position(|&n| n == "out_rows").unwrap();
+    let residual = names
+        .iter()
+        .position(|&n| n == "blk.1.attn_residual")
+        .unwrap();
+    let ffn = names.iter().position(|&n| n == "blk.1.ffn_norm").unwrap();
+    assert!(residual < cut && cut < ffn);
+    assert_eq!(g.nodes[out].shape, [m.n_vocab(), 2]);
+    assert_eq!(g.nodes[ffn].shape[1], 2);
+
+    let mut b = minfer_graph::GraphBuilder::new(&m.weights, params(5, 0));
+    assert!(m.build_graph(&mut b).is_err());
+}
