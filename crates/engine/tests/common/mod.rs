@@ -1,0 +1,48 @@
+//! Helpers shared by the engine's real-model tests.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use minfer_engine::{Engine, EngineConfig};
+use minfer_models::Model;
+
+/// Loads a real model from the store, or `None` (the test is skipped
+/// locally, fails in CI) when it is absent.
+pub fn load(file: &str) -> Option<Arc<Model>> {
+    let path = minfer_testutil::require_model(file)?;
+    Some(Arc::new(Model::open(&path).expect("the real model loads")))
+}
+
+/// An engine with llama.cpp's reference settings (f16 KV, the given
+/// context) on two threads.
+pub fn engine(model: &Arc<Model>, n_ctx: u32) -> Engine {
+    let cfg = EngineConfig {
+        n_ctx,
+        n_threads: 2,
+        ..EngineConfig::default()
+    };
+    Engine::new(Arc::clone(model), cfg).expect("engine")
+}
+
+/// Index of the largest value (the first one on ties, as llama.cpp's
+/// greedy sampler picks).
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Parses a golden JSON file.
+pub fn golden(name: &str) -> serde_json::Value {
+    let path = minfer_testutil::golden_dir().join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("golden file {}: {e}", path.display()));
+    serde_json::from_str(&text).expect("golden JSON")
+}
+
+pub mod tiny;
