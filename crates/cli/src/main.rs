@@ -1,7 +1,12 @@
 //! `minfer`: run, inspect and manage GGUF models from the command line.
 
+mod bench;
 mod inspect;
+mod perplexity;
+mod run;
+mod runtime;
 mod store_cmds;
+mod tokenize;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -27,6 +32,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Answer one prompt, streaming the text to stdout (rates to stderr).
+    Run(run::Args),
+    /// Print the token ids of a text.
+    Tokenize(tokenize::Args),
+    /// Measure prompt processing (pp) and generation (tg) speed.
+    Bench(bench::Args),
+    /// Measure perplexity on a text file, as llama-perplexity does.
+    Perplexity(perplexity::Args),
     /// Show a model's architecture, hyperparameters, tokenizer and tensors.
     Inspect(inspect::Args),
     /// Download models into the store and verify them.
@@ -41,6 +54,10 @@ fn main() -> ExitCode {
     cfg.progress = std::io::stderr().is_terminal();
     let store = Store::new(cfg);
     let result = match cli.command {
+        Command::Run(args) => run::run(&store, args),
+        Command::Tokenize(args) => tokenize::run(&store, args),
+        Command::Bench(args) => bench::run(&store, args),
+        Command::Perplexity(args) => perplexity::run(&store, args),
         Command::Inspect(args) => inspect::run(&store, args),
         Command::Pull(args) => store_cmds::pull(&store, args),
         Command::List(args) => store_cmds::list(&store, args),

@@ -1,0 +1,162 @@
+//! `minfer bench`: prompt processing and generation speed with
+//! llama-bench's conventions — `pp` evaluates a batch of prompt tokens and
+//! `tg` generates tokens one at a time, each test from an empty cache,
+//! repeated and reported as mean ± standard deviation.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use minfer_store::Store;
+
+use crate::runtime::{self, RuntimeArgs};
+
+/// Arguments of `minfer bench`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model file, known name or hf:OWNER/REPO/FILE.gguf.
+    #[arg(default_value = "qwen2.5-coder-0.5b-instruct")]
+    model: String,
+    /// Prompt tokens evaluated in one batch (0 skips the pp test).
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
+    n_prompt: usize,
+    /// Tokens generated one at a time (0 skips the tg test).
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    n_gen: usize,
+    /// Repetitions of each test.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    reps: usize,
+    /// Output format: md, csv or json.
+    #[arg(short = 'o', long = "output", default_value = "md", value_parser = ["md", "csv", "json"])]
+    output: String,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+struct Row {
+    test: String,
+    n: usize,
+    samples: Vec<f64>,
+}
+
+impl Row {
+    fn mean(&self) -> f64 {
+        self.samples.iter().sum::<f64>() / self.samples.len().max(1) as f64
+    }
+    fn stddev(&self) -> f64 {
+        let n = self.samples.len();
+        if n < 2 {
+            return 0.0;
+        }
+        let m = self.mean();
+        (self.samples.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+    }
+}
+
+pub fn run(store: &Store, mut args: Args) -> Result<()> {
+    anyhow::ensure!(args.reps > 0, "-r must be at least 1");
+    let loaded = runtime::load(store, &args.model)?;
+    // Both tests start from an empty cache; the context only needs to hold
+    // the longer one.
+    args.runtime.n_ctx = args
+        .runtime
+        .n_ctx
+        .max((args.n_prompt.max(args.n_gen) + 1) as u32);
+    let mut engine = runtime::engine(&loaded, &args.runtime)?;
+    let n_vocab = engine.n_vocab() as u32;
+    // Deterministic pseudo-random tokens, as llama-bench uses random ones.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next_token = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n_vocab as u64) as u32
+    };
+    let mut rows = Vec::new();
+    if args.n_prompt > 0 {
+        let tokens: Vec<u32> = (0..args.n_prompt).map(|_| next_token()).collect();
+        // Warm-up run, not measured: builds the graph and faults the weights in.
+        engine.reset();
+        engine.eval(&tokens, false)?;
+        let mut row = Row {
+            test: format!("pp{}", args.n_prompt),
+            n: args.n_prompt,
+            samples: vec![],
+        };
+        for _ in 0..args.reps {
+            engine.reset();
+            let t = Instant::now();
+            engine.eval(&tokens, false)?;
+            row.samples
+                .push(args.n_prompt as f64 / t.elapsed().as_secs_f64());
+        }
+        rows.push(row);
+    }
+    if args.n_gen > 0 {
+        let tokens: Vec<u32> = (0..args.n_gen).map(|_| next_token()).collect();
+        engine.reset();
+        engine.eval(&tokens[..1], false)?;
+        let mut row = Row {
+            test: format!("tg{}", args.n_gen),
+            n: args.n_gen,
+            samples: vec![],
+        };
+        for _ in 0..args.reps {
+            engine.reset();
+            let t = Instant::now();
+            for &tok in &tokens {
+                engine.eval(&[tok], false)?;
+            }
+            row.samples
+                .push(args.n_gen as f64 / t.elapsed().as_secs_f64());
+        }
+        rows.push(row);
+    }
+    print_rows(&args, &loaded, engine.config().n_threads, &rows)
+}
+
+fn print_rows(args: &Args, loaded: &runtime::Loaded, threads: usize, rows: &[Row]) -> Result<()> {
+    let name = loaded
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let size = crate::inspect::human_bytes(loaded.file.file_size());
+    match args.output.as_str() {
+        "json" => {
+            let v: Vec<_> = rows
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "model": name, "threads": threads, "test": r.test, "n_tokens": r.n,
+                        "avg_ts": r.mean(), "stddev_ts": r.stddev(), "samples_ts": r.samples,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        "csv" => {
+            println!("model,size,backend,threads,test,avg_ts,stddev_ts");
+            for r in rows {
+                println!(
+                    "{name},{size},CPU,{threads},{},{:.2},{:.2}",
+                    r.test,
+                    r.mean(),
+                    r.stddev()
+                );
+            }
+        }
+        _ => {
+            println!("| model | size | backend | threads | test | t/s |");
+            println!("| --- | ---: | --- | ---: | ---: | ---: |");
+            for r in rows {
+                println!(
+                    "| {name} | {size} | CPU | {threads} | {} | {:.2} ± {:.2} |",
+                    r.test,
+                    r.mean(),
+                    r.stddev()
+                );
+            }
+        }
+    }
+    Ok(())
+}

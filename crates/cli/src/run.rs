@@ -1,0 +1,194 @@
+//! `minfer run`: one prompt, the answer streamed to stdout.
+
+use std::io::{IsTerminal, Read, Write};
+
+use anyhow::{bail, Context, Result};
+use minfer_engine::generate::{generate, GenerateConfig};
+use minfer_sampler::{SamplerConfig, Utf8Stream, DEFAULT_SEED};
+use minfer_store::{ModelSpec, Store};
+use minfer_text::{ChatMessage, ChatTemplate};
+
+use crate::runtime::{self, RuntimeArgs};
+
+/// The model used when none is named.
+pub const DEFAULT_MODEL: &str = "qwen2.5-coder-0.5b-instruct";
+
+/// Arguments of `minfer run`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// `[MODEL] [PROMPT]`: a model (file, known name or hf:…; default
+    /// qwen2.5-coder-0.5b-instruct, pulled on first use) and the prompt. A
+    /// single argument is the model if it names one, else the prompt.
+    #[arg(num_args = 0..=2, value_name = "MODEL|PROMPT")]
+    positional: Vec<String>,
+    /// Read the prompt from a file ("-" for stdin).
+    #[arg(short = 'f', long = "file")]
+    file: Option<std::path::PathBuf>,
+    /// Most tokens to generate (0: until the model stops or the context is full).
+    #[arg(short = 'n', long = "n-predict", default_value_t = 0)]
+    n_predict: usize,
+    /// Stop when this text appears (not printed); repeatable.
+    #[arg(long)]
+    stop: Vec<String>,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.8)]
+    temp: f32,
+    /// Keep the k most likely tokens (0: off).
+    #[arg(long = "top-k", default_value_t = 40)]
+    top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches p (1: off).
+    #[arg(long = "top-p", default_value_t = 0.95)]
+    top_p: f32,
+    /// Drop tokens less likely than min-p times the most likely (0: off).
+    #[arg(long = "min-p", default_value_t = 0.05)]
+    min_p: f32,
+    /// Penalty for tokens among the last 64 (1: off).
+    #[arg(long = "repeat-penalty", default_value_t = 1.0)]
+    repeat_penalty: f32,
+    /// Random seed of the sampler.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
+    /// System message (needs a chat template).
+    #[arg(long)]
+    system: Option<String>,
+    /// Send the prompt as it is, without the chat template (special tokens
+    /// in it are still parsed).
+    #[arg(long)]
+    no_template: bool,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+/// Splits `[MODEL] [PROMPT]`.
+fn model_and_prompt(store: &Store, positional: &[String]) -> (String, Option<String>) {
+    match positional {
+        [model, prompt] => (model.clone(), Some(prompt.clone())),
+        [one] => {
+            let is_model = match ModelSpec::parse(one) {
+                Ok(ModelSpec::Path(p)) => p.is_file(),
+                Ok(_) => true,
+                Err(_) => false,
+            };
+            let _ = store;
+            if is_model {
+                (one.clone(), None)
+            } else {
+                (DEFAULT_MODEL.to_string(), Some(one.clone()))
+            }
+        }
+        _ => (DEFAULT_MODEL.to_string(), None),
+    }
+}
+
+fn read_prompt(arg: Option<String>, file: &Option<std::path::PathBuf>) -> Result<String> {
+    if let Some(p) = arg {
+        if file.is_some() {
+            bail!("give the prompt either as an argument or with -f, not both");
+        }
+        return Ok(p);
+    }
+    let mut text = String::new();
+    match file {
+        Some(f) if f.as_os_str() == "-" => {
+            std::io::stdin().read_to_string(&mut text)?;
+        }
+        Some(f) => {
+            text = std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read prompt file {}", f.display()))?;
+        }
+        None if !std::io::stdin().is_terminal() => {
+            std::io::stdin().read_to_string(&mut text)?;
+        }
+        None => bail!("no prompt: pass it as an argument, with -f FILE, or on stdin"),
+    }
+    Ok(text)
+}
+
+pub fn run(store: &Store, args: Args) -> Result<()> {
+    let (model_spec, prompt_arg) = model_and_prompt(store, &args.positional);
+    let prompt = read_prompt(prompt_arg, &args.file)?;
+    let loaded = runtime::load(store, &model_spec)?;
+    let template = if args.no_template {
+        None
+    } else {
+        ChatTemplate::from_gguf(loaded.file.metadata())?
+    };
+    let text = match &template {
+        Some(t) => {
+            let mut messages = Vec::new();
+            if let Some(s) = &args.system {
+                messages.push(ChatMessage::new("system", s.clone()));
+            }
+            messages.push(ChatMessage::new("user", prompt));
+            t.render(&messages, None, true).context(
+                "the model's chat template cannot render this conversation (try --no-template)",
+            )?
+        }
+        None => {
+            if args.system.is_some() {
+                bail!("--system needs a chat template (this model has none, or --no-template was given)");
+            }
+            prompt
+        }
+    };
+    let ids = loaded.tokenizer.encode(&text, true, true);
+    if ids.is_empty() {
+        bail!("the prompt is empty");
+    }
+    let mut engine = runtime::engine(&loaded, &args.runtime)?;
+    if ids.len() >= engine.n_ctx() as usize {
+        bail!(
+            "the prompt has {} tokens, which does not fit in the context of {} (raise --n-ctx)",
+            ids.len(),
+            engine.n_ctx()
+        );
+    }
+    let cfg = GenerateConfig {
+        max_tokens: args.n_predict,
+        stop: args.stop.clone(),
+        sampler: SamplerConfig {
+            temp: args.temp,
+            top_k: args.top_k,
+            top_p: args.top_p,
+            min_p: args.min_p,
+            repeat_penalty: args.repeat_penalty,
+            repeat_last_n: 64,
+            seed: args.seed,
+        },
+    };
+    cfg.sampler.validate()?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut utf8 = Utf8Stream::new();
+    let mut write_failed = None;
+    let stats = generate(&mut engine, &loaded.tokenizer, &ids, &cfg, |bytes| {
+        let s = utf8.push(bytes);
+        match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+            Ok(()) => true,
+            Err(e) => {
+                write_failed = Some(e);
+                false
+            }
+        }
+    })?;
+    if let Some(e) = write_failed {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(e.into());
+        }
+    }
+    writeln!(out)?;
+    drop(out);
+    let rate = |n: usize, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
+    eprintln!(
+        "\nprefill: {} tokens in {:.2} s ({:.1} t/s) | decode: {} tokens in {:.2} s ({:.1} t/s) | stop: {:?} | graph builds: {}",
+        stats.prompt_tokens,
+        stats.prefill_secs,
+        rate(stats.prompt_tokens, stats.prefill_secs),
+        stats.generated_tokens,
+        stats.decode_secs,
+        rate(stats.generated_tokens, stats.decode_secs),
+        stats.stop_reason,
+        stats.graph_builds,
+    );
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! Options shared by the commands that run a model, and model loading.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use minfer_engine::{Engine, EngineConfig};
+use minfer_gguf::GgufFile;
+use minfer_graph::KvFormat;
+use minfer_kernels::SimdLevel;
+use minfer_models::Model;
+use minfer_store::Store;
+use minfer_text::Tokenizer;
+
+/// How to run a model: threads, context, kernels, KV format.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RuntimeArgs {
+    /// Threads for the compute pool (default: every core).
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// Context window in tokens: the KV cache holds this many positions.
+    #[arg(long = "n-ctx", short = 'c', default_value_t = 4096)]
+    pub n_ctx: u32,
+    /// Kernel path: scalar, avx2 or avx512 (default: the best this CPU has).
+    #[arg(long, env = "MINFER_SIMD")]
+    pub simd: Option<String>,
+    /// KV cache format: f16 (llama.cpp's default), f32 or q8_0.
+    #[arg(long = "kv-type", default_value = "f16", value_parser = parse_kv)]
+    pub kv_type: KvFormat,
+}
+
+fn parse_kv(s: &str) -> Result<KvFormat, String> {
+    KvFormat::parse(s).ok_or_else(|| format!("unknown KV format {s:?} (expected f16, f32 or q8_0)"))
+}
+
+impl RuntimeArgs {
+    /// The engine settings these options describe.
+    pub fn engine_config(&self) -> Result<EngineConfig> {
+        let simd = SimdLevel::select(self.simd.as_deref())?;
+        let mut cfg = EngineConfig {
+            n_ctx: self.n_ctx,
+            kv_format: self.kv_type,
+            simd: Some(simd),
+            ..EngineConfig::default()
+        };
+        if let Some(t) = self.threads {
+            anyhow::ensure!(t > 0, "--threads must be at least 1");
+            cfg.n_threads = t;
+        }
+        Ok(cfg)
+    }
+}
+
+/// A model loaded for inference.
+pub struct Loaded {
+    pub path: std::path::PathBuf,
+    pub file: Arc<GgufFile>,
+    pub model: Arc<Model>,
+    pub tokenizer: Tokenizer,
+}
+
+/// Resolves (pulling if needed) and loads a model and its tokenizer.
+pub fn load(store: &Store, spec: &str) -> Result<Loaded> {
+    let path = store.resolve(spec)?;
+    let file =
+        Arc::new(GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?);
+    let tokenizer = Tokenizer::from_gguf(file.metadata())
+        .with_context(|| format!("tokenizer of {}", path.display()))?;
+    let model = Arc::new(Model::load(file.clone())?);
+    Ok(Loaded {
+        path,
+        file,
+        model,
+        tokenizer,
+    })
+}
+
+/// An engine for a loaded model.
+pub fn engine(loaded: &Loaded, args: &RuntimeArgs) -> Result<Engine> {
+    Ok(Engine::new(loaded.model.clone(), args.engine_config()?)?)
+}

@@ -1,0 +1,39 @@
+//! `minfer tokenize`: the token ids of a text.
+
+use anyhow::Result;
+use minfer_store::Store;
+use minfer_text::Tokenizer;
+
+/// Arguments of `minfer tokenize`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model file, known name or hf:OWNER/REPO/FILE.gguf.
+    model: String,
+    /// The text to tokenize. Special tokens such as <|im_start|> are
+    /// parsed as special, and the model's BOS rule applies, as llama.cpp
+    /// does.
+    text: String,
+    /// Print a JSON array of ids.
+    #[arg(long)]
+    json: bool,
+    /// Treat special-token text as plain text.
+    #[arg(long)]
+    no_parse_special: bool,
+    /// Do not add BOS/EOS even where the model asks for them.
+    #[arg(long)]
+    no_add_special: bool,
+}
+
+pub fn run(store: &Store, args: Args) -> Result<()> {
+    let path = store.resolve(&args.model)?;
+    let file = minfer_gguf::GgufFile::open(&path)?;
+    let tok = Tokenizer::from_gguf(file.metadata())?;
+    let ids = tok.encode(&args.text, !args.no_add_special, !args.no_parse_special);
+    if args.json {
+        println!("{}", serde_json::to_string(&ids)?);
+    } else {
+        let s: Vec<String> = ids.iter().map(u32::to_string).collect();
+        println!("{}", s.join(" "));
+    }
+    Ok(())
+}
