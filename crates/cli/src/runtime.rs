@@ -3,10 +3,8 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use minfer_engine::{Engine, EngineConfig};
+use minfer_engine::{Engine, EngineConfig, KvFormat, SimdLevel};
 use minfer_gguf::GgufFile;
-use minfer_graph::KvFormat;
-use minfer_kernels::SimdLevel;
 use minfer_models::Model;
 use minfer_store::Store;
 use minfer_text::Tokenizer;

@@ -9,3 +9,8 @@ pub mod perplexity;
 pub use engine::{Engine, EngineConfig};
 pub use error::{EngineError, Result};
 pub use perplexity::{perplexity, PplResult};
+
+/// Settings that callers of the engine choose, re-exported so that front
+/// ends need not depend on the graph or kernel crates.
+pub use minfer_graph::{Fusion, KvFormat};
+pub use minfer_kernels::SimdLevel;
