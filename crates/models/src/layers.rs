@@ -243,6 +243,34 @@ pub fn ffn_swiglu(
     b.mat_mul(n("ffn_down"), down, act)
 }
 
+/// The pre-norm decoder stack shared by the llama family: per layer,
+/// RMS norm → attention → residual, RMS norm → SwiGLU FFN → residual; then
+/// the final norm and LM head. The last layer's FFN runs only on the rows
+/// whose logits are wanted (llama.cpp makes the same cut). Architectures
+/// differ in the RoPE style and in which tensors they resolve.
+pub fn pre_norm_decoder(
+    b: &mut GraphBuilder,
+    hp: &HParams,
+    t: &ModelTensors,
+    rope: RopeStyle,
+) -> GraphResult<NodeId> {
+    let mut x = embed(b, t)?;
+    let last = t.layers.len() - 1;
+    for (l, lt) in t.layers.iter().enumerate() {
+        let n = |s: &str| format!("blk.{l}.{s}");
+        let h = norm(b, &n("attn_norm"), x, lt.attn_norm, hp.rms_eps)?;
+        let a = attention_block(b, hp, l, lt, h, rope)?;
+        x = b.add(n("attn_residual"), x, a)?;
+        if l == last {
+            x = b.select_outputs("out_rows", x)?;
+        }
+        let h = norm(b, &n("ffn_norm"), x, lt.ffn_norm, hp.rms_eps)?;
+        let f = ffn_swiglu(b, l, lt, h)?;
+        x = b.add(n("ffn_residual"), x, f)?;
+    }
+    lm_head(b, hp, t, x)
+}
+
 /// The token embeddings of the step's tokens: `[n_embd, n_tokens]`.
 pub fn embed(b: &mut GraphBuilder, t: &ModelTensors) -> GraphResult<NodeId> {
     let ids = b.input(minfer_graph::InputKind::TokenIds);
