@@ -13,6 +13,8 @@ pub mod scalar;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 use crate::blocks::*;
 use crate::error::KernelError;

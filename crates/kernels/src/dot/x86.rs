@@ -1,0 +1,268 @@
+//! Helpers shared by the AVX2 and AVX-512 dot products: loading and
+//! unpacking blocks, reducing lanes, and the block loops themselves, which
+//! are generic over the one primitive the two levels do differently — the
+//! byte dot product of a 32-quant run, scaled per 16-quant half.
+//!
+//! Everything here is `#[inline(always)]` and carries no target feature of
+//! its own: it is compiled inside the `#[target_feature]` functions that
+//! call it.
+
+use std::arch::x86_64::*;
+
+use super::scalar::{k_combine, Acc4};
+use crate::blocks::*;
+
+/// Four f16 values to f32 (exact).
+#[inline(always)]
+pub(super) unsafe fn f16x4(a: F16Bits, b: F16Bits, c: F16Bits, d: F16Bits) -> __m128 {
+    let v = _mm_setr_epi16(
+        u16::from_le_bytes(a) as i16,
+        u16::from_le_bytes(b) as i16,
+        u16::from_le_bytes(c) as i16,
+        u16::from_le_bytes(d) as i16,
+        0,
+        0,
+        0,
+        0,
+    );
+    _mm_cvtph_ps(v)
+}
+
+/// Reduces four blocks' eight i32 lanes each to their four exact totals.
+#[inline(always)]
+pub(super) unsafe fn block_totals(p0: __m256i, p1: __m256i, p2: __m256i, p3: __m256i) -> __m128i {
+    let h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+}
+
+/// Horizontal sum of eight i32 lanes.
+#[inline(always)]
+pub(super) unsafe fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
+    _mm_cvtsi128_si32(s)
+}
+
+/// 32 nibbles of a 16-byte block: low nibbles, then high nibbles.
+#[inline(always)]
+pub(super) unsafe fn nibbles(qs: &[u8; 16]) -> __m256i {
+    let b = _mm_loadu_si128(qs.as_ptr() as *const __m128i);
+    let m = _mm_set1_epi8(0x0F);
+    let lo = _mm_and_si128(b, m);
+    let hi = _mm_and_si128(_mm_srli_epi16::<4>(b), m);
+    _mm256_set_m128i(hi, lo)
+}
+
+/// Expands 32 bits into 32 bytes, 0xFF where the bit is set.
+#[inline(always)]
+unsafe fn bits_to_bytes(bits: u32) -> __m256i {
+    let shuf = _mm256_set_epi64x(
+        0x0303030303030303,
+        0x0202020202020202,
+        0x0101010101010101,
+        0x0000000000000000,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), shuf);
+    let mask = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    _mm256_cmpeq_epi8(_mm256_or_si256(bytes, mask), _mm256_set1_epi64x(-1))
+}
+
+/// The 5-bit quants of a Q5_0/Q5_1 block (nibbles plus the bit from `qh`).
+#[inline(always)]
+pub(super) unsafe fn q5_bytes(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
+    let high = _mm256_and_si256(
+        bits_to_bytes(u32::from_le_bytes(qh)),
+        _mm256_set1_epi8(0x10),
+    );
+    _mm256_or_si256(nibbles(qs), high)
+}
+
+/// 32 bytes from `p`.
+#[inline(always)]
+pub(super) unsafe fn load32<T>(p: *const T) -> __m256i {
+    _mm256_loadu_si256(p as *const __m256i)
+}
+
+/// The legacy-type loop. `totals(i)` gives the exact integer sums of blocks
+/// `i..i + 4`, `scales(i)` block `i`'s two f16 scales, `extra(i)` the two
+/// f16 factors of its exact minimum term (Q4_1/Q5_1); tail blocks go
+/// through `tail(i)`, the scalar contribution, into the same partial sums.
+#[inline(always)]
+pub(super) unsafe fn legacy_driver(
+    nb: usize,
+    totals: impl Fn(usize) -> __m128i,
+    scales: impl Fn(usize) -> (F16Bits, F16Bits),
+    extra: Option<&dyn Fn(usize) -> (F16Bits, F16Bits)>,
+    tail: impl Fn(usize) -> f32,
+) -> f32 {
+    let mut acc = _mm_setzero_ps();
+    let groups = nb / 4;
+    for g in 0..groups {
+        let i = 4 * g;
+        let tot = totals(i);
+        let (a0, b0) = scales(i);
+        let (a1, b1) = scales(i + 1);
+        let (a2, b2) = scales(i + 2);
+        let (a3, b3) = scales(i + 3);
+        let d = _mm_mul_ps(f16x4(a0, a1, a2, a3), f16x4(b0, b1, b2, b3));
+        let mut v = _mm_mul_ps(d, _mm_cvtepi32_ps(tot));
+        if let Some(extra) = extra {
+            let (m0, s0) = extra(i);
+            let (m1, s1) = extra(i + 1);
+            let (m2, s2) = extra(i + 2);
+            let (m3, s3) = extra(i + 3);
+            v = _mm_add_ps(v, _mm_mul_ps(f16x4(m0, m1, m2, m3), f16x4(s0, s1, s2, s3)));
+        }
+        acc = _mm_add_ps(acc, v);
+    }
+    let mut parts = Acc4::default();
+    _mm_storeu_ps(parts.0.as_mut_ptr(), acc);
+    for i in 4 * groups..nb {
+        parts.add(i, tail(i));
+    }
+    parts.total()
+}
+
+/// Unsigned 32-quant run × 32 activations, the first 16 products scaled by
+/// `lo`, the last 16 by `hi`, as eight i32 lanes (each the scaled sum of
+/// four neighbouring products). The level-specific primitive.
+pub(super) trait ScaledDot {
+    unsafe fn scaled(q: __m256i, y: __m256i, lo: i32, hi: i32) -> __m256i;
+}
+
+/// The six-bit scale and min of each Q4_K/Q5_K sub-block, and the exact
+/// min term `sum(min * activation sums)`.
+#[inline(always)]
+fn q45k_scales(scales: &[u8; 12], y: &BlockQ8K) -> (i32, [i32; 8]) {
+    let mut msum = 0i32;
+    let mut sc = [0i32; 8];
+    for (j, s) in sc.iter_mut().enumerate() {
+        let (scale, m) = k_scale_min(j, scales);
+        *s = scale as i32;
+        msum += m as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
+    }
+    (msum, sc)
+}
+
+/// The low and high nibble runs of 64-quant chunk `j` of a Q4_K/Q5_K block,
+/// with the fifth bits from `qh` when given.
+#[inline(always)]
+unsafe fn k_chunk(qs: &[u8; 128], qh: Option<__m256i>, j: usize) -> (__m256i, __m256i) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let q = load32(qs.as_ptr().add(32 * j));
+    let mut lo = _mm256_and_si256(q, m4);
+    let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4);
+    if let Some(qh) = qh {
+        let one = _mm256_set1_epi8(1);
+        let h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32)), one);
+        let h1 = _mm256_and_si256(
+            _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32 + 1)),
+            one,
+        );
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(h0));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(h1));
+    }
+    (lo, hi)
+}
+
+/// One Q4_K/Q5_K super-block's scaled quant sum (exact).
+#[inline(always)]
+unsafe fn q45k_isum<D: ScaledDot>(
+    qs: &[u8; 128],
+    qh: Option<__m256i>,
+    y: &BlockQ8K,
+    sc: &[i32; 8],
+) -> i32 {
+    let mut sumi = _mm256_setzero_si256();
+    for j in 0..4 {
+        let (lo, hi) = k_chunk(qs, qh, j);
+        let (s0, s1) = (sc[2 * j], sc[2 * j + 1]);
+        let p0 = D::scaled(lo, load32(y.qs.as_ptr().add(64 * j)), s0, s0);
+        let p1 = D::scaled(hi, load32(y.qs.as_ptr().add(64 * j + 32)), s1, s1);
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+    }
+    hsum_i32(sumi)
+}
+
+/// Q4_K × Q8_K.
+#[inline(always)]
+pub(super) unsafe fn q4_k<D: ScaledDot>(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
+    let mut acc = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let (msum, sc) = q45k_scales(&x.scales, y);
+        let isum = q45k_isum::<D>(&x.qs, None, y, &sc);
+        acc = k_combine(
+            acc,
+            f16_to_f32(x.d) * y.d,
+            isum,
+            f16_to_f32(x.dmin) * y.d,
+            msum,
+        );
+    }
+    acc
+}
+
+/// Q5_K × Q8_K.
+#[inline(always)]
+pub(super) unsafe fn q5_k<D: ScaledDot>(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
+    let mut acc = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let (msum, sc) = q45k_scales(&x.scales, y);
+        let qh = load32(x.qh.as_ptr());
+        let isum = q45k_isum::<D>(&x.qs, Some(qh), y, &sc);
+        acc = k_combine(
+            acc,
+            f16_to_f32(x.d) * y.d,
+            isum,
+            f16_to_f32(x.dmin) * y.d,
+            msum,
+        );
+    }
+    acc
+}
+
+/// Q6_K × Q8_K. The -32 offset of every quant is applied once, through the
+/// activation sums: `sum((q - 32) * y) = sum(q * y) - 32 * sum(y)`.
+#[inline(always)]
+pub(super) unsafe fn q6_k<D: ScaledDot>(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(3);
+    let mut acc = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let mut offset = 0i32;
+        for (s, b) in x.scales.iter().zip(&y.bsums) {
+            offset += *s as i32 * *b as i32;
+        }
+        let mut sumi = _mm256_setzero_si256();
+        for n in 0..2 {
+            let ql0 = load32(x.ql.as_ptr().add(64 * n));
+            let ql1 = load32(x.ql.as_ptr().add(64 * n + 32));
+            let qh = load32(x.qh.as_ptr().add(32 * n));
+            let high = |shift: __m128i| {
+                _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srl_epi16(qh, shift), m2))
+            };
+            let q = [
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), high(_mm_cvtsi32_si128(0))),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), high(_mm_cvtsi32_si128(2))),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+                    high(_mm_cvtsi32_si128(4)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+                    high(_mm_cvtsi32_si128(6)),
+                ),
+            ];
+            for (k, qk) in q.iter().enumerate() {
+                let sub = 8 * n + 2 * k;
+                let yv = load32(y.qs.as_ptr().add(16 * sub));
+                let (lo, hi) = (x.scales[sub] as i32, x.scales[sub + 1] as i32);
+                sumi = _mm256_add_epi32(sumi, D::scaled(*qk, yv, lo, hi));
+            }
+        }
+        let isum = hsum_i32(sumi) - 32 * offset;
+        acc = k_combine(acc, f16_to_f32(x.d) * y.d, isum, 0.0, 0);
+    }
+    acc
+}
