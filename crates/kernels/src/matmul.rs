@@ -136,21 +136,51 @@ pub fn matmul(
     };
     let out_ptr = OutPtr(out.as_mut_ptr());
     let rows = w.rows;
+    // Rows are taken a few at a time, small enough to stay in L1 while every
+    // activation row streams past them; tokens go four at a time through the
+    // four-row kernel, the remainder one at a time.
+    let row_tile = (TILE_BYTES / p.w_row).max(1);
     pool.for_range(rows, 4, |range: Range<usize>| {
-        for t in 0..n_tok {
-            let a = &act[t * p.a_row..(t + 1) * p.a_row];
-            for r in range.clone() {
-                let wr = &w.data[r * p.w_row..(r + 1) * p.w_row];
-                let v = (p.kernel.dot)(w.cols, wr, a);
-                // SAFETY: `r` lies in this thread's row range and `t` is in
-                // bounds (checked in `plan`), so no two threads write the
-                // same element and every write is inside `out`.
-                unsafe { *out_ptr.get().add(t * rows + r) = v };
+        let a_at = |t: usize| &act[t * p.a_row..(t + 1) * p.a_row];
+        let mut r0 = range.start;
+        while r0 < range.end {
+            let r1 = (r0 + row_tile).min(range.end);
+            let mut t = 0;
+            if let Some(dot4) = p.kernel.dot4 {
+                while t + 4 <= n_tok {
+                    let a4 = [a_at(t), a_at(t + 1), a_at(t + 2), a_at(t + 3)];
+                    for r in r0..r1 {
+                        let wr = &w.data[r * p.w_row..(r + 1) * p.w_row];
+                        let v = dot4(w.cols, wr, a4);
+                        for (k, v) in v.into_iter().enumerate() {
+                            // SAFETY: `r` lies in this thread's row range and
+                            // `t + k < n_tok` (checked in `plan`), so no two
+                            // threads write the same element and every write
+                            // is inside `out`.
+                            unsafe { *out_ptr.get().add((t + k) * rows + r) = v };
+                        }
+                    }
+                    t += 4;
+                }
             }
+            for t in t..n_tok {
+                let a = a_at(t);
+                for r in r0..r1 {
+                    let wr = &w.data[r * p.w_row..(r + 1) * p.w_row];
+                    let v = (p.kernel.dot)(w.cols, wr, a);
+                    // SAFETY: as above.
+                    unsafe { *out_ptr.get().add(t * rows + r) = v };
+                }
+            }
+            r0 = r1;
         }
     });
     Ok(())
 }
+
+/// Weight bytes per row tile: a quarter of a typical 32 KiB L1 data cache,
+/// leaving room for the activations streaming through.
+const TILE_BYTES: usize = 8 * 1024;
 
 /// Quantizes `n_tok` rows of `cols` activations into `dst` (rows of
 /// `a_row` bytes), splitting the rows across threads when there are many.

@@ -176,6 +176,51 @@ fn simd_dots_equal_scalar_reference() {
     eprintln!("{checked} SIMD dot products compared");
 }
 
+/// The four-row kernels give, for each activation row, exactly what the
+/// scalar reference gives for that pair.
+#[test]
+fn four_row_dots_equal_scalar_reference() {
+    let scalar = Kernels::new(SimdLevel::Scalar).unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut checked = 0;
+    for level in SimdLevel::supported() {
+        let k = Kernels::new(level).unwrap();
+        for ty in TYPES {
+            let Some(dot4) = k.dot(ty).unwrap().dot4 else {
+                continue;
+            };
+            let reference = scalar.dot(ty).unwrap();
+            let block = ty.block_size() as usize;
+            for &blocks_per_row in &[1usize, 2, 3, 4, 5, 7, 8, 9, 17, 18, 28, 36] {
+                let n = blocks_per_row * block;
+                if reference.act == GgmlType::Q8_K && !n.is_multiple_of(256) {
+                    continue;
+                }
+                for _ in 0..10 {
+                    let w = weights(ty, n / block, &mut rng);
+                    let a: Vec<Vec<u8>> = (0..4)
+                        .map(|_| activations(reference.act, n, &mut rng))
+                        .collect();
+                    let got = dot4(n, &w, [&a[0], &a[1], &a[2], &a[3]]);
+                    for (t, g) in got.iter().enumerate() {
+                        let want = (reference.dot)(n, &w, &a[t]);
+                        assert_eq!(
+                            g.to_bits(),
+                            want.to_bits(),
+                            "{ty} at {level} n={n} row {t}: {g} vs scalar {want}"
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    eprintln!("{checked} four-row products compared");
+    if SimdLevel::supported().contains(&SimdLevel::Avx2) {
+        assert!(checked > 0, "no four-row kernel was tested");
+    }
+}
+
 #[test]
 fn every_required_type_has_a_simd_kernel() {
     for level in SimdLevel::supported() {

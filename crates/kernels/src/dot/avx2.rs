@@ -10,7 +10,7 @@
 use std::arch::x86_64::*;
 
 use super::scalar::{self, k_combine};
-use super::x86::{self, block_totals, hsum_i32, load32, nibbles, q5_bytes, ScaledDot};
+use super::x86::{self, hsum_i32, load32, nibbles, q5_bytes, ScaledDot};
 use crate::blocks::*;
 
 /// Signed × signed byte dot into eight i32 lanes (each lane the sum of four
@@ -30,94 +30,97 @@ unsafe fn dot_u8i8(x: __m256i, y: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1))
 }
 
-/// The legacy-type loop over blocks whose eight i32 lanes `lanes(i)` gives.
-#[inline(always)]
-unsafe fn legacy(
-    nb: usize,
-    lanes: impl Fn(usize) -> __m256i,
-    scales: impl Fn(usize) -> (F16Bits, F16Bits),
-    extra: Option<&dyn Fn(usize) -> (F16Bits, F16Bits)>,
-    tail: impl Fn(usize) -> f32,
-) -> f32 {
-    let totals = |i| block_totals(lanes(i), lanes(i + 1), lanes(i + 2), lanes(i + 3));
-    x86::legacy_driver(nb, totals, scales, extra, tail)
+/// Defines the AVX2 kernels of one legacy type: a generic `$rows` body
+/// (one weight row against `T` activation rows) and the two entry points,
+/// `$one` (one activation row) and `$four` (four, sharing the unpacking
+/// of every weight block).
+macro_rules! legacy_kernels {
+    ($rows:ident, $one:ident, $four:ident, $wt:ty, $at:ty, $min:expr,
+     |$w:ident, $a:ident| { $($setup:stmt;)* }
+     unpack: |$ui:ident| $unpack:expr,
+     pair: |$px:ident, $pt:ident, $pi:ident| $pair:expr,
+     m: |$mi:ident| $m:expr,
+     s: |$st:ident, $si:ident| $s:expr $(,)?) => {
+        // The closures below must be compiled with AVX2 enabled, or their
+        // intrinsics become out-of-line calls; they inherit the features
+        // of the function they are written in.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $rows<const T: usize>($w: &[$wt], $a: [&[$at]; T]) -> [f32; T] {
+            $($setup)*
+            x86::legacy_rows::<T, { $min }, __m256i>(
+                $w.len(),
+                |$ui| $unpack,
+                |$px, $pt, $pi| $pair,
+                |i| $w[i].d,
+                |t, i| $a[t][i].d,
+                |$mi| $m,
+                |$st, $si| $s,
+            )
+        }
+
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $one(w: &[$wt], a: &[$at]) -> f32 {
+            $rows::<1>(w, [a])[0]
+        }
+
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $four(w: &[$wt], a: [&[$at]; 4]) -> [f32; 4] {
+            $rows::<4>(w, a)
+        }
+    };
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q4_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
-    let eight = _mm256_set1_epi8(8);
-    legacy(
-        w.len(),
-        |i| dot_i8(_mm256_sub_epi8(nibbles(&w[i].qs), eight), load32(&a[i].qs)),
-        |i| (w[i].d, a[i].d),
-        None,
-        |i| scalar::dot_q4_0(&w[i..i + 1], &a[i..i + 1]),
-    )
-}
+legacy_kernels!(q4_0_rows, dot_q4_0, dot4_q4_0, BlockQ4_0, BlockQ8_0, false,
+    |w, a| { let eight = _mm256_set1_epi8(8); }
+    unpack: |i| _mm256_sub_epi8(nibbles(&w[i].qs), eight),
+    pair: |x, t, i| dot_i8(x, load32(&a[t][i].qs)),
+    m: |_i| [0; 2],
+    s: |_t, _i| [0; 2],
+);
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q4_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
-    legacy(
-        w.len(),
-        |i| dot_u8i8(nibbles(&w[i].qs), load32(&a[i].qs)),
-        |i| (w[i].d, a[i].d),
-        Some(&|i| (w[i].m, a[i].s)),
-        |i| scalar::dot_q4_1(&w[i..i + 1], &a[i..i + 1]),
-    )
-}
+legacy_kernels!(q4_1_rows, dot_q4_1, dot4_q4_1, BlockQ4_1, BlockQ8_1, true,
+    |w, a| {}
+    unpack: |i| nibbles(&w[i].qs),
+    pair: |x, t, i| dot_u8i8(x, load32(&a[t][i].qs)),
+    m: |i| w[i].m,
+    s: |t, i| a[t][i].s,
+);
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q5_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
-    let sixteen = _mm256_set1_epi8(16);
-    legacy(
-        w.len(),
-        |i| {
-            let x = _mm256_sub_epi8(q5_bytes(&w[i].qs, w[i].qh), sixteen);
-            dot_i8(x, load32(&a[i].qs))
-        },
-        |i| (w[i].d, a[i].d),
-        None,
-        |i| scalar::dot_q5_0(&w[i..i + 1], &a[i..i + 1]),
-    )
-}
+legacy_kernels!(q5_0_rows, dot_q5_0, dot4_q5_0, BlockQ5_0, BlockQ8_0, false,
+    |w, a| { let sixteen = _mm256_set1_epi8(16); }
+    unpack: |i| _mm256_sub_epi8(q5_bytes(&w[i].qs, w[i].qh), sixteen),
+    pair: |x, t, i| dot_i8(x, load32(&a[t][i].qs)),
+    m: |_i| [0; 2],
+    s: |_t, _i| [0; 2],
+);
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q5_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
-    legacy(
-        w.len(),
-        |i| dot_u8i8(q5_bytes(&w[i].qs, w[i].qh), load32(&a[i].qs)),
-        |i| (w[i].d, a[i].d),
-        Some(&|i| (w[i].m, a[i].s)),
-        |i| scalar::dot_q5_1(&w[i..i + 1], &a[i..i + 1]),
-    )
-}
+legacy_kernels!(q5_1_rows, dot_q5_1, dot4_q5_1, BlockQ5_1, BlockQ8_1, true,
+    |w, a| {}
+    unpack: |i| q5_bytes(&w[i].qs, w[i].qh),
+    pair: |x, t, i| dot_u8i8(x, load32(&a[t][i].qs)),
+    m: |i| w[i].m,
+    s: |t, i| a[t][i].s,
+);
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
-    legacy(
-        w.len(),
-        |i| dot_i8(load32(&w[i].qs), load32(&a[i].qs)),
-        |i| (w[i].d, a[i].d),
-        None,
-        |i| scalar::dot_q8_0(&w[i..i + 1], &a[i..i + 1]),
-    )
-}
+legacy_kernels!(q8_0_rows, dot_q8_0, dot4_q8_0, BlockQ8_0, BlockQ8_0, false,
+    |w, a| {}
+    unpack: |i| load32(&w[i].qs),
+    pair: |x, t, i| dot_i8(x, load32(&a[t][i].qs)),
+    m: |_i| [0; 2],
+    s: |_t, _i| [0; 2],
+);
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq4_nl(w: &[BlockIQ4NL], a: &[BlockQ8_0]) -> f32 {
-    let table =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
-    legacy(
-        w.len(),
-        |i| {
-            let x = _mm256_shuffle_epi8(table, nibbles(&w[i].qs));
-            dot_i8(x, load32(&a[i].qs))
-        },
-        |i| (w[i].d, a[i].d),
-        None,
-        |i| scalar::dot_iq4_nl(&w[i..i + 1], &a[i..i + 1]),
-    )
-}
+legacy_kernels!(iq4_nl_rows, dot_iq4_nl, dot4_iq4_nl, BlockIQ4NL, BlockQ8_0, false,
+    |w, a| {
+        let table = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i),
+        );
+    }
+    unpack: |i| _mm256_shuffle_epi8(table, nibbles(&w[i].qs)),
+    pair: |x, t, i| dot_i8(x, load32(&a[t][i].qs)),
+    m: |_i| [0; 2],
+    s: |_t, _i| [0; 2],
+);
 
 /// The AVX2 scaled run product: `maddubs` pairs, then `madd` with the
 /// per-half scales.
@@ -131,20 +134,23 @@ impl ScaledDot for Avx2 {
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q4_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
-    x86::q4_k::<Avx2>(w, a)
+macro_rules! k_kernels {
+    ($body:ident, $one:ident, $four:ident, $wt:ty) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $one(w: &[$wt], a: &[BlockQ8K]) -> f32 {
+            x86::$body::<Avx2, 1>(w, [a])[0]
+        }
+
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $four(w: &[$wt], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+            x86::$body::<Avx2, 4>(w, a)
+        }
+    };
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q5_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
-    x86::q5_k::<Avx2>(w, a)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q6_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
-    x86::q6_k::<Avx2>(w, a)
-}
+k_kernels!(q4_k, dot_q4_k, dot4_q4_k, BlockQ4K);
+k_kernels!(q5_k, dot_q5_k, dot4_q5_k, BlockQ5K);
+k_kernels!(q6_k, dot_q6_k, dot4_q6_k, BlockQ6K);
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_iq4_xs(w: &[BlockIQ4XS], a: &[BlockQ8K]) -> f32 {

@@ -155,17 +155,17 @@ impl<const V: bool> ScaledDot for Avx512<V> {
 
 #[inline(always)]
 unsafe fn q4_k<const V: bool>(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
-    x86::q4_k::<Avx512<V>>(w, a)
+    x86::q4_k::<Avx512<V>, 1>(w, [a])[0]
 }
 
 #[inline(always)]
 unsafe fn q5_k<const V: bool>(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
-    x86::q5_k::<Avx512<V>>(w, a)
+    x86::q5_k::<Avx512<V>, 1>(w, [a])[0]
 }
 
 #[inline(always)]
 unsafe fn q6_k<const V: bool>(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
-    x86::q6_k::<Avx512<V>>(w, a)
+    x86::q6_k::<Avx512<V>, 1>(w, [a])[0]
 }
 
 macro_rules! variants {

@@ -26,6 +26,12 @@ use minfer_gguf::GgmlType;
 /// byte lengths must match `n`; callers check that once per matrix.
 pub type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
 
+/// One weight row against four activation rows at once: the weight blocks
+/// are unpacked once and reused, which is what makes prefill cheaper per
+/// token than decode. Each result is bit-identical to the [`DotFn`] of the
+/// same kernel on that pair.
+pub type Dot4Fn = fn(n: usize, w: &[u8], a: [&[u8]; 4]) -> [f32; 4];
+
 /// The dot product for one weight type at one SIMD level.
 #[derive(Clone, Copy)]
 pub struct DotKernel {
@@ -35,6 +41,8 @@ pub struct DotKernel {
     pub act: GgmlType,
     /// The dot product itself.
     pub dot: DotFn,
+    /// The four-row form, where this level has one for the type.
+    pub dot4: Option<Dot4Fn>,
     /// The level this kernel was compiled for (lower than requested when a
     /// type has no faster version).
     pub level: SimdLevel,
@@ -95,6 +103,48 @@ macro_rules! simd_fn {
             unsafe { super::$module::$name(blocks::<$wt>(w), blocks::<$at>(a)) }
         }
     };
+}
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_fn4 {
+    ($module:ident, $name:ident, $wt:ty, $at:ty) => {
+        pub(super) fn $name(_n: usize, w: &[u8], a: [&[u8]; 4]) -> [f32; 4] {
+            // SAFETY: as for `simd_fn`.
+            unsafe { super::$module::$name(blocks::<$wt>(w), a.map(blocks::<$at>)) }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2_entry4 {
+    use super::*;
+    simd_fn4!(avx2, dot4_q4_0, BlockQ4_0, BlockQ8_0);
+    simd_fn4!(avx2, dot4_q4_1, BlockQ4_1, BlockQ8_1);
+    simd_fn4!(avx2, dot4_q5_0, BlockQ5_0, BlockQ8_0);
+    simd_fn4!(avx2, dot4_q5_1, BlockQ5_1, BlockQ8_1);
+    simd_fn4!(avx2, dot4_q8_0, BlockQ8_0, BlockQ8_0);
+    simd_fn4!(avx2, dot4_iq4_nl, BlockIQ4NL, BlockQ8_0);
+    simd_fn4!(avx2, dot4_q4_k, BlockQ4K, BlockQ8K);
+    simd_fn4!(avx2, dot4_q5_k, BlockQ5K, BlockQ8K);
+    simd_fn4!(avx2, dot4_q6_k, BlockQ6K, BlockQ8K);
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_kernel4(ty: GgmlType) -> Option<Dot4Fn> {
+    use avx2_entry4::*;
+    use GgmlType::*;
+    Some(match ty {
+        Q4_0 => dot4_q4_0,
+        Q4_1 => dot4_q4_1,
+        Q5_0 => dot4_q5_0,
+        Q5_1 => dot4_q5_1,
+        Q8_0 => dot4_q8_0,
+        IQ4_NL => dot4_iq4_nl,
+        Q4_K => dot4_q4_k,
+        Q5_K => dot4_q5_k,
+        Q6_K => dot4_q6_k,
+        _ => return None,
+    })
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -256,10 +306,19 @@ impl Kernels {
             Some(k) => k,
             None => (scalar_kernel(ty).ok_or(unsupported)?, SimdLevel::Scalar),
         };
+        // Every SIMD kernel is bit-exact with the scalar reference, so the
+        // AVX2 four-row form may pair with an AVX-512 single-row one.
+        #[allow(unused_mut)]
+        let mut dot4 = None;
+        #[cfg(target_arch = "x86_64")]
+        if self.level >= SimdLevel::Avx2 {
+            dot4 = avx2_kernel4(ty);
+        }
         Ok(DotKernel {
             weight: ty,
             act,
             dot,
+            dot4,
             level,
         })
     }

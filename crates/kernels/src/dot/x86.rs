@@ -124,6 +124,76 @@ pub(super) unsafe fn legacy_driver(
     parts.total()
 }
 
+/// The legacy-type loop for one weight row against `T` activation rows,
+/// each result bit-identical to the scalar reference for that pair.
+///
+/// `unpack(i)` prepares weight block `i` once; `pair(w, t, i)` gives its
+/// eight i32 lanes against block `i` of activation row `t`. `dw(i)` and
+/// `da(t, i)` are the two f16 scales; with `MIN`, `m(i)` and `s(t, i)` are
+/// the factors of the exact minimum term (Q4_1/Q5_1). Groups of four
+/// blocks go through one 4-lane vector per activation row, which is the
+/// reference's interleaved order; the tail blocks take the same float
+/// steps one lane at a time.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) unsafe fn legacy_rows<const T: usize, const MIN: bool, W: Copy>(
+    nb: usize,
+    unpack: impl Fn(usize) -> W,
+    pair: impl Fn(W, usize, usize) -> __m256i,
+    dw: impl Fn(usize) -> F16Bits,
+    da: impl Fn(usize, usize) -> F16Bits,
+    m: impl Fn(usize) -> F16Bits,
+    s: impl Fn(usize, usize) -> F16Bits,
+) -> [f32; T] {
+    let mut acc = [_mm_setzero_ps(); T];
+    let groups = nb / 4;
+    for g in 0..groups {
+        let i = 4 * g;
+        let w = [unpack(i), unpack(i + 1), unpack(i + 2), unpack(i + 3)];
+        let dwv = f16x4(dw(i), dw(i + 1), dw(i + 2), dw(i + 3));
+        let mv = if MIN {
+            f16x4(m(i), m(i + 1), m(i + 2), m(i + 3))
+        } else {
+            _mm_setzero_ps()
+        };
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let tot = block_totals(
+                pair(w[0], t, i),
+                pair(w[1], t, i + 1),
+                pair(w[2], t, i + 2),
+                pair(w[3], t, i + 3),
+            );
+            let d = _mm_mul_ps(
+                dwv,
+                f16x4(da(t, i), da(t, i + 1), da(t, i + 2), da(t, i + 3)),
+            );
+            let mut v = _mm_mul_ps(d, _mm_cvtepi32_ps(tot));
+            if MIN {
+                let sv = f16x4(s(t, i), s(t, i + 1), s(t, i + 2), s(t, i + 3));
+                v = _mm_add_ps(v, _mm_mul_ps(mv, sv));
+            }
+            *acc = _mm_add_ps(*acc, v);
+        }
+    }
+    let mut parts: [Acc4; T] = std::array::from_fn(|_| Acc4::default());
+    for (p, a) in parts.iter_mut().zip(&acc) {
+        _mm_storeu_ps(p.0.as_mut_ptr(), *a);
+    }
+    for i in 4 * groups..nb {
+        let w = unpack(i);
+        let dwf = f16_to_f32(dw(i));
+        for (t, p) in parts.iter_mut().enumerate() {
+            let isum = hsum_i32(pair(w, t, i));
+            let mut v = (dwf * f16_to_f32(da(t, i))) * isum as f32;
+            if MIN {
+                v += f16_to_f32(m(i)) * f16_to_f32(s(t, i));
+            }
+            p.add(i, v);
+        }
+    }
+    std::array::from_fn(|t| parts[t].total())
+}
+
 /// Unsigned 32-quant run × 32 activations, the first 16 products scaled by
 /// `lo`, the last 16 by `hi`, as eight i32 lanes (each the scaled sum of
 /// four neighbouring products). The level-specific primitive.
@@ -131,18 +201,28 @@ pub(super) trait ScaledDot {
     unsafe fn scaled(q: __m256i, y: __m256i, lo: i32, hi: i32) -> __m256i;
 }
 
-/// The six-bit scale and min of each Q4_K/Q5_K sub-block, and the exact
-/// min term `sum(min * activation sums)`.
+/// The six-bit scales and mins of a Q4_K/Q5_K super-block's eight
+/// sub-blocks.
 #[inline(always)]
-fn q45k_scales(scales: &[u8; 12], y: &BlockQ8K) -> (i32, [i32; 8]) {
-    let mut msum = 0i32;
+fn q45k_scales(scales: &[u8; 12]) -> ([i32; 8], [i32; 8]) {
     let mut sc = [0i32; 8];
-    for (j, s) in sc.iter_mut().enumerate() {
-        let (scale, m) = k_scale_min(j, scales);
-        *s = scale as i32;
-        msum += m as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
+    let mut mins = [0i32; 8];
+    for j in 0..8 {
+        let (s, m) = k_scale_min(j, scales);
+        sc[j] = s as i32;
+        mins[j] = m as i32;
     }
-    (msum, sc)
+    (sc, mins)
+}
+
+/// The exact minimum term `sum(min * activation sums)` of one super-block.
+#[inline(always)]
+fn q45k_msum(mins: &[i32; 8], y: &BlockQ8K) -> i32 {
+    let mut msum = 0i32;
+    for (j, m) in mins.iter().enumerate() {
+        msum += m * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
+    }
+    msum
 }
 
 /// The low and high nibble runs of 64-quant chunk `j` of a Q4_K/Q5_K block,
@@ -166,75 +246,95 @@ unsafe fn k_chunk(qs: &[u8; 128], qh: Option<__m256i>, j: usize) -> (__m256i, __
     (lo, hi)
 }
 
-/// One Q4_K/Q5_K super-block's scaled quant sum (exact).
+/// Q4_K/Q5_K super-blocks of one weight row against `T` activation rows.
+/// Each super-block is unpacked once; every pair gets the reference's
+/// exact integer sums and the same float steps.
 #[inline(always)]
-unsafe fn q45k_isum<D: ScaledDot>(
-    qs: &[u8; 128],
-    qh: Option<__m256i>,
-    y: &BlockQ8K,
-    sc: &[i32; 8],
-) -> i32 {
-    let mut sumi = _mm256_setzero_si256();
-    for j in 0..4 {
-        let (lo, hi) = k_chunk(qs, qh, j);
-        let (s0, s1) = (sc[2 * j], sc[2 * j + 1]);
-        let p0 = D::scaled(lo, load32(y.qs.as_ptr().add(64 * j)), s0, s0);
-        let p1 = D::scaled(hi, load32(y.qs.as_ptr().add(64 * j + 32)), s1, s1);
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-    }
-    hsum_i32(sumi)
-}
-
-/// Q4_K × Q8_K.
-#[inline(always)]
-pub(super) unsafe fn q4_k<D: ScaledDot>(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
-    let mut acc = 0.0f32;
-    for (x, y) in w.iter().zip(a) {
-        let (msum, sc) = q45k_scales(&x.scales, y);
-        let isum = q45k_isum::<D>(&x.qs, None, y, &sc);
-        acc = k_combine(
-            acc,
-            f16_to_f32(x.d) * y.d,
-            isum,
-            f16_to_f32(x.dmin) * y.d,
-            msum,
-        );
-    }
-    acc
-}
-
-/// Q5_K × Q8_K.
-#[inline(always)]
-pub(super) unsafe fn q5_k<D: ScaledDot>(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
-    let mut acc = 0.0f32;
-    for (x, y) in w.iter().zip(a) {
-        let (msum, sc) = q45k_scales(&x.scales, y);
-        let qh = load32(x.qh.as_ptr());
-        let isum = q45k_isum::<D>(&x.qs, Some(qh), y, &sc);
-        acc = k_combine(
-            acc,
-            f16_to_f32(x.d) * y.d,
-            isum,
-            f16_to_f32(x.dmin) * y.d,
-            msum,
-        );
+unsafe fn q45k_rows<'w, D: ScaledDot, const T: usize>(
+    n_blocks: usize,
+    block: impl Fn(
+        usize,
+    ) -> (
+        &'w [u8; 12],
+        &'w [u8; 128],
+        Option<&'w [u8; 32]>,
+        F16Bits,
+        F16Bits,
+    ),
+    a: [&[BlockQ8K]; T],
+) -> [f32; T] {
+    let mut acc = [0.0f32; T];
+    for b in 0..n_blocks {
+        // The closure only picks fields: intrinsics inside it would not
+        // inherit the caller's target features and would not inline.
+        let (scales, qs, qh, d, dmin) = block(b);
+        let qh = qh.map(|h| load32(h.as_ptr()));
+        let (sc, mins) = q45k_scales(scales);
+        let mut sumi = [_mm256_setzero_si256(); T];
+        for j in 0..4 {
+            let (lo, hi) = k_chunk(qs, qh, j);
+            let (s0, s1) = (sc[2 * j], sc[2 * j + 1]);
+            for (t, sumi) in sumi.iter_mut().enumerate() {
+                let y = &a[t][b];
+                let p0 = D::scaled(lo, load32(y.qs.as_ptr().add(64 * j)), s0, s0);
+                let p1 = D::scaled(hi, load32(y.qs.as_ptr().add(64 * j + 32)), s1, s1);
+                *sumi = _mm256_add_epi32(*sumi, _mm256_add_epi32(p0, p1));
+            }
+        }
+        let (d, dmin) = (f16_to_f32(d), f16_to_f32(dmin));
+        for ((acc, sumi), a) in acc.iter_mut().zip(&sumi).zip(&a) {
+            let y = &a[b];
+            *acc = k_combine(*acc, d * y.d, hsum_i32(*sumi), dmin * y.d, q45k_msum(&mins, y));
+        }
     }
     acc
 }
 
-/// Q6_K × Q8_K. The -32 offset of every quant is applied once, through the
-/// activation sums: `sum((q - 32) * y) = sum(q * y) - 32 * sum(y)`.
+/// Q4_K × Q8_K for `T` activation rows (all as long as `w`).
 #[inline(always)]
-pub(super) unsafe fn q6_k<D: ScaledDot>(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
+pub(super) unsafe fn q4_k<D: ScaledDot, const T: usize>(
+    w: &[BlockQ4K],
+    a: [&[BlockQ8K]; T],
+) -> [f32; T] {
+    q45k_rows::<D, T>(
+        w.len(),
+        |b| {
+            let x = &w[b];
+            (&x.scales, &x.qs, None, x.d, x.dmin)
+        },
+        a,
+    )
+}
+
+/// Q5_K × Q8_K for `T` activation rows (all as long as `w`).
+#[inline(always)]
+pub(super) unsafe fn q5_k<D: ScaledDot, const T: usize>(
+    w: &[BlockQ5K],
+    a: [&[BlockQ8K]; T],
+) -> [f32; T] {
+    q45k_rows::<D, T>(
+        w.len(),
+        |b| {
+            let x = &w[b];
+            (&x.scales, &x.qs, Some(&x.qh), x.d, x.dmin)
+        },
+        a,
+    )
+}
+
+/// Q6_K × Q8_K for `T` activation rows (all as long as `w`). The -32
+/// offset of every quant is applied once, through the activation sums:
+/// `sum((q - 32) * y) = sum(q * y) - 32 * sum(y)`.
+#[inline(always)]
+pub(super) unsafe fn q6_k<D: ScaledDot, const T: usize>(
+    w: &[BlockQ6K],
+    a: [&[BlockQ8K]; T],
+) -> [f32; T] {
     let m4 = _mm256_set1_epi8(0x0F);
     let m2 = _mm256_set1_epi8(3);
-    let mut acc = 0.0f32;
-    for (x, y) in w.iter().zip(a) {
-        let mut offset = 0i32;
-        for (s, b) in x.scales.iter().zip(&y.bsums) {
-            offset += *s as i32 * *b as i32;
-        }
-        let mut sumi = _mm256_setzero_si256();
+    let mut acc = [0.0f32; T];
+    for (b, x) in w.iter().enumerate() {
+        let mut sumi = [_mm256_setzero_si256(); T];
         for n in 0..2 {
             let ql0 = load32(x.ql.as_ptr().add(64 * n));
             let ql1 = load32(x.ql.as_ptr().add(64 * n + 32));
@@ -254,15 +354,26 @@ pub(super) unsafe fn q6_k<D: ScaledDot>(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
                     high(_mm_cvtsi32_si128(6)),
                 ),
             ];
-            for (k, qk) in q.iter().enumerate() {
-                let sub = 8 * n + 2 * k;
-                let yv = load32(y.qs.as_ptr().add(16 * sub));
-                let (lo, hi) = (x.scales[sub] as i32, x.scales[sub + 1] as i32);
-                sumi = _mm256_add_epi32(sumi, D::scaled(*qk, yv, lo, hi));
+            for (t, sumi) in sumi.iter_mut().enumerate() {
+                let y = &a[t][b];
+                for (k, qk) in q.iter().enumerate() {
+                    let sub = 8 * n + 2 * k;
+                    let yv = load32(y.qs.as_ptr().add(16 * sub));
+                    let (lo, hi) = (x.scales[sub] as i32, x.scales[sub + 1] as i32);
+                    *sumi = _mm256_add_epi32(*sumi, D::scaled(*qk, yv, lo, hi));
+                }
             }
         }
-        let isum = hsum_i32(sumi) - 32 * offset;
-        acc = k_combine(acc, f16_to_f32(x.d) * y.d, isum, 0.0, 0);
+        let d = f16_to_f32(x.d);
+        for t in 0..T {
+            let y = &a[t][b];
+            let mut offset = 0i32;
+            for (s, bs) in x.scales.iter().zip(&y.bsums) {
+                offset += *s as i32 * *bs as i32;
+            }
+            let isum = hsum_i32(sumi[t]) - 32 * offset;
+            acc[t] = k_combine(acc[t], d * y.d, isum, 0.0, 0);
+        }
     }
     acc
 }
