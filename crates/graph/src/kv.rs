@@ -14,9 +14,10 @@
 //! cells named there, so whatever sits in a freed or rolled-back cell is
 //! never read.
 
-use minfer_kernels::blocks::{f16_to_f32, f32_to_f16, BlockQ8_0, QK};
+use minfer_kernels::blocks::{BlockQ8_0, QK};
 use minfer_kernels::dequant::dequantize_q8_0;
 use minfer_kernels::quant::quantize_row_q8_0;
+use minfer_kernels::{f16_to_f32_row, f32_to_f16_row};
 
 use crate::error::{GraphError, Result};
 use crate::params::KvFormat;
@@ -29,6 +30,17 @@ enum Storage {
     /// Raw IEEE half bits.
     F16(Vec<u16>),
     Q8_0(Vec<BlockQ8_0>),
+}
+
+/// A region's storage as it is, for kernels that read rows in place: the
+/// values of every cell, row after row, or `Q8_0` for a region whose rows
+/// must be decoded (through [`KvRegion::slice`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum KvData<'a> {
+    F32(&'a [f32]),
+    /// Raw IEEE half bits.
+    F16(&'a [u16]),
+    Q8_0,
 }
 
 /// One layer's K or V cache: `n_ctx` cells of `row_elems` values
@@ -153,11 +165,7 @@ impl KvRegion {
         let n = self.row_elems;
         match &mut self.data {
             Storage::F32(d) => d[cell * n..(cell + 1) * n].copy_from_slice(src),
-            Storage::F16(d) => {
-                for (y, &x) in d[cell * n..(cell + 1) * n].iter_mut().zip(src) {
-                    *y = u16::from_le_bytes(f32_to_f16(x));
-                }
-            }
+            Storage::F16(d) => f32_to_f16_row(src, &mut d[cell * n..(cell + 1) * n])?,
             Storage::Q8_0(d) => {
                 let nb = n / QK;
                 quantize_row_q8_0(src, &mut d[cell * nb..(cell + 1) * nb]);
@@ -176,11 +184,7 @@ impl KvRegion {
         let n = self.row_elems;
         match &self.data {
             Storage::F32(d) => dst.copy_from_slice(&d[cell * n..(cell + 1) * n]),
-            Storage::F16(d) => {
-                for (y, &x) in dst.iter_mut().zip(&d[cell * n..(cell + 1) * n]) {
-                    *y = f16_to_f32(x.to_le_bytes());
-                }
-            }
+            Storage::F16(d) => f16_to_f32_row(&d[cell * n..(cell + 1) * n], dst)?,
             Storage::Q8_0(d) => {
                 let nb = n / QK;
                 dequantize_q8_0(&d[cell * nb..(cell + 1) * nb], dst);
@@ -197,6 +201,17 @@ impl KvRegion {
                 Some(&d[cell * self.row_elems..(cell + 1) * self.row_elems])
             }
             _ => None,
+        }
+    }
+
+    /// Every cell's values as stored (cell `c` is the `row_elems` values
+    /// from `c * row_elems`), or [`KvData::Q8_0`].
+    #[inline]
+    pub(crate) fn data(&self) -> KvData<'_> {
+        match &self.data {
+            Storage::F32(d) => KvData::F32(d),
+            Storage::F16(d) => KvData::F16(d),
+            Storage::Q8_0(_) => KvData::Q8_0,
         }
     }
 
@@ -221,9 +236,7 @@ impl KvRegion {
             Storage::F32(d) => Some(&d[base..base + len]),
             Storage::F16(d) => {
                 let out = buf.get_mut(..len)?;
-                for (y, &x) in out.iter_mut().zip(&d[base..base + len]) {
-                    *y = f16_to_f32(x.to_le_bytes());
-                }
+                f16_to_f32_row(&d[base..base + len], out).ok()?;
                 Some(out)
             }
             Storage::Q8_0(d) => {

@@ -620,6 +620,104 @@ fn f16_and_q8_0_regions_are_close_to_f32() {
     assert_close(&got, &ctx.reference(&prompt[..5], |_| 4), 1e-5, "q8_0 hd48");
 }
 
+/// The f32 dot product attention is specified with: eight partial sums,
+/// lane `l` over elements `l, l + 8, …`, combined in this fixed order.
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        acc[i % 8] += x * y;
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+impl Ctx {
+    /// The last step's output computed the plain way, in f32 with the same
+    /// operations in the same order as the kernel is specified to: every
+    /// row read back whole as f32, `scale * dot8`, the graph's softmax, then
+    /// `out += p_j * v_j` over the window in order.
+    fn exact_reference(&self, batch: &[(u32, i32)], salt: impl Fn(u32) -> u64) -> Vec<f32> {
+        let cfg = self.cfg;
+        let hd = cfg.head_dim;
+        let row = cfg.n_head_kv * hd;
+        let (mut kr, mut vr) = (vec![0.0f32; row], vec![0.0f32; row]);
+        let mut out = Vec::new();
+        for (t, &(s, p)) in batch.iter().enumerate() {
+            let (q, _, _) = token_rows(&cfg, p, salt(s));
+            let w = &self.plan.window_cells
+                [self.plan.window_offsets[t] as usize..self.plan.window_offsets[t + 1] as usize];
+            for h in 0..cfg.n_head {
+                let kvh = h / (cfg.n_head / cfg.n_head_kv);
+                let qh = &q[h * hd..(h + 1) * hd];
+                let mut scores = Vec::new();
+                for &c in w {
+                    self.k.read_row(c as usize, &mut kr).unwrap();
+                    scores.push(cfg.params().scale * dot8(qh, &kr[kvh * hd..(kvh + 1) * hd]));
+                }
+                if !scores.is_empty() {
+                    let n = scores.len();
+                    softmax_inplace(&mut scores, n).unwrap();
+                }
+                let mut o = vec![0.0f32; hd];
+                for (&c, &pj) in w.iter().zip(&scores) {
+                    self.v.read_row(c as usize, &mut vr).unwrap();
+                    for (oi, &x) in o.iter_mut().zip(&vr[kvh * hd..(kvh + 1) * hd]) {
+                        *oi += pj * x;
+                    }
+                }
+                out.extend(o);
+            }
+        }
+        out
+    }
+}
+
+#[test]
+fn attention_is_bit_exact_against_the_plain_f32_order() {
+    let odd = Cfg {
+        n_head: 6,
+        n_head_kv: 2,
+        head_dim: 20,
+        n_ctx: 24,
+    };
+    let hd48 = Cfg {
+        n_head: 4,
+        n_head_kv: 2,
+        head_dim: 48,
+        n_ctx: 24,
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (cfg, formats) in [
+        (GQA, &[KvFormat::F32, KvFormat::F16, KvFormat::Q8_0][..]),
+        (hd48, &[KvFormat::F32, KvFormat::F16, KvFormat::Q8_0][..]),
+        // Rows of 40 values cannot be Q8_0.
+        (odd, &[KvFormat::F32, KvFormat::F16][..]),
+    ] {
+        for &format in formats {
+            for threads in [1, 3] {
+                let mut ctx = Ctx::new(cfg, format, threads);
+                let prompt: Vec<(u32, i32)> = (0..13).map(|p| (p as u32 % 2, p / 2)).collect();
+                let got = ctx.step(&prompt, |s| 11 + s as u64);
+                let want = ctx.exact_reference(&prompt, |s| 11 + s as u64);
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "{format:?} prefill, {threads} threads"
+                );
+                for p in 7..10 {
+                    let b = [(0, p), (1, p - 1)];
+                    let got = ctx.step(&b, |s| 11 + s as u64);
+                    let want = ctx.exact_reference(&b, |s| 11 + s as u64);
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{format:?} decode, {threads} threads"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn attention_rejects_bad_windows_and_scratch() {
     let cfg = Cfg {
@@ -720,8 +818,14 @@ fn attention_rejects_bad_windows_and_scratch() {
 
 #[test]
 fn decode_step_kernels_do_not_allocate() {
+    for format in [KvFormat::Q8_0, KvFormat::F16, KvFormat::F32] {
+        decode_step_does_not_allocate(format);
+    }
+}
+
+fn decode_step_does_not_allocate(format: KvFormat) {
     let cfg = GQA;
-    let mut ctx = Ctx::new(cfg, KvFormat::Q8_0, 3);
+    let mut ctx = Ctx::new(cfg, format, 3);
     let prompt: Vec<(u32, i32)> = (0..10).map(|p| (p as u32 % 2, p / 2)).collect();
     ctx.step(&prompt, |s| s as u64);
     // Warm the plan's buffers to their final size.
@@ -771,5 +875,5 @@ fn decode_step_kernels_do_not_allocate() {
     let n = ARMED_ALLOCS.load(Ordering::Relaxed);
     ARMED.with(|a| a.set(false));
     arm(false);
-    assert_eq!(n, 0, "allocations on the hot path");
+    assert_eq!(n, 0, "allocations on the hot path ({format:?} cache)");
 }

@@ -19,6 +19,8 @@ pub enum KernelError {
         n: usize,
         block: usize,
     },
+    #[error("row {row} ({len} values) reaches outside the {data} values of its matrix")]
+    RowOutOfRange { row: i64, len: usize, data: usize },
     #[error("unknown SIMD level {0:?} (expected scalar, avx2 or avx512)")]
     UnknownSimd(String),
     #[error("SIMD level {0} is not supported by this CPU")]

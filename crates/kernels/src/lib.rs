@@ -12,10 +12,12 @@ mod error;
 pub mod matmul;
 pub mod pool;
 pub mod quant;
+pub mod rows;
 pub mod simd;
 
-pub use dot::{act_type, DotFn, DotKernel, Kernels};
+pub use dot::{act_type, scale_table, scale_table_len, Dot4Fn, DotFn, DotKernel, Kernels};
 pub use error::KernelError;
 pub use matmul::{matmul, ActScratch, MatRef};
 pub use minfer_gguf::GgmlType;
+pub use rows::{f16_to_f32_row, f32_to_f16_row, RowKernels, Rows};
 pub use simd::SimdLevel;

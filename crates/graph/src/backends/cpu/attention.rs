@@ -10,12 +10,14 @@ use std::sync::{Mutex, PoisonError};
 
 use minfer_kernels::blocks::QK;
 use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::rows::dot_f32;
+use minfer_kernels::{RowKernels, Rows};
 
 use super::bad_len;
 use super::elementwise::softmax_row;
 use crate::error::{GraphError, Result};
 use crate::ir::AttnParams;
-use crate::kv::KvRegion;
+use crate::kv::{KvData, KvRegion};
 
 /// Writes row `t` of `x` (rows of `region.row_elems()` values) into cell
 /// `cells[t]` of `region`.
@@ -58,7 +60,7 @@ fn check_cells(cells: &[i32], n_ctx: usize) -> Result<()> {
 struct ThreadBuf {
     /// Scores of the window's cells, then their softmax.
     scores: Vec<f32>,
-    /// A head of K decoded from an F16 or Q8_0 region.
+    /// A head of K decoded from a Q8_0 region.
     k: Vec<f32>,
     /// A head of V, likewise.
     v: Vec<f32>,
@@ -66,7 +68,7 @@ struct ThreadBuf {
 
 /// Preallocated working memory of [`attention`]: per thread, room for the
 /// scores of a window of up to `n_ctx` cells and for one head of K and of V
-/// decoded from a half-precision or quantized region.
+/// decoded from a quantized region.
 #[derive(Debug)]
 pub struct AttnScratch {
     /// One buffer per pool thread. Each thread locks only its own, so the
@@ -200,27 +202,28 @@ fn validate(
     Ok(longest)
 }
 
-/// f32 dot product with eight independent partial sums (which the compiler
-/// keeps in vector registers), combined pairwise in a fixed order so the
-/// result depends only on the inputs.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let mut ca = a.chunks_exact(8);
-    let mut cb = b.chunks_exact(8);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
-        }
+/// The rows of `window` in a region's storage `data`, from value `start`
+/// of each row (one kv head).
+fn head_rows<'a, T>(
+    data: &'a [T],
+    region: &KvRegion,
+    start: usize,
+    window: &'a [i32],
+) -> Rows<'a, T> {
+    Rows {
+        data,
+        stride: region.row_elems(),
+        offset: start,
+        idx: window,
     }
-    for (l, (x, y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
-        acc[l] += x * y;
-    }
-    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
 }
 
-/// One query head over its window: `out = Σ softmax(scale · q·k_j)_j v_j`.
-/// Returns `false` if a cell could not be read, which validation rules out.
+/// One query head over its window: `out = Σ softmax(scale · q·k_j)_j v_j`,
+/// each dot product as [`dot_f32`] computes it and each output element
+/// summed over the window in order. F32 and F16 regions are read in place
+/// (f16 widened exactly as it is loaded, so no row is converted into a
+/// buffer); Q8_0 rows are decoded into the thread's buffers. Returns
+/// `false` if a cell could not be read, which validation rules out.
 #[allow(clippy::too_many_arguments)]
 fn attend_head(
     q: &[f32],
@@ -229,28 +232,49 @@ fn attend_head(
     window: &[i32],
     start: usize,
     scale: f32,
+    rk: RowKernels,
     buf: &mut ThreadBuf,
     out: &mut [f32],
 ) -> bool {
     let hd = q.len();
     let scores = &mut buf.scores[..window.len()];
-    for (s, &cell) in scores.iter_mut().zip(window) {
-        let Some(kr) = k.slice(cell as usize, start, hd, &mut buf.k) else {
-            return false;
-        };
-        *s = scale * dot(q, kr);
+    let scored = match k.data() {
+        KvData::F32(d) => rk
+            .dot_rows_f32(q, head_rows(d, k, start, window), scale, scores)
+            .is_ok(),
+        KvData::F16(d) => rk
+            .dot_rows_f16(q, head_rows(d, k, start, window), scale, scores)
+            .is_ok(),
+        KvData::Q8_0 => scores.iter_mut().zip(window).all(|(s, &cell)| {
+            let Some(kr) = k.slice(cell as usize, start, hd, &mut buf.k) else {
+                return false;
+            };
+            *s = scale * dot_f32(q, kr);
+            true
+        }),
+    };
+    if !scored {
+        return false;
     }
     softmax_row(scores);
     out.fill(0.0);
-    for (&pj, &cell) in scores.iter().zip(window) {
-        let Some(vr) = v.slice(cell as usize, start, hd, &mut buf.v) else {
-            return false;
-        };
-        for (o, &x) in out.iter_mut().zip(vr) {
-            *o += pj * x;
-        }
+    match v.data() {
+        KvData::F32(d) => rk
+            .axpy_rows_f32(scores, head_rows(d, v, start, window), out)
+            .is_ok(),
+        KvData::F16(d) => rk
+            .axpy_rows_f16(scores, head_rows(d, v, start, window), out)
+            .is_ok(),
+        KvData::Q8_0 => scores.iter().zip(window).all(|(&pj, &cell)| {
+            let Some(vr) = v.slice(cell as usize, start, hd, &mut buf.v) else {
+                return false;
+            };
+            for (o, &x) in out.iter_mut().zip(vr) {
+                *o += pj * x;
+            }
+            true
+        }),
     }
-    true
 }
 
 /// Causal, grouped-query attention of each query over exactly the cells of
@@ -265,8 +289,9 @@ fn attend_head(
 ///
 /// The `(token, head)` pairs are split across the pool's threads; each pair
 /// is computed by one thread in a fixed order, so the output does not
-/// depend on the number of threads. F16 and Q8_0 regions are decoded head
-/// by head into the scratch. Nothing is allocated.
+/// depend on the number of threads. F32 and F16 regions are read in place,
+/// Q8_0 regions decoded head by head into the scratch; the path (scalar or
+/// SIMD) does not change the bits. Nothing is allocated.
 ///
 /// # Errors
 /// [`GraphError::BadInput`] when the offsets are not non-negative,
@@ -314,6 +339,7 @@ pub fn attention(
     let group = p.n_head / p.n_head_kv;
     let out_ptr = OutPtr(out.as_mut_ptr());
     let bufs = &scratch.bufs;
+    let rk = RowKernels::detect();
     let failed = std::sync::atomic::AtomicBool::new(false);
     pool.run(|ctx| {
         let pairs = ctx.chunk(n_pairs, 1);
@@ -336,7 +362,7 @@ pub fn attention(
             // inside `out` (its length equals `q`'s, checked), and each
             // pair belongs to exactly one thread's chunk.
             let oh = unsafe { std::slice::from_raw_parts_mut(out_ptr.get().add(pair * hd), hd) };
-            if !attend_head(qh, k, v, window, (h / group) * hd, p.scale, buf, oh) {
+            if !attend_head(qh, k, v, window, (h / group) * hd, p.scale, rk, buf, oh) {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
                 return;
             }

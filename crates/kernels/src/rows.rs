@@ -1,0 +1,494 @@
+//! Rows of f16 values (raw IEEE half bits, as a half-precision KV cache
+//! stores them) and of f32 values: bulk conversion between the two, and
+//! the two loops attention runs over a cache, the scores of one query
+//! against a gathered set of rows and the weighted sum of such rows.
+//!
+//! Every routine has a scalar reference and an x86 path that converts eight
+//! halves per instruction (F16C) and does eight f32 lanes per instruction
+//! (AVX). Both give the same bits:
+//! - f16 → f32 is exact;
+//! - f32 → f16 rounds to nearest even in both (checked against a
+//!   bit-level reference by the tests);
+//! - the dot products keep eight partial sums, lane `l` taking the
+//!   elements `l, l + 8, …`, combined in the fixed order of
+//!   [`dot_f32`]; every step is a separate f32 multiply and add (never a
+//!   fused multiply-add), so vector and scalar code round identically.
+//!
+//! NaN stays NaN on both paths; its payload is not part of the contract.
+//!
+//! The path is a [`RowKernels`] value, chosen once and passed around; the
+//! free functions use [`RowKernels::detect`], which probes the CPU on first
+//! use only.
+
+use std::sync::OnceLock;
+
+use crate::blocks::{f16_to_f32, f32_to_f16};
+use crate::error::KernelError;
+use crate::simd::SimdLevel;
+
+/// One f16 value (raw bits) as f32, the scalar reference conversion.
+#[inline(always)]
+fn half_to_f32(x: u16) -> f32 {
+    f16_to_f32(x.to_le_bytes())
+}
+
+/// Combines eight partial sums in the fixed order shared by every path.
+#[inline(always)]
+fn combine(acc: &[f32; 8]) -> f32 {
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+/// The scalar dot product of `a` with `b` (converted by `conv`), in the
+/// order documented on [`dot_f32`]. Both slices must have the same length.
+#[inline(always)]
+fn dot_with<T: Copy>(a: &[f32], b: &[T], conv: impl Fn(T) -> f32) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * conv(y[l]);
+        }
+    }
+    for (l, (x, &y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
+        acc[l] += x * conv(y);
+    }
+    combine(&acc)
+}
+
+/// f32 dot product with eight independent partial sums: lane `l` adds
+/// `a[i] * b[i]` for `i = l, l + 8, …` in increasing `i`, and the lanes are
+/// combined as `((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))`. The
+/// result depends only on the inputs, and the compiler keeps the partial
+/// sums in vector registers. Only the first `min(a.len(), b.len())`
+/// elements are used.
+///
+/// This is the scalar reference of [`RowKernels::dot_rows_f32`] and
+/// [`RowKernels::dot_rows_f16`].
+#[inline]
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    dot_with(&a[..n], &b[..n], |x| x)
+}
+
+/// A gathered set of rows of a row-major matrix: row `j` of the set is
+/// `data[idx[j] * stride + offset..][..len]`, where the row length `len`
+/// comes from the operation (the query's or the output's length).
+#[derive(Clone, Copy, Debug)]
+pub struct Rows<'a, T> {
+    /// The matrix, row after row.
+    pub data: &'a [T],
+    /// Elements from one row of the matrix to the next.
+    pub stride: usize,
+    /// Where the wanted part starts inside each row.
+    pub offset: usize,
+    /// The matrix rows of the set, in order.
+    pub idx: &'a [i32],
+}
+
+impl<'a, T> Rows<'a, T> {
+    /// Row `i` of the matrix, `len` values from the offset.
+    #[inline(always)]
+    fn row(&self, i: i32, len: usize) -> Result<&'a [T], KernelError> {
+        let out_of_range = || KernelError::RowOutOfRange {
+            row: i.into(),
+            len,
+            data: self.data.len(),
+        };
+        let start = usize::try_from(i)
+            .ok()
+            .and_then(|i| i.checked_mul(self.stride))
+            .and_then(|s| s.checked_add(self.offset))
+            .ok_or_else(out_of_range)?;
+        let end = start.checked_add(len).ok_or_else(out_of_range)?;
+        self.data.get(start..end).ok_or_else(out_of_range)
+    }
+}
+
+/// Checks that an operation over `rows` has one value per row.
+fn check_count(what: &'static str, expected: usize, got: usize) -> Result<(), KernelError> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(KernelError::BadLength {
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
+/// Whether the CPU has what the SIMD path needs (AVX and F16C).
+fn simd_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx") && is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The f16/f32 row routines at one instruction-set path. A value with the
+/// SIMD path can only be made on a CPU that supports it, which is what
+/// makes its calls sound; every path gives the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowKernels {
+    simd: bool,
+}
+
+impl RowKernels {
+    /// The portable reference path.
+    pub const SCALAR: RowKernels = RowKernels { simd: false };
+
+    /// The fastest path of this CPU. The CPU is probed on the first call
+    /// only; later calls read a cached value.
+    pub fn detect() -> Self {
+        static DETECTED: OnceLock<RowKernels> = OnceLock::new();
+        *DETECTED.get_or_init(|| RowKernels {
+            simd: simd_supported(),
+        })
+    }
+
+    /// The path that fits a kernel level chosen at start-up: the scalar
+    /// reference for [`SimdLevel::Scalar`], otherwise the fastest this CPU
+    /// supports.
+    pub fn for_level(level: SimdLevel) -> Self {
+        match level {
+            SimdLevel::Scalar => Self::SCALAR,
+            SimdLevel::Avx2 | SimdLevel::Avx512 => Self::detect(),
+        }
+    }
+
+    /// Every path this CPU supports, scalar first (for tests and
+    /// benchmarks).
+    pub fn supported() -> Vec<Self> {
+        let mut v = vec![Self::SCALAR];
+        if Self::detect().simd {
+            v.push(Self::detect());
+        }
+        v
+    }
+
+    /// Whether this is the SIMD path.
+    pub fn is_simd(self) -> bool {
+        self.simd
+    }
+
+    /// Converts f16 bits to f32 (exact).
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when the lengths differ; nothing is
+    /// written then.
+    pub fn f16_to_f32(self, src: &[u16], dst: &mut [f32]) -> Result<(), KernelError> {
+        check_count("f16 to f32 row", src.len(), dst.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is only set when the CPU has AVX and F16C.
+            unsafe { x86::f16_to_f32(src, dst) };
+            return Ok(());
+        }
+        for (y, &x) in dst.iter_mut().zip(src) {
+            *y = half_to_f32(x);
+        }
+        Ok(())
+    }
+
+    /// Converts f32 to f16 bits, rounding to nearest even.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when the lengths differ; nothing is
+    /// written then.
+    pub fn f32_to_f16(self, src: &[f32], dst: &mut [u16]) -> Result<(), KernelError> {
+        check_count("f32 to f16 row", src.len(), dst.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            unsafe { x86::f32_to_f16(src, dst) };
+            return Ok(());
+        }
+        for (y, &x) in dst.iter_mut().zip(src) {
+            *y = u16::from_le_bytes(f32_to_f16(x));
+        }
+        Ok(())
+    }
+
+    /// `scores[j] = scale * dot(q, row j)` for every row of `rows`, each
+    /// row `q.len()` long and each dot product as [`dot_f32`] computes it.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when `scores` is not one value per row,
+    /// [`KernelError::RowOutOfRange`] when a row is negative or reaches
+    /// past `rows.data`; the scores before that row are written.
+    pub fn dot_rows_f32(
+        self,
+        q: &[f32],
+        rows: Rows<'_, f32>,
+        scale: f32,
+        scores: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_count("row scores", rows.idx.len(), scores.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::dot_rows_f32(q, rows, scale, scores) };
+        }
+        for (s, &i) in scores.iter_mut().zip(rows.idx) {
+            *s = scale * dot_with(q, rows.row(i, q.len())?, |x| x);
+        }
+        Ok(())
+    }
+
+    /// As [`dot_rows_f32`](RowKernels::dot_rows_f32) over rows of f16 bits,
+    /// each converted exactly to f32 first.
+    ///
+    /// # Errors
+    /// As [`dot_rows_f32`](RowKernels::dot_rows_f32).
+    pub fn dot_rows_f16(
+        self,
+        q: &[f32],
+        rows: Rows<'_, u16>,
+        scale: f32,
+        scores: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_count("row scores", rows.idx.len(), scores.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::dot_rows_f16(q, rows, scale, scores) };
+        }
+        for (s, &i) in scores.iter_mut().zip(rows.idx) {
+            *s = scale * dot_with(q, rows.row(i, q.len())?, half_to_f32);
+        }
+        Ok(())
+    }
+
+    /// `out[e] += weights[j] * row_j[e]` for every row of `rows` in order,
+    /// each row `out.len()` long: one multiply and one add per element and
+    /// row, so the sum for each element runs over the rows in order.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when `weights` is not one value per row,
+    /// [`KernelError::RowOutOfRange`] when a row is negative or reaches
+    /// past `rows.data`; the rows before that one have been added.
+    pub fn axpy_rows_f32(
+        self,
+        weights: &[f32],
+        rows: Rows<'_, f32>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_count("row weights", rows.idx.len(), weights.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::axpy_rows_f32(weights, rows, out) };
+        }
+        let n = out.len();
+        for (&w, &i) in weights.iter().zip(rows.idx) {
+            for (o, &x) in out.iter_mut().zip(rows.row(i, n)?) {
+                *o += w * x;
+            }
+        }
+        Ok(())
+    }
+
+    /// As [`axpy_rows_f32`](RowKernels::axpy_rows_f32) over rows of f16
+    /// bits, each converted exactly to f32 first.
+    ///
+    /// # Errors
+    /// As [`axpy_rows_f32`](RowKernels::axpy_rows_f32).
+    pub fn axpy_rows_f16(
+        self,
+        weights: &[f32],
+        rows: Rows<'_, u16>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_count("row weights", rows.idx.len(), weights.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::axpy_rows_f16(weights, rows, out) };
+        }
+        let n = out.len();
+        for (&w, &i) in weights.iter().zip(rows.idx) {
+            for (o, &x) in out.iter_mut().zip(rows.row(i, n)?) {
+                *o += w * half_to_f32(x);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Converts f16 bits to f32 (exact) on the fastest path of this CPU; see
+/// [`RowKernels::f16_to_f32`].
+///
+/// # Errors
+/// [`KernelError::BadLength`] when the lengths differ.
+#[inline]
+pub fn f16_to_f32_row(src: &[u16], dst: &mut [f32]) -> Result<(), KernelError> {
+    RowKernels::detect().f16_to_f32(src, dst)
+}
+
+/// Converts f32 to f16 bits, rounding to nearest even, on the fastest path
+/// of this CPU; see [`RowKernels::f32_to_f16`].
+///
+/// # Errors
+/// [`KernelError::BadLength`] when the lengths differ.
+#[inline]
+pub fn f32_to_f16_row(src: &[f32], dst: &mut [u16]) -> Result<(), KernelError> {
+    RowKernels::detect().f32_to_f16(src, dst)
+}
+
+/// The AVX + F16C path. Every function requires both features, which the
+/// callers check through [`RowKernels`]; lengths are checked by the
+/// callers too, so the loops only index within the slices.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{combine, half_to_f32, Rows};
+    use crate::error::KernelError;
+
+    /// Eight halves as f32.
+    ///
+    /// # Safety
+    /// The CPU has AVX and F16C, and `x` holds at least eight values.
+    #[inline]
+    #[target_feature(enable = "avx,f16c")]
+    unsafe fn load_f16(x: &[u16]) -> __m256 {
+        debug_assert!(x.len() >= 8);
+        // SAFETY: the caller passes at least eight values; the load is
+        // unaligned.
+        _mm256_cvtph_ps(unsafe { _mm_loadu_si128(x.as_ptr().cast()) })
+    }
+
+    /// Eight f32 values.
+    ///
+    /// # Safety
+    /// As [`load_f16`].
+    #[inline]
+    #[target_feature(enable = "avx,f16c")]
+    unsafe fn load_f32(x: &[f32]) -> __m256 {
+        debug_assert!(x.len() >= 8);
+        // SAFETY: as in `load_f16`.
+        unsafe { _mm256_loadu_ps(x.as_ptr()) }
+    }
+
+    #[target_feature(enable = "avx,f16c")]
+    pub(super) unsafe fn f16_to_f32(src: &[u16], dst: &mut [f32]) {
+        let mut s = src.chunks_exact(8);
+        let mut d = dst.chunks_exact_mut(8);
+        for (x, y) in (&mut s).zip(&mut d) {
+            // SAFETY: both chunks hold eight values.
+            unsafe { _mm256_storeu_ps(y.as_mut_ptr(), load_f16(x)) };
+        }
+        for (y, &x) in d.into_remainder().iter_mut().zip(s.remainder()) {
+            *y = half_to_f32(x);
+        }
+    }
+
+    #[target_feature(enable = "avx,f16c")]
+    pub(super) unsafe fn f32_to_f16(src: &[f32], dst: &mut [u16]) {
+        let mut s = src.chunks_exact(8);
+        let mut d = dst.chunks_exact_mut(8);
+        for (x, y) in (&mut s).zip(&mut d) {
+            // SAFETY: both chunks hold eight values. The rounding is an
+            // immediate (nearest even), independent of MXCSR.
+            unsafe {
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(load_f32(x));
+                _mm_storeu_si128(y.as_mut_ptr().cast(), h);
+            }
+        }
+        for (y, &x) in d.into_remainder().iter_mut().zip(s.remainder()) {
+            *y = u16::from_le_bytes(crate::blocks::f32_to_f16(x));
+        }
+    }
+
+    /// Defines the dot and the weighted-sum loops for one row element type,
+    /// `$load` reading eight of them as f32 and `$conv` one.
+    macro_rules! row_loops {
+        ($dot:ident, $dot_rows:ident, $axpy_rows:ident, $t:ty, $load:ident, $conv:expr) => {
+            /// One dot product in the order of `super::dot_f32`; `a` and
+            /// `b` have the same length.
+            #[inline]
+            #[target_feature(enable = "avx,f16c")]
+            unsafe fn $dot(a: &[f32], b: &[$t]) -> f32 {
+                let mut ca = a.chunks_exact(8);
+                let mut cb = b.chunks_exact(8);
+                let mut acc = _mm256_setzero_ps();
+                for (x, y) in (&mut ca).zip(&mut cb) {
+                    // SAFETY: both chunks hold eight values. Multiply and
+                    // add stay separate roundings, as in the scalar code.
+                    acc = unsafe { _mm256_add_ps(acc, _mm256_mul_ps(load_f32(x), $load(y))) };
+                }
+                let mut lanes = [0.0f32; 8];
+                // SAFETY: `lanes` holds eight values.
+                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+                for (l, (x, &y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
+                    lanes[l] += x * $conv(y);
+                }
+                combine(&lanes)
+            }
+
+            #[target_feature(enable = "avx,f16c")]
+            pub(super) unsafe fn $dot_rows(
+                q: &[f32],
+                rows: Rows<'_, $t>,
+                scale: f32,
+                scores: &mut [f32],
+            ) -> Result<(), KernelError> {
+                for (s, &i) in scores.iter_mut().zip(rows.idx) {
+                    let r = rows.row(i, q.len())?;
+                    // SAFETY: the caller's features; `r` is `q.len()` long.
+                    *s = scale * unsafe { $dot(q, r) };
+                }
+                Ok(())
+            }
+
+            #[target_feature(enable = "avx,f16c")]
+            pub(super) unsafe fn $axpy_rows(
+                weights: &[f32],
+                rows: Rows<'_, $t>,
+                out: &mut [f32],
+            ) -> Result<(), KernelError> {
+                let n = out.len();
+                for (&w, &i) in weights.iter().zip(rows.idx) {
+                    let r = rows.row(i, n)?;
+                    let wv = _mm256_set1_ps(w);
+                    let mut co = out.chunks_exact_mut(8);
+                    let mut cr = r.chunks_exact(8);
+                    for (o, x) in (&mut co).zip(&mut cr) {
+                        // SAFETY: both chunks hold eight values; a separate
+                        // multiply and add, as in the scalar code.
+                        unsafe {
+                            let y = _mm256_add_ps(load_f32(o), _mm256_mul_ps(wv, $load(x)));
+                            _mm256_storeu_ps(o.as_mut_ptr(), y);
+                        }
+                    }
+                    for (o, &x) in co.into_remainder().iter_mut().zip(cr.remainder()) {
+                        *o += w * $conv(x);
+                    }
+                }
+                Ok(())
+            }
+        };
+    }
+
+    row_loops!(
+        dot_f32,
+        dot_rows_f32,
+        axpy_rows_f32,
+        f32,
+        load_f32,
+        |x: f32| x
+    );
+    row_loops!(
+        dot_f16,
+        dot_rows_f16,
+        axpy_rows_f16,
+        u16,
+        load_f16,
+        half_to_f32
+    );
+}
