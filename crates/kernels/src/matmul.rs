@@ -44,16 +44,17 @@ pub fn row_bytes(ty: GgmlType, n: usize) -> Option<usize> {
 #[derive(Default, Debug)]
 pub struct ActScratch {
     words: Vec<u64>,
+    /// Per activation row, its block scales widened to f32 for the
+    /// four-row kernels (see [`crate::dot::scale_table`]).
+    table: Vec<f32>,
 }
 
-impl ActScratch {
-    fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
-        let words = len.div_ceil(8);
-        if self.words.len() < words {
-            self.words.resize(words, 0);
-        }
-        &mut bytemuck::cast_slice_mut(&mut self.words)[..len]
+fn bytes_mut(words: &mut Vec<u64>, len: usize) -> &mut [u8] {
+    let n = len.div_ceil(8);
+    if words.len() < n {
+        words.resize(n, 0);
     }
+    &mut bytemuck::cast_slice_mut(words.as_mut_slice())[..len]
 }
 
 /// Where each thread writes its rows of the output. Threads write disjoint
@@ -127,12 +128,23 @@ pub fn matmul(
     if n_tok == 0 || w.rows == 0 {
         return Ok(());
     }
-    let act: &[u8] = if p.kernel.act == GgmlType::F32 {
-        bytemuck::cast_slice(x)
+    let four = p.kernel.dot4.is_some() && n_tok >= 4;
+    let t_len = crate::dot::scale_table_len(p.kernel.act, w.cols);
+    let (act, table): (&[u8], &[f32]) = if p.kernel.act == GgmlType::F32 {
+        (bytemuck::cast_slice(x), &[])
     } else {
-        let buf = scratch.bytes_mut(n_tok * p.a_row);
+        let ActScratch { words, table } = scratch;
+        let buf = bytes_mut(words, n_tok * p.a_row);
         quantize_rows(pool, p.kernel.act, x, w.cols, buf, p.a_row)?;
-        buf
+        if four && t_len > 0 {
+            if table.len() < n_tok * t_len {
+                table.resize(n_tok * t_len, 0.0);
+            }
+            for (a, t) in buf.chunks_exact(p.a_row).zip(table.chunks_exact_mut(t_len)) {
+                crate::dot::scale_table(p.kernel.act, a, t);
+            }
+        }
+        (buf, table.as_slice())
     };
     let out_ptr = OutPtr(out.as_mut_ptr());
     let rows = w.rows;
@@ -140,18 +152,33 @@ pub fn matmul(
     // activation row streams past them; tokens go four at a time through the
     // four-row kernel, the remainder one at a time.
     let row_tile = (TILE_BYTES / p.w_row).max(1);
-    pool.for_range(rows, 4, |range: Range<usize>| {
+    // Rows are claimed in chunks, a few per thread, so that a core slowed
+    // by other work does not hold the others up.
+    pool.for_chunks(rows, 4, 4, |range: Range<usize>| {
         let a_at = |t: usize| &act[t * p.a_row..(t + 1) * p.a_row];
+        let table_at = |t: usize| {
+            if t_len == 0 {
+                &[][..]
+            } else {
+                &table[t * t_len..(t + 1) * t_len]
+            }
+        };
         let mut r0 = range.start;
         while r0 < range.end {
             let r1 = (r0 + row_tile).min(range.end);
             let mut t = 0;
-            if let Some(dot4) = p.kernel.dot4 {
+            if let (Some(dot4), true) = (p.kernel.dot4, four) {
                 while t + 4 <= n_tok {
                     let a4 = [a_at(t), a_at(t + 1), a_at(t + 2), a_at(t + 3)];
+                    let t4 = [
+                        table_at(t),
+                        table_at(t + 1),
+                        table_at(t + 2),
+                        table_at(t + 3),
+                    ];
                     for r in r0..r1 {
                         let wr = &w.data[r * p.w_row..(r + 1) * p.w_row];
-                        let v = dot4(w.cols, wr, a4);
+                        let v = dot4(w.cols, wr, a4, t4);
                         for (k, v) in v.into_iter().enumerate() {
                             // SAFETY: `r` lies in this thread's row range and
                             // `t + k < n_tok` (checked in `plan`), so no two

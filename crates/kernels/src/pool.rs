@@ -532,6 +532,43 @@ impl ThreadPool {
             }
         });
     }
+
+    /// Like [`for_range`](ThreadPool::for_range), but threads claim chunks
+    /// of about `n / (threads * pieces)` items (aligned to `align`) one at
+    /// a time from a shared counter until none are left, so a thread slowed
+    /// by other work on the machine takes fewer chunks instead of holding
+    /// everyone up. `f` may run several times on one thread; chunks are
+    /// disjoint and cover `0..n`.
+    ///
+    /// # Panics
+    ///
+    /// As [`run`](ThreadPool::run).
+    pub fn for_chunks<F: Fn(Range<usize>) + Sync>(
+        &self,
+        n: usize,
+        align: usize,
+        pieces: usize,
+        f: F,
+    ) {
+        let align = align.max(1);
+        let parts = self.n_threads();
+        let per = n.div_ceil(parts * pieces.max(1)).div_ceil(align).max(1) * align;
+        if parts == 1 || n <= per {
+            let _in_job = InJob::enter();
+            if n > 0 {
+                f(0..n);
+            }
+            return;
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        self.run(move |_| loop {
+            let start = next.fetch_add(per, Ordering::Relaxed);
+            if start >= n {
+                break;
+            }
+            f(start..start.saturating_add(per).min(n));
+        });
+    }
 }
 
 impl fmt::Debug for ThreadPool {

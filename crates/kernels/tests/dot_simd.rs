@@ -4,7 +4,7 @@
 //! rounding for the float types (FMA lanes versus the scalar order).
 
 use minfer_kernels::blocks::*;
-use minfer_kernels::{GgmlType, Kernels, SimdLevel};
+use minfer_kernels::{scale_table, scale_table_len, GgmlType, Kernels, SimdLevel};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 /// A random finite f16 scale of moderate size.
@@ -201,7 +201,20 @@ fn four_row_dots_equal_scalar_reference() {
                     let a: Vec<Vec<u8>> = (0..4)
                         .map(|_| activations(reference.act, n, &mut rng))
                         .collect();
-                    let got = dot4(n, &w, [&a[0], &a[1], &a[2], &a[3]]);
+                    let tables: Vec<Vec<f32>> = a
+                        .iter()
+                        .map(|a| {
+                            let mut t = vec![0f32; scale_table_len(reference.act, n)];
+                            scale_table(reference.act, a, &mut t);
+                            t
+                        })
+                        .collect();
+                    let got = dot4(
+                        n,
+                        &w,
+                        [&a[0], &a[1], &a[2], &a[3]],
+                        [&tables[0], &tables[1], &tables[2], &tables[3]],
+                    );
                     for (t, g) in got.iter().enumerate() {
                         let want = (reference.dot)(n, &w, &a[t]);
                         assert_eq!(

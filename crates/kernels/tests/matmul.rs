@@ -100,7 +100,7 @@ proptest! {
         ty_index in 0..QUANTIZABLE.len(),
         rows in 1usize..23,
         blocks in 1usize..5,
-        n_tok in 1usize..4,
+        n_tok in 1usize..11,
         threads in 1usize..5,
         seed in any::<u64>(),
     ) {

@@ -550,3 +550,33 @@ fn overhead_of_an_empty_run() {
         );
     }
 }
+
+/// `for_chunks` covers `0..n` exactly once with aligned, non-empty chunks,
+/// whatever the thread count, alignment and number of pieces.
+#[test]
+fn for_chunks_covers_every_index_once() {
+    for threads in [1, 2, 3, 4] {
+        let pool = ThreadPool::new(threads);
+        for n in [0usize, 1, 3, 4, 5, 17, 64, 100, 1000, 4097] {
+            for align in [1usize, 4, 16] {
+                for pieces in [0usize, 1, 4, 9] {
+                    let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+                    pool.for_chunks(n, align, pieces, |r: Range<usize>| {
+                        assert!(!r.is_empty(), "empty chunk");
+                        assert_eq!(r.start % align, 0, "chunk {r:?} not aligned to {align}");
+                        for i in r {
+                            hits[i].fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                    for (i, h) in hits.iter().enumerate() {
+                        assert_eq!(
+                            h.load(Ordering::Relaxed),
+                            1,
+                            "index {i} of n={n} align={align} pieces={pieces} threads={threads}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -32,8 +32,10 @@ unsafe fn dot_u8i8(x: __m256i, y: __m256i) -> __m256i {
 
 /// Defines the AVX2 kernels of one legacy type: a generic `$rows` body
 /// (one weight row against `T` activation rows) and the two entry points,
-/// `$one` (one activation row) and `$four` (four, sharing the unpacking
-/// of every weight block).
+/// `$one` (one activation row, scales read from its blocks) and `$four`
+/// (four rows sharing the unpacking of every weight block, their scales
+/// read as f32 from the table the caller made: per row, the `d` of every
+/// block, then for Q8_1 the `s` of every block).
 macro_rules! legacy_kernels {
     ($rows:ident, $one:ident, $four:ident, $wt:ty, $at:ty, $min:expr,
      |$w:ident, $a:ident| { $($setup:stmt;)* }
@@ -45,27 +47,59 @@ macro_rules! legacy_kernels {
         // intrinsics become out-of-line calls; they inherit the features
         // of the function they are written in.
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $rows<const T: usize>($w: &[$wt], $a: [&[$at]; T]) -> [f32; T] {
+        unsafe fn $rows<const T: usize, const TABLE: bool>(
+            $w: &[$wt],
+            $a: [&[$at]; T],
+            table: [&[f32]; T],
+        ) -> [f32; T] {
             $($setup)*
+            let nb = $w.len();
+            let s_of = |$st: usize, $si: usize| -> F16Bits { $s };
             x86::legacy_rows::<T, { $min }, __m256i>(
-                $w.len(),
+                nb,
                 |$ui| $unpack,
                 |$px, $pt, $pi| $pair,
                 |i| $w[i].d,
-                |t, i| $a[t][i].d,
                 |$mi| $m,
-                |$st, $si| $s,
+                |t, i| {
+                    if TABLE {
+                        let d = _mm_loadu_ps(table[t][i..i + 4].as_ptr());
+                        let s = if $min {
+                            _mm_loadu_ps(table[t][nb + i..nb + i + 4].as_ptr())
+                        } else {
+                            _mm_setzero_ps()
+                        };
+                        (d, s)
+                    } else {
+                        let a = $a[t];
+                        let d = x86::f16x4(a[i].d, a[i + 1].d, a[i + 2].d, a[i + 3].d);
+                        let s = if $min {
+                            x86::f16x4(s_of(t, i), s_of(t, i + 1), s_of(t, i + 2), s_of(t, i + 3))
+                        } else {
+                            _mm_setzero_ps()
+                        };
+                        (d, s)
+                    }
+                },
+                |t, i| {
+                    if TABLE {
+                        (table[t][i], if $min { table[t][nb + i] } else { 0.0 })
+                    } else {
+                        let s = if $min { f16_to_f32(s_of(t, i)) } else { 0.0 };
+                        (f16_to_f32($a[t][i].d), s)
+                    }
+                },
             )
         }
 
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $one(w: &[$wt], a: &[$at]) -> f32 {
-            $rows::<1>(w, [a])[0]
+            $rows::<1, false>(w, [a], [&[]])[0]
         }
 
         #[target_feature(enable = "avx2,fma,f16c")]
-        pub unsafe fn $four(w: &[$wt], a: [&[$at]; 4]) -> [f32; 4] {
-            $rows::<4>(w, a)
+        pub unsafe fn $four(w: &[$wt], a: [&[$at]; 4], table: [&[f32]; 4]) -> [f32; 4] {
+            $rows::<4, true>(w, a, table)
         }
     };
 }
@@ -141,8 +175,9 @@ macro_rules! k_kernels {
             x86::$body::<Avx2, 1>(w, [a])[0]
         }
 
+        // The scale table is unused: Q8_K keeps its scales in f32.
         #[target_feature(enable = "avx2,fma,f16c")]
-        pub unsafe fn $four(w: &[$wt], a: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        pub unsafe fn $four(w: &[$wt], a: [&[BlockQ8K]; 4], _table: [&[f32]; 4]) -> [f32; 4] {
             x86::$body::<Avx2, 4>(w, a)
         }
     };

@@ -30,7 +30,43 @@ pub type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
 /// are unpacked once and reused, which is what makes prefill cheaper per
 /// token than decode. Each result is bit-identical to the [`DotFn`] of the
 /// same kernel on that pair.
-pub type Dot4Fn = fn(n: usize, w: &[u8], a: [&[u8]; 4]) -> [f32; 4];
+///
+/// `table` holds, per activation row, its block scales widened to f32 (see
+/// [`scale_table`]); it is empty for activation types whose scales are f32
+/// already (Q8_K).
+pub type Dot4Fn = fn(n: usize, w: &[u8], a: [&[u8]; 4], table: [&[f32]; 4]) -> [f32; 4];
+
+/// Length of one activation row's scale table for [`Dot4Fn`]: the `d` of
+/// every 32-block, then for Q8_1 the `s` of every block; 0 for other types.
+pub fn scale_table_len(act: GgmlType, n: usize) -> usize {
+    match act {
+        GgmlType::Q8_0 => n / QK,
+        GgmlType::Q8_1 => 2 * (n / QK),
+        _ => 0,
+    }
+}
+
+/// Fills `table` (of [`scale_table_len`] values) from one quantized
+/// activation row `a` of type `act`. The f16 to f32 widening is exact, so
+/// the four-row kernels see the very values the blocks hold.
+pub fn scale_table(act: GgmlType, a: &[u8], table: &mut [f32]) {
+    match act {
+        GgmlType::Q8_0 => {
+            for (t, b) in table.iter_mut().zip(blocks::<BlockQ8_0>(a)) {
+                *t = f16_to_f32(b.d);
+            }
+        }
+        GgmlType::Q8_1 => {
+            let b = blocks::<BlockQ8_1>(a);
+            let (d, s) = table.split_at_mut(b.len().min(table.len()));
+            for ((d, s), b) in d.iter_mut().zip(s.iter_mut()).zip(b) {
+                *d = f16_to_f32(b.d);
+                *s = f16_to_f32(b.s);
+            }
+        }
+        _ => {}
+    }
+}
 
 /// The dot product for one weight type at one SIMD level.
 #[derive(Clone, Copy)]
@@ -108,9 +144,9 @@ macro_rules! simd_fn {
 #[cfg(target_arch = "x86_64")]
 macro_rules! simd_fn4 {
     ($module:ident, $name:ident, $wt:ty, $at:ty) => {
-        pub(super) fn $name(_n: usize, w: &[u8], a: [&[u8]; 4]) -> [f32; 4] {
+        pub(super) fn $name(_n: usize, w: &[u8], a: [&[u8]; 4], table: [&[f32]; 4]) -> [f32; 4] {
             // SAFETY: as for `simd_fn`.
-            unsafe { super::$module::$name(blocks::<$wt>(w), a.map(blocks::<$at>)) }
+            unsafe { super::$module::$name(blocks::<$wt>(w), a.map(blocks::<$at>), table) }
         }
     };
 }

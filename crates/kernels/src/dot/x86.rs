@@ -128,12 +128,15 @@ pub(super) unsafe fn legacy_driver(
 /// each result bit-identical to the scalar reference for that pair.
 ///
 /// `unpack(i)` prepares weight block `i` once; `pair(w, t, i)` gives its
-/// eight i32 lanes against block `i` of activation row `t`. `dw(i)` and
-/// `da(t, i)` are the two f16 scales; with `MIN`, `m(i)` and `s(t, i)` are
-/// the factors of the exact minimum term (Q4_1/Q5_1). Groups of four
-/// blocks go through one 4-lane vector per activation row, which is the
-/// reference's interleaved order; the tail blocks take the same float
-/// steps one lane at a time.
+/// eight i32 lanes against block `i` of activation row `t`. `dw(i)` is the
+/// weight's f16 scale and, with `MIN`, `m(i)` the factor of its exact
+/// minimum term (Q4_1/Q5_1). `act4(t, i)` gives the activation scales `d`
+/// and (with `MIN`) sums `s` of blocks `i..i + 4` of row `t` as f32 lanes,
+/// `act1(t, i)` those of block `i` alone; both are the f16 values widened
+/// exactly, read from the blocks or from a table made once per product.
+/// Groups of four blocks go through one 4-lane vector per activation row,
+/// which is the reference's interleaved order; the tail blocks take the
+/// same float steps one lane at a time.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) unsafe fn legacy_rows<const T: usize, const MIN: bool, W: Copy>(
@@ -141,9 +144,9 @@ pub(super) unsafe fn legacy_rows<const T: usize, const MIN: bool, W: Copy>(
     unpack: impl Fn(usize) -> W,
     pair: impl Fn(W, usize, usize) -> __m256i,
     dw: impl Fn(usize) -> F16Bits,
-    da: impl Fn(usize, usize) -> F16Bits,
     m: impl Fn(usize) -> F16Bits,
-    s: impl Fn(usize, usize) -> F16Bits,
+    act4: impl Fn(usize, usize) -> (__m128, __m128),
+    act1: impl Fn(usize, usize) -> (f32, f32),
 ) -> [f32; T] {
     let mut acc = [_mm_setzero_ps(); T];
     let groups = nb / 4;
@@ -163,13 +166,10 @@ pub(super) unsafe fn legacy_rows<const T: usize, const MIN: bool, W: Copy>(
                 pair(w[2], t, i + 2),
                 pair(w[3], t, i + 3),
             );
-            let d = _mm_mul_ps(
-                dwv,
-                f16x4(da(t, i), da(t, i + 1), da(t, i + 2), da(t, i + 3)),
-            );
+            let (dav, sv) = act4(t, i);
+            let d = _mm_mul_ps(dwv, dav);
             let mut v = _mm_mul_ps(d, _mm_cvtepi32_ps(tot));
             if MIN {
-                let sv = f16x4(s(t, i), s(t, i + 1), s(t, i + 2), s(t, i + 3));
                 v = _mm_add_ps(v, _mm_mul_ps(mv, sv));
             }
             *acc = _mm_add_ps(*acc, v);
@@ -184,9 +184,10 @@ pub(super) unsafe fn legacy_rows<const T: usize, const MIN: bool, W: Copy>(
         let dwf = f16_to_f32(dw(i));
         for (t, p) in parts.iter_mut().enumerate() {
             let isum = hsum_i32(pair(w, t, i));
-            let mut v = (dwf * f16_to_f32(da(t, i))) * isum as f32;
+            let (daf, sf) = act1(t, i);
+            let mut v = (dwf * daf) * isum as f32;
             if MIN {
-                v += f16_to_f32(m(i)) * f16_to_f32(s(t, i));
+                v += f16_to_f32(m(i)) * sf;
             }
             p.add(i, v);
         }
@@ -284,7 +285,13 @@ unsafe fn q45k_rows<'w, D: ScaledDot, const T: usize>(
         let (d, dmin) = (f16_to_f32(d), f16_to_f32(dmin));
         for ((acc, sumi), a) in acc.iter_mut().zip(&sumi).zip(&a) {
             let y = &a[b];
-            *acc = k_combine(*acc, d * y.d, hsum_i32(*sumi), dmin * y.d, q45k_msum(&mins, y));
+            *acc = k_combine(
+                *acc,
+                d * y.d,
+                hsum_i32(*sumi),
+                dmin * y.d,
+                q45k_msum(&mins, y),
+            );
         }
     }
     acc
