@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::{matmul, ActScratch, Kernels, MatRef};
+use minfer_kernels::{matmul, ActScratch, Kernels, MatRef, RowKernels};
 
 use crate::alloc::{AllocStats, Allocator, MemPlan, Slot};
 use crate::backends::cpu::AttnScratch;
@@ -181,7 +181,8 @@ impl GraphCache {
             entries: Vec::new(),
             alloc: Allocator::new(),
             act: ActScratch::default(),
-            attn: AttnScratch::new(n_threads, 0, 0),
+            attn: AttnScratch::new(n_threads, 0, 0)
+                .with_row_kernels(RowKernels::for_level(kernels.level())),
             attn_size: (0, 0),
             rope_scratch: Vec::new(),
             next_uid: 1,
@@ -360,7 +361,8 @@ impl GraphCache {
             let (have_ctx, have_hd) = self.attn_size;
             if have_ctx < n_ctx || have_hd < plan.attn_head_dim {
                 let size = (have_ctx.max(n_ctx), have_hd.max(plan.attn_head_dim));
-                self.attn = AttnScratch::new(self.threads.n_threads(), size.0, size.1);
+                self.attn = AttnScratch::new(self.threads.n_threads(), size.0, size.1)
+                    .with_row_kernels(RowKernels::for_level(self.kernels.level()));
                 self.attn_size = size;
             }
         }

@@ -77,6 +77,8 @@ pub struct AttnScratch {
     bufs: Vec<Mutex<ThreadBuf>>,
     n_ctx: usize,
     head_dim_max: usize,
+    /// The f32/f16 row kernels attention reads the cache with.
+    rows: RowKernels,
 }
 
 impl AttnScratch {
@@ -99,7 +101,15 @@ impl AttnScratch {
             bufs,
             n_ctx,
             head_dim_max,
+            rows: RowKernels::detect(),
         }
+    }
+
+    /// Uses the row kernels `rows` (by default the fastest this CPU has),
+    /// so that a kernel level chosen at start-up reaches attention too.
+    pub fn with_row_kernels(mut self, rows: RowKernels) -> Self {
+        self.rows = rows;
+        self
     }
 }
 
@@ -339,7 +349,7 @@ pub fn attention(
     let group = p.n_head / p.n_head_kv;
     let out_ptr = OutPtr(out.as_mut_ptr());
     let bufs = &scratch.bufs;
-    let rk = RowKernels::detect();
+    let rk = scratch.rows;
     let failed = std::sync::atomic::AtomicBool::new(false);
     pool.run(|ctx| {
         let pairs = ctx.chunk(n_pairs, 1);
