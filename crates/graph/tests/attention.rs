@@ -4,14 +4,18 @@
 //! Comparisons are bit-exact where the reference performs the same
 //! operations in the same order; tolerances are stated otherwise.
 
+mod support;
+
+use support::{assert_close, randn, rope_params};
+
 use minfer_graph::backends::cpu::{
     attention, kv_store, rms_norm, rope_inplace, softmax_inplace, swiglu_inplace, AttnScratch,
 };
 use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
-use minfer_graph::{AttnParams, GraphError, KvFormat, RopeParams, RopeStyle};
+use minfer_graph::{AttnParams, GraphError, KvFormat, RopeStyle};
 use minfer_kernels::pool::ThreadPool;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,31 +54,6 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
-
-fn randn(rng: &mut StdRng, n: usize) -> Vec<f32> {
-    (0..n).map(|_| rng.gen_range(-2.0f32..2.0)).collect()
-}
-
-fn assert_close(got: &[f32], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g as f64 - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}[{i}]: {g} vs {w} (tol {tol})"
-        );
-    }
-}
-
-fn rope_params(style: RopeStyle, n_head: usize, head_dim: usize, n_rot: usize) -> RopeParams {
-    RopeParams {
-        style,
-        n_head,
-        head_dim,
-        n_rot,
-        freq_base: 10000.0,
-        freq_scale: 1.0,
-    }
-}
 
 #[test]
 fn kv_store_checks_every_cell_first() {
@@ -183,40 +162,62 @@ impl Ctx {
     /// The naive f64 reference for the last step's queries, reading K/V
     /// back from the regions (so it sees what a quantized region holds).
     fn reference(&self, batch: &[(u32, i32)], salt: impl Fn(u32) -> u64) -> Vec<f64> {
+        let scale = self.cfg.params().scale as f64;
+        let mut out = Vec::new();
+        for (qh, ks, vs) in self.heads(batch, salt) {
+            let scores: Vec<f64> = ks
+                .iter()
+                .map(|k| {
+                    scale
+                        * qh.iter()
+                            .zip(k)
+                            .map(|(&a, &b)| a as f64 * b as f64)
+                            .sum::<f64>()
+                })
+                .collect();
+            let max = scores.iter().cloned().fold(f64::MIN, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            let mut o = vec![0.0f64; qh.len()];
+            for (v, ej) in vs.iter().zip(&e) {
+                for (oi, &x) in o.iter_mut().zip(v) {
+                    *oi += ej / sum * x as f64;
+                }
+            }
+            out.extend(o);
+        }
+        out
+    }
+
+    /// For every query of the last step and every head, in output order:
+    /// the query head and the K and V head rows of its window, read back
+    /// from the regions.
+    #[allow(clippy::type_complexity)]
+    fn heads(
+        &self,
+        batch: &[(u32, i32)],
+        salt: impl Fn(u32) -> u64,
+    ) -> Vec<(Vec<f32>, Vec<Vec<f32>>, Vec<Vec<f32>>)> {
         let cfg = self.cfg;
         let hd = cfg.head_dim;
-        let row = cfg.n_head_kv * hd;
-        let (mut kr, mut vr) = (vec![0.0f32; row], vec![0.0f32; row]);
-        let mut out = Vec::new();
+        let mut row = vec![0.0f32; cfg.n_head_kv * hd];
+        let mut read = |region: &KvRegion, c: i32, kvh: usize| {
+            region.read_row(c as usize, &mut row).unwrap();
+            row[kvh * hd..(kvh + 1) * hd].to_vec()
+        };
+        let mut heads = Vec::new();
         for (t, &(s, p)) in batch.iter().enumerate() {
             let (q, _, _) = token_rows(&cfg, p, salt(s));
             let w = &self.plan.window_cells
                 [self.plan.window_offsets[t] as usize..self.plan.window_offsets[t + 1] as usize];
             for h in 0..cfg.n_head {
                 let kvh = h / (cfg.n_head / cfg.n_head_kv);
-                let qh = &q[h * hd..(h + 1) * hd];
-                let mut scores = Vec::new();
-                for &c in w {
-                    self.k.read_row(c as usize, &mut kr).unwrap();
-                    let d: f64 = (0..hd)
-                        .map(|i| qh[i] as f64 * kr[kvh * hd + i] as f64)
-                        .sum();
-                    scores.push(d * cfg.params().scale as f64);
-                }
-                let max = scores.iter().cloned().fold(f64::MIN, f64::max);
-                let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-                let sum: f64 = e.iter().sum();
-                let mut o = vec![0.0f64; hd];
-                for (&c, ej) in w.iter().zip(&e) {
-                    self.v.read_row(c as usize, &mut vr).unwrap();
-                    for i in 0..hd {
-                        o[i] += ej / sum * vr[kvh * hd + i] as f64;
-                    }
-                }
-                out.extend(o);
+                let ks = w.iter().map(|&c| read(&self.k, c, kvh)).collect();
+                let vs = w.iter().map(|&c| read(&self.v, c, kvh)).collect();
+                heads.push((q[h * hd..(h + 1) * hd].to_vec(), ks, vs));
             }
         }
-        out
+        heads
     }
 }
 
@@ -391,36 +392,21 @@ impl Ctx {
     /// row read back whole as f32, `scale * dot8`, the graph's softmax, then
     /// `out += p_j * v_j` over the window in order.
     fn exact_reference(&self, batch: &[(u32, i32)], salt: impl Fn(u32) -> u64) -> Vec<f32> {
-        let cfg = self.cfg;
-        let hd = cfg.head_dim;
-        let row = cfg.n_head_kv * hd;
-        let (mut kr, mut vr) = (vec![0.0f32; row], vec![0.0f32; row]);
+        let scale = self.cfg.params().scale;
         let mut out = Vec::new();
-        for (t, &(s, p)) in batch.iter().enumerate() {
-            let (q, _, _) = token_rows(&cfg, p, salt(s));
-            let w = &self.plan.window_cells
-                [self.plan.window_offsets[t] as usize..self.plan.window_offsets[t + 1] as usize];
-            for h in 0..cfg.n_head {
-                let kvh = h / (cfg.n_head / cfg.n_head_kv);
-                let qh = &q[h * hd..(h + 1) * hd];
-                let mut scores = Vec::new();
-                for &c in w {
-                    self.k.read_row(c as usize, &mut kr).unwrap();
-                    scores.push(cfg.params().scale * dot8(qh, &kr[kvh * hd..(kvh + 1) * hd]));
-                }
-                if !scores.is_empty() {
-                    let n = scores.len();
-                    softmax_inplace(&mut scores, n).unwrap();
-                }
-                let mut o = vec![0.0f32; hd];
-                for (&c, &pj) in w.iter().zip(&scores) {
-                    self.v.read_row(c as usize, &mut vr).unwrap();
-                    for (oi, &x) in o.iter_mut().zip(&vr[kvh * hd..(kvh + 1) * hd]) {
-                        *oi += pj * x;
-                    }
-                }
-                out.extend(o);
+        for (qh, ks, vs) in self.heads(batch, salt) {
+            let mut scores: Vec<f32> = ks.iter().map(|k| scale * dot8(&qh, k)).collect();
+            if !scores.is_empty() {
+                let n = scores.len();
+                softmax_inplace(&mut scores, n).unwrap();
             }
+            let mut o = vec![0.0f32; qh.len()];
+            for (v, &pj) in vs.iter().zip(&scores) {
+                for (oi, &x) in o.iter_mut().zip(v) {
+                    *oi += pj * x;
+                }
+            }
+            out.extend(o);
         }
         out
     }

@@ -3,6 +3,10 @@
 //! bit-exact where the reference performs the same operations in the same
 //! order.
 
+mod support;
+
+use support::{assert_close, randn, rope_params};
+
 use minfer_graph::backends::cpu::{
     add_inplace, get_rows, mul_inplace, rms_norm, rope_inplace, scale_inplace, silu_inplace,
     softmax_inplace, swiglu_inplace,
@@ -12,21 +16,7 @@ use minfer_kernels::dequant::dequantize_row;
 use minfer_kernels::quant::quantize_row;
 use minfer_kernels::GgmlType;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
-fn randn(rng: &mut StdRng, n: usize) -> Vec<f32> {
-    (0..n).map(|_| rng.gen_range(-2.0f32..2.0)).collect()
-}
-
-fn assert_close(got: &[f32], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g as f64 - w).abs() <= tol * (1.0 + w.abs()),
-            "{what}[{i}]: {g} vs {w} (tol {tol})"
-        );
-    }
-}
+use rand::SeedableRng;
 
 #[test]
 fn get_rows_dequantizes_the_named_rows() {
@@ -157,17 +147,6 @@ fn silu_swiglu_softmax_match_references() {
         assert!((total - 1.0).abs() < 1e-5);
     }
     assert!(softmax_inplace(&mut y, 42).is_err());
-}
-
-fn rope_params(style: RopeStyle, n_head: usize, head_dim: usize, n_rot: usize) -> RopeParams {
-    RopeParams {
-        style,
-        n_head,
-        head_dim,
-        n_rot,
-        freq_base: 10000.0,
-        freq_scale: 1.0,
-    }
 }
 
 /// Rope as ggml computes it: iterative f32 angles, f32 cos/sin.

@@ -56,6 +56,40 @@ fn dot_with<T: Copy>(a: &[f32], b: &[T], conv: impl Fn(T) -> f32) -> f32 {
     combine(&acc)
 }
 
+/// The scalar scores of [`RowKernels::dot_rows_f32`] and its f16 form,
+/// row elements converted by `conv`.
+#[inline(always)]
+fn dot_rows_with<T: Copy>(
+    q: &[f32],
+    rows: Rows<'_, T>,
+    scale: f32,
+    scores: &mut [f32],
+    conv: impl Fn(T) -> f32 + Copy,
+) -> Result<(), KernelError> {
+    for (s, &i) in scores.iter_mut().zip(rows.idx) {
+        *s = scale * dot_with(q, rows.row(i, q.len())?, conv);
+    }
+    Ok(())
+}
+
+/// The scalar weighted sum of [`RowKernels::axpy_rows_f32`] and its f16
+/// form, row elements converted by `conv`.
+#[inline(always)]
+fn axpy_rows_with<T: Copy>(
+    weights: &[f32],
+    rows: Rows<'_, T>,
+    out: &mut [f32],
+    conv: impl Fn(T) -> f32,
+) -> Result<(), KernelError> {
+    let n = out.len();
+    for (&w, &i) in weights.iter().zip(rows.idx) {
+        for (o, &x) in out.iter_mut().zip(rows.row(i, n)?) {
+            *o += w * conv(x);
+        }
+    }
+    Ok(())
+}
+
 /// f32 dot product with eight independent partial sums: lane `l` adds
 /// `a[i] * b[i]` for `i = l, l + 8, …` in increasing `i`, and the lanes are
 /// combined as `((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))`. The
@@ -234,10 +268,7 @@ impl RowKernels {
             // SAFETY: as in `f16_to_f32`.
             return unsafe { x86::dot_rows_f32(q, rows, scale, scores) };
         }
-        for (s, &i) in scores.iter_mut().zip(rows.idx) {
-            *s = scale * dot_with(q, rows.row(i, q.len())?, |x| x);
-        }
-        Ok(())
+        dot_rows_with(q, rows, scale, scores, |x| x)
     }
 
     /// As [`dot_rows_f32`](RowKernels::dot_rows_f32) over rows of f16 bits,
@@ -258,10 +289,7 @@ impl RowKernels {
             // SAFETY: as in `f16_to_f32`.
             return unsafe { x86::dot_rows_f16(q, rows, scale, scores) };
         }
-        for (s, &i) in scores.iter_mut().zip(rows.idx) {
-            *s = scale * dot_with(q, rows.row(i, q.len())?, half_to_f32);
-        }
-        Ok(())
+        dot_rows_with(q, rows, scale, scores, half_to_f32)
     }
 
     /// `out[e] += weights[j] * row_j[e]` for every row of `rows` in order,
@@ -284,13 +312,7 @@ impl RowKernels {
             // SAFETY: as in `f16_to_f32`.
             return unsafe { x86::axpy_rows_f32(weights, rows, out) };
         }
-        let n = out.len();
-        for (&w, &i) in weights.iter().zip(rows.idx) {
-            for (o, &x) in out.iter_mut().zip(rows.row(i, n)?) {
-                *o += w * x;
-            }
-        }
-        Ok(())
+        axpy_rows_with(weights, rows, out, |x| x)
     }
 
     /// As [`axpy_rows_f32`](RowKernels::axpy_rows_f32) over rows of f16
@@ -310,13 +332,7 @@ impl RowKernels {
             // SAFETY: as in `f16_to_f32`.
             return unsafe { x86::axpy_rows_f16(weights, rows, out) };
         }
-        let n = out.len();
-        for (&w, &i) in weights.iter().zip(rows.idx) {
-            for (o, &x) in out.iter_mut().zip(rows.row(i, n)?) {
-                *o += w * half_to_f32(x);
-            }
-        }
-        Ok(())
+        axpy_rows_with(weights, rows, out, half_to_f32)
     }
 }
 
