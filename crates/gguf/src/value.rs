@@ -6,18 +6,31 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum ValueType {
+    /// Unsigned 8-bit integer.
     U8 = 0,
+    /// Signed 8-bit integer.
     I8 = 1,
+    /// Unsigned 16-bit integer, little-endian.
     U16 = 2,
+    /// Signed 16-bit integer, little-endian.
     I16 = 3,
+    /// Unsigned 32-bit integer, little-endian.
     U32 = 4,
+    /// Signed 32-bit integer, little-endian.
     I32 = 5,
+    /// IEEE single-precision float, little-endian.
     F32 = 6,
+    /// One byte; any non-zero value reads as true.
     Bool = 7,
+    /// UTF-8 text behind a `u64` byte length.
     String = 8,
+    /// A `u32` element type tag and a `u64` count, then the elements.
     Array = 9,
+    /// Unsigned 64-bit integer, little-endian.
     U64 = 10,
+    /// Signed 64-bit integer, little-endian.
     I64 = 11,
+    /// IEEE double-precision float, little-endian.
     F64 = 12,
 }
 
@@ -93,18 +106,31 @@ pub struct Array {
 /// One metadata value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// An unsigned 8-bit integer.
     U8(u8),
+    /// A signed 8-bit integer.
     I8(i8),
+    /// An unsigned 16-bit integer.
     U16(u16),
+    /// A signed 16-bit integer.
     I16(i16),
+    /// An unsigned 32-bit integer.
     U32(u32),
+    /// A signed 32-bit integer.
     I32(i32),
+    /// A single-precision float.
     F32(f32),
+    /// A boolean.
     Bool(bool),
+    /// A UTF-8 string.
     String(String),
+    /// A typed array, possibly of arrays.
     Array(Array),
+    /// An unsigned 64-bit integer.
     U64(u64),
+    /// A signed 64-bit integer.
     I64(i64),
+    /// A double-precision float.
     F64(f64),
 }
 

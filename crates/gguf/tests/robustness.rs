@@ -20,21 +20,26 @@ thread_local! {
     static ARMED: Cell<bool> = const { Cell::new(false) };
 }
 
+// SAFETY: every call is forwarded to the system allocator unchanged; the
+// armed check only reads a thread-local flag and records a size.
 unsafe impl GlobalAlloc for MaxAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if ARMED.with(Cell::get) {
             LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
         }
-        System.alloc(layout)
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
+        unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
+        unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if ARMED.with(Cell::get) {
             LARGEST.fetch_max(new_size, Ordering::Relaxed);
         }
-        System.realloc(ptr, layout, new_size)
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
 
