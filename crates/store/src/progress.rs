@@ -1,31 +1,49 @@
-//! Progress reporting on stderr for long transfers.
+//! Progress reporting on stderr for long transfers, and the byte-size
+//! format every size shown to users goes through.
 //!
-//! On a terminal a redrawn bar is the natural display; when stderr is a
-//! log file or a pipe, redraws turn into noise, so the same events become a
-//! plain percentage line at most every few seconds.
+//! On a terminal a redrawn bar per file is the natural display; when stderr
+//! is a log file or a pipe, redraws turn into noise, so each file gets one
+//! line when it is done instead (name, size, time).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
-/// How often the plain-text mode prints a line.
-const LINE_INTERVAL: Duration = Duration::from_secs(5);
+/// Formats a byte count with binary units, as llama.cpp does ("MiB"):
+/// `"12 B"`, `"1.5 KiB"`, `"468.6 MiB"`, `"1.0 GiB"`.
+///
+/// One decimal above bytes. A value that would round up to 1024.0 of a
+/// unit is shown in the next unit instead ("1.0 MiB", not "1024.0 KiB").
+pub fn fmt_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 1;
+    // 1023.95 and above prints as "1024.0" with one decimal.
+    while v >= 1023.95 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
 
-/// A progress display for one transfer.
+/// A progress display for one file.
 pub(crate) struct Progress {
     bar: Option<ProgressBar>,
     label: String,
-    total: Option<u64>,
     done: u64,
-    last_line: Instant,
-    /// Plain-text mode can be switched off entirely (tests of the assembly
-    /// step have nothing to report).
+    started: Instant,
+    /// Prints nothing at all, not even the closing line (assembling from
+    /// wheels through the public function has nothing to report).
     quiet: bool,
 }
 
 impl Progress {
     /// Starts a display for `label`, `start` bytes already done out of
-    /// `total` (when known). `bars` selects the terminal bar.
+    /// `total` (when known). `bars` selects the terminal bar; without it
+    /// only the closing line of [`Progress::finish`] is printed.
     pub(crate) fn new(
         bars: bool,
         label: impl Into<String>,
@@ -43,9 +61,8 @@ impl Progress {
         Progress {
             bar,
             label,
-            total,
             done: start,
-            last_line: Instant::now(),
+            started: Instant::now(),
             quiet: false,
         }
     }
@@ -59,7 +76,6 @@ impl Progress {
 
     /// Sets the total once it is known (after the display was created).
     pub(crate) fn set_total(&mut self, total: u64) {
-        self.total = Some(total);
         if let Some(bar) = &self.bar {
             apply_style(bar, true);
             bar.set_length(total);
@@ -68,32 +84,36 @@ impl Progress {
 
     /// Records `n` more bytes.
     pub(crate) fn inc(&mut self, n: u64) {
-        self.done += n;
+        self.set_position(self.done + n);
+    }
+
+    /// Records that `pos` bytes are done (for transfers watched from the
+    /// outside, where only the current size is known).
+    pub(crate) fn set_position(&mut self, pos: u64) {
+        self.done = pos;
         if let Some(bar) = &self.bar {
-            bar.inc(n);
-        } else if !self.quiet && self.last_line.elapsed() >= LINE_INTERVAL {
-            self.last_line = Instant::now();
-            eprintln!("{}: {}", self.label, self.describe());
+            bar.set_position(pos);
         }
     }
 
-    /// Removes the bar (the caller reports the outcome itself).
+    /// Removes the bar and prints the closing line: label, size, time.
     pub(crate) fn finish(mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
+        if !self.quiet {
+            eprintln!("{}", self.summary());
+        }
     }
 
-    fn describe(&self) -> String {
-        match self.total {
-            Some(total) if total > 0 => format!(
-                "{:.0}% ({} of {})",
-                self.done as f64 * 100.0 / total as f64,
-                human_bytes(self.done),
-                human_bytes(total)
-            ),
-            _ => human_bytes(self.done),
-        }
+    /// `"name: 93.8 MiB in 1.2 s"`.
+    fn summary(&self) -> String {
+        format!(
+            "{}: {} in {:.1} s",
+            self.label,
+            fmt_bytes(self.done),
+            self.started.elapsed().as_secs_f64()
+        )
     }
 }
 
@@ -109,30 +129,27 @@ impl Drop for Progress {
 
 fn apply_style(bar: &ProgressBar, total_known: bool) {
     let template = if total_known {
-        "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}"
+        "{msg} [{bar:30}] {done}/{total} {rate} eta {eta}"
     } else {
-        "{msg} {bytes} {binary_bytes_per_sec}"
+        "{spinner} {msg} {done} {rate}"
     };
     // A template error would be a bug in the literal above; indicatif's
     // default style still shows progress, so it is not worth failing for.
     if let Ok(style) = ProgressStyle::with_template(template) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-}
-
-/// `1234567` → `"1.2 MB"`.
-pub(crate) fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1000.0 && unit + 1 < UNITS.len() {
-        v /= 1000.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
+        // Custom keys, so the bar's sizes read like every other size the
+        // program prints (indicatif's own `{bytes}` rounds differently).
+        let style = style
+            .with_key("done", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&fmt_bytes(s.pos()));
+            })
+            .with_key("total", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&s.len().map(fmt_bytes).unwrap_or_default());
+            })
+            .with_key("rate", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{}/s", fmt_bytes(s.per_sec() as u64));
+            })
+            .progress_chars("=> ");
+        bar.set_style(style);
     }
 }
 
@@ -141,17 +158,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn human_bytes_units() {
-        assert_eq!(human_bytes(12), "12 B");
-        assert_eq!(human_bytes(1_234_567), "1.2 MB");
-        assert_eq!(human_bytes(491_400_064), "491.4 MB");
+    fn fmt_bytes_binary_units() {
+        assert_eq!(fmt_bytes(0), "0 B");
+        assert_eq!(fmt_bytes(12), "12 B");
+        assert_eq!(fmt_bytes(1023), "1023 B");
+        assert_eq!(fmt_bytes(1024), "1.0 KiB");
+        assert_eq!(fmt_bytes(1536), "1.5 KiB");
+        assert_eq!(fmt_bytes(1_234_567), "1.2 MiB");
+        // The two known models.
+        assert_eq!(fmt_bytes(98_362_432), "93.8 MiB");
+        assert_eq!(fmt_bytes(491_400_064), "468.6 MiB");
+        assert_eq!(fmt_bytes(1 << 30), "1.0 GiB");
+        assert_eq!(fmt_bytes(3 << 40), "3.0 TiB");
+        assert_eq!(fmt_bytes(u64::MAX), "16384.0 PiB");
     }
 
     #[test]
-    fn describe_percentage() {
-        let mut p = Progress::new(false, "x", Some(200), 50);
+    fn fmt_bytes_never_shows_1024_of_a_unit() {
+        // 1024 * 1024 - 1 is 1023.999 KiB, which would round to "1024.0 KiB".
+        assert_eq!(fmt_bytes(1024 * 1024 - 1), "1.0 MiB");
+        assert_eq!(fmt_bytes(1023 * 1024), "1023.0 KiB");
+        assert_eq!(fmt_bytes((1 << 30) - 1), "1.0 GiB");
+    }
+
+    #[test]
+    fn summary_names_file_size_and_time() {
+        let mut p = Progress::new(false, "x.whl", Some(4096), 1024);
         p.quiet = true;
-        p.inc(50);
-        assert_eq!(p.describe(), "50% (100 B of 200 B)");
+        p.inc(1024);
+        let s = p.summary();
+        assert!(s.starts_with("x.whl: 2.0 KiB in "), "{s}");
+        assert!(s.ends_with(" s"), "{s}");
+        p.set_position(3072);
+        assert!(p.summary().starts_with("x.whl: 3.0 KiB in "));
     }
 }

