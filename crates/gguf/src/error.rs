@@ -43,7 +43,7 @@ pub enum GgufError {
         len: u64,
     },
     #[error(
-        "{what} count {count} at offset {offset} cannot fit in the remaining {remaining} bytes"
+        "{what} count {count} at offset {offset} cannot fit in the remaining {remaining} bytes (the file is truncated or damaged)"
     )]
     /// An element count that the rest of the file cannot hold, even at
     /// the smallest possible size per element (rejected before anything is
@@ -140,7 +140,7 @@ pub enum GgufError {
         /// The file's data alignment.
         alignment: u64,
     },
-    #[error("tensor {} data [{start}, {end}) lies outside the data section of {data_len} bytes", show(name), start = start, end = end, data_len = data_len)]
+    #[error("tensor {} data [{start}, {end}) lies outside the data section of {data_len} bytes (the file is truncated or damaged)", show(name), start = start, end = end, data_len = data_len)]
     /// A tensor whose data reaches past the end of the file.
     TensorOutOfBounds {
         /// The tensor's name.
