@@ -128,10 +128,12 @@ impl Drop for Progress {
 }
 
 fn apply_style(bar: &ProgressBar, total_known: bool) {
+    // `wide_msg` takes the width the rest leaves: a file name is cut short
+    // on a narrow terminal rather than wrapping the bar onto a second line.
     let template = if total_known {
-        "{msg} [{bar:30}] {done}/{total} {rate} eta {eta}"
+        "{wide_msg} [{bar:20}] {done}/{total} {rate} eta {eta}"
     } else {
-        "{spinner} {msg} {done} {rate}"
+        "{spinner} {wide_msg} {done} {rate}"
     };
     // A template error would be a bug in the literal above; indicatif's
     // default style still shows progress, so it is not worth failing for.
