@@ -3,6 +3,7 @@
 //! `tg` generates tokens one at a time, each test from an empty cache,
 //! repeated and reported as mean ± standard deviation.
 
+use std::io::Write;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -120,7 +121,8 @@ fn print_rows(args: &Args, loaded: &runtime::Loaded, threads: usize, rows: &[Row
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let size = crate::inspect::human_bytes(loaded.file.file_size());
+    let size = minfer_store::fmt_bytes(loaded.file.file_size());
+    let mut out = std::io::stdout().lock();
     match args.output.as_str() {
         "json" => {
             let v: Vec<_> = rows
@@ -132,29 +134,31 @@ fn print_rows(args: &Args, loaded: &runtime::Loaded, threads: usize, rows: &[Row
                     })
                 })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         }
         "csv" => {
-            println!("model,size,backend,threads,test,avg_ts,stddev_ts");
+            writeln!(out, "model,size,backend,threads,test,avg_ts,stddev_ts")?;
             for r in rows {
-                println!(
+                writeln!(
+                    out,
                     "{name},{size},CPU,{threads},{},{:.2},{:.2}",
                     r.test,
                     r.mean(),
                     r.stddev()
-                );
+                )?;
             }
         }
         _ => {
-            println!("| model | size | backend | threads | test | t/s |");
-            println!("| --- | ---: | --- | ---: | ---: | ---: |");
+            writeln!(out, "| model | size | backend | threads | test | t/s |")?;
+            writeln!(out, "| --- | ---: | --- | ---: | ---: | ---: |")?;
             for r in rows {
-                println!(
+                writeln!(
+                    out,
                     "| {name} | {size} | CPU | {threads} | {} | {:.2} ± {:.2} |",
                     r.test,
                     r.mean(),
                     r.stddev()
-                );
+                )?;
             }
         }
     }

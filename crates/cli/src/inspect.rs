@@ -1,8 +1,10 @@
 //! `minfer inspect`: what a GGUF file holds, as text or JSON.
 
+use std::io::Write;
+
 use anyhow::{Context, Result};
 use minfer_gguf::{GgufFile, Metadata, Value};
-use minfer_store::Store;
+use minfer_store::{fmt_bytes, Store};
 use serde_json::{json, Map, Value as Json};
 
 /// Arrays longer than this are summarized (type and length) instead of
@@ -23,28 +25,13 @@ pub struct Args {
 pub fn run(store: &Store, args: Args) -> Result<()> {
     let path = store.resolve(&args.model)?;
     let file = GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?;
+    let mut out = std::io::stdout().lock();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&file))?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&to_json(&file))?)?;
     } else {
-        print_text(&file);
+        print_text(&mut out, &file)?;
     }
     Ok(())
-}
-
-/// Sizes as people read them: 379.4 MiB.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 fn value_json(v: &Value) -> Json {
@@ -200,58 +187,72 @@ fn to_json(f: &GgufFile) -> Json {
     })
 }
 
-fn print_text(f: &GgufFile) {
+fn print_text(out: &mut impl Write, f: &GgufFile) -> std::io::Result<()> {
     let md = f.metadata();
     let arch = f.architecture().unwrap_or("(none)");
     let paths: Vec<String> = f.paths().iter().map(|p| p.display().to_string()).collect();
-    println!("file:          {}", paths.join(", "));
-    println!(
+    writeln!(out, "file:          {}", paths.join(", "))?;
+    writeln!(
+        out,
         "format:        GGUF v{}, {} metadata keys, {}",
         f.version(),
         md.len(),
-        human_bytes(f.file_size())
-    );
-    println!("architecture:  {arch}");
+        fmt_bytes(f.file_size())
+    )?;
+    writeln!(out, "architecture:  {arch}")?;
     if let Ok(Some(name)) = md.get_str("general.name") {
-        println!("name:          {name}");
+        writeln!(out, "name:          {name}")?;
     }
     if let Ok(Some(ft)) = md.get_u64("general.file_type") {
-        println!("file type:     {ft}");
+        writeln!(out, "file type:     {ft}")?;
     }
 
-    println!("\nhyperparameters:");
+    writeln!(out, "\nhyperparameters:")?;
     for (k, v) in hyperparameters(md, arch) {
-        println!("  {k:<36} {v}");
+        writeln!(out, "  {k:<36} {v}")?;
     }
 
     let tok = tokenizer_summary(md);
-    println!("\ntokenizer:");
+    writeln!(out, "\ntokenizer:")?;
     let opt = |o: Option<String>| o.unwrap_or_else(|| "-".into());
-    println!("  model                                {}", opt(tok.model));
-    println!("  pre                                  {}", opt(tok.pre));
-    println!(
+    writeln!(
+        out,
+        "  model                                {}",
+        opt(tok.model)
+    )?;
+    writeln!(
+        out,
+        "  pre                                  {}",
+        opt(tok.pre)
+    )?;
+    writeln!(
+        out,
         "  vocab size                           {}",
         opt(tok.vocab_size.map(|n| n.to_string()))
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  merges                               {}",
         opt(tok.merges.map(|n| n.to_string()))
-    );
+    )?;
     for (name, id) in &tok.specials {
         let text = token_text(md, *id)
             .map(|t| format!(" {t:?}"))
             .unwrap_or_default();
-        println!("  {:<36} {id}{text}", format!("{name} id"));
+        writeln!(out, "  {:<36} {id}{text}", format!("{name} id"))?;
     }
     if let Some(b) = tok.add_bos {
-        println!("  add bos                              {b}");
+        writeln!(out, "  add bos                              {b}")?;
     }
     match tok.chat_template_len {
-        Some(n) => println!("  chat template                        yes ({n} bytes)"),
-        None => println!("  chat template                        no"),
+        Some(n) => writeln!(
+            out,
+            "  chat template                        yes ({n} bytes)"
+        )?,
+        None => writeln!(out, "  chat template                        no")?,
     }
 
-    println!("\ntensors (shape in ggml order, row length first):");
+    writeln!(out, "\ntensors (shape in ggml order, row length first):")?;
     let width = f
         .tensors()
         .iter()
@@ -259,26 +260,29 @@ fn print_text(f: &GgufFile) {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!(
+    writeln!(
+        out,
         "  {:>4}  {:<width$}  {:<7}  {:<20}  {:>12}",
         "#", "name", "type", "shape", "bytes"
-    );
+    )?;
     for (i, t) in f.tensors().iter().enumerate() {
         let shape: Vec<String> = t.info.shape.iter().map(u64::to_string).collect();
-        println!(
+        writeln!(
+            out,
             "  {i:>4}  {:<width$}  {:<7}  {:<20}  {:>12}",
             t.info.name,
             t.info.ggml_type.name(),
             shape.join(" x "),
             t.info.n_bytes
-        );
+        )?;
     }
     let t = totals(f);
-    println!(
+    writeln!(
+        out,
         "\ntotals: {} tensors, {} parameters, {} of weights, {:.2} bits per weight",
         f.tensors().len(),
         t.params,
-        human_bytes(t.bytes),
+        fmt_bytes(t.bytes),
         bits_per_weight(&t)
-    );
+    )
 }

@@ -49,7 +49,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let mut cfg = StoreConfig::from_env();
     cfg.progress = std::io::stderr().is_terminal();
     let store = Store::new(cfg);
@@ -64,9 +67,37 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`minfer … | head`): there is
+        // no one left to tell, and nothing went wrong on our side, so end
+        // quietly as `cat` and `ls` do. Rust ignores SIGPIPE, so this shows
+        // up as an error from a write instead of killing the process.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has closed it.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Reports a command line clap rejected. A rejected value is one line:
+/// clap's first line already names the flag, the value and the rule it
+/// breaks, and the "try '--help'" lines after it add nothing. Everything
+/// else (help, version, unknown flags) is printed as clap prints it.
+fn usage_error(e: clap::Error) -> ExitCode {
+    if e.kind() == clap::error::ErrorKind::ValueValidation {
+        // `to_string` leaves out the terminal styling `print` would add.
+        let text = e.to_string();
+        eprintln!("{}", text.lines().next().unwrap_or("error: invalid value"));
+        return ExitCode::from(2);
+    }
+    e.exit()
 }

@@ -1,5 +1,7 @@
 //! `minfer perplexity`: llama-perplexity's measurement on a text file.
 
+use std::io::Write;
+
 use anyhow::{Context, Result};
 use minfer_engine::perplexity;
 use minfer_store::Store;
@@ -53,9 +55,11 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
         eprint!("[{}]{:.4},", chunk + 1, ppl);
     })?;
     eprintln!();
-    println!(
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
         "Final estimate: PPL = {:.4} +/- {:.5}",
         result.ppl, result.stderr
-    );
+    )?;
     Ok(())
 }

@@ -31,19 +31,19 @@ pub struct Args {
     #[arg(long)]
     stop: Vec<String>,
     /// Sampling temperature; 0 is greedy.
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.8, value_parser = parse_temp, allow_negative_numbers = true)]
     temp: f32,
     /// Keep the k most likely tokens (0: off).
     #[arg(long = "top-k", default_value_t = 40)]
     top_k: usize,
     /// Keep the smallest set of tokens whose probability reaches p (1: off).
-    #[arg(long = "top-p", default_value_t = 0.95)]
+    #[arg(long = "top-p", default_value_t = 0.95, value_parser = parse_top_p, allow_negative_numbers = true)]
     top_p: f32,
     /// Drop tokens less likely than min-p times the most likely (0: off).
-    #[arg(long = "min-p", default_value_t = 0.05)]
+    #[arg(long = "min-p", default_value_t = 0.05, value_parser = parse_min_p, allow_negative_numbers = true)]
     min_p: f32,
     /// Penalty for tokens among the last 64 (1: off).
-    #[arg(long = "repeat-penalty", default_value_t = 1.0)]
+    #[arg(long = "repeat-penalty", default_value_t = 1.0, value_parser = parse_repeat_penalty, allow_negative_numbers = true)]
     repeat_penalty: f32,
     /// Random seed of the sampler.
     #[arg(long, default_value_t = DEFAULT_SEED)]
@@ -59,13 +59,46 @@ pub struct Args {
     runtime: RuntimeArgs,
 }
 
+/// Parses one sampler setting and checks it with the sampler's own rule, so
+/// that a bad value is reported (naming its flag) before a model is loaded.
+fn sampler_value(s: &str, set: fn(&mut SamplerConfig, f32)) -> Result<f32, String> {
+    let v: f32 = s.trim().parse().map_err(|_| "not a number".to_string())?;
+    let mut cfg = SamplerConfig::default();
+    set(&mut cfg, v);
+    cfg.validate().map_err(|e| e.to_string())?;
+    Ok(v)
+}
+
+fn parse_temp(s: &str) -> Result<f32, String> {
+    sampler_value(s, |c, v| c.temp = v)
+}
+
+fn parse_top_p(s: &str) -> Result<f32, String> {
+    sampler_value(s, |c, v| c.top_p = v)
+}
+
+fn parse_min_p(s: &str) -> Result<f32, String> {
+    sampler_value(s, |c, v| c.min_p = v)
+}
+
+fn parse_repeat_penalty(s: &str) -> Result<f32, String> {
+    sampler_value(s, |c, v| c.repeat_penalty = v)
+}
+
 /// Splits `[MODEL] [PROMPT]`.
 fn model_and_prompt(store: &Store, positional: &[String]) -> (String, Option<String>) {
     match positional {
         [model, prompt] => (model.clone(), Some(prompt.clone())),
         [one] => {
+            // A path counts as the model when it exists or names a .gguf
+            // file, so that a mistyped model path is reported as such
+            // instead of being answered as a prompt by the default model.
             let is_model = match ModelSpec::parse(one) {
-                Ok(ModelSpec::Path(p)) => p.is_file(),
+                Ok(ModelSpec::Path(p)) => {
+                    p.exists()
+                        || p.extension()
+                            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+                }
                 Ok(_) => true,
                 Err(_) => false,
             };
@@ -106,7 +139,15 @@ fn read_prompt(arg: Option<String>, file: &Option<std::path::PathBuf>) -> Result
 
 pub fn run(store: &Store, args: Args) -> Result<()> {
     let (model_spec, prompt_arg) = model_and_prompt(store, &args.positional);
+    // A model given as a path is checked before the prompt is read: "file
+    // not found" is the real problem when both are missing.
+    if let Ok(ModelSpec::Path(_)) = ModelSpec::parse(&model_spec) {
+        store.resolve(&model_spec)?;
+    }
     let prompt = read_prompt(prompt_arg, &args.file)?;
+    if prompt.is_empty() {
+        bail!("the prompt is empty");
+    }
     let loaded = runtime::load(store, &model_spec)?;
     let template = if args.no_template {
         None
@@ -171,16 +212,16 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
             }
         }
     })?;
+    // A closed stdout (`| head`) ends here too; `main` treats that as a
+    // quiet success, and the statistics are left out with the rest.
     if let Some(e) = write_failed {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(e.into());
-        }
+        return Err(e.into());
     }
     writeln!(out)?;
     drop(out);
     let rate = |n: usize, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
     eprintln!(
-        "\nprefill: {} tokens in {:.2} s ({:.1} t/s) | decode: {} tokens in {:.2} s ({:.1} t/s) | stop: {:?} | graph builds: {}",
+        "\nprefill: {} tokens in {:.2} s ({:.1} t/s) | decode: {} tokens in {:.2} s ({:.1} t/s) | stop: {} | graph builds: {}",
         stats.prompt_tokens,
         stats.prefill_secs,
         rate(stats.prompt_tokens, stats.prefill_secs),

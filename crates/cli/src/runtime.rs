@@ -13,10 +13,10 @@ use minfer_text::Tokenizer;
 #[derive(clap::Args, Clone, Debug)]
 pub struct RuntimeArgs {
     /// Threads for the compute pool (default: every core).
-    #[arg(short = 't', long)]
+    #[arg(short = 't', long, value_parser = parse_threads, allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// Context window in tokens: the KV cache holds this many positions.
-    #[arg(long = "n-ctx", short = 'c', default_value_t = 4096)]
+    #[arg(long = "n-ctx", short = 'c', default_value_t = 4096, value_parser = parse_n_ctx, allow_negative_numbers = true)]
     pub n_ctx: u32,
     /// Kernel path: scalar, avx2 or avx512 (default: the best this CPU has).
     #[arg(long, env = "MINFER_SIMD")]
@@ -24,6 +24,25 @@ pub struct RuntimeArgs {
     /// KV cache format: f16 (llama.cpp's default), f32 or q8_0.
     #[arg(long = "kv-type", default_value = "f16", value_parser = parse_kv)]
     pub kv_type: KvFormat,
+}
+
+/// `--threads`: a whole number, at least 1 (checked here so that a bad
+/// value is reported before a model is loaded).
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("must be a whole number >= 1".into()),
+    }
+}
+
+/// `--n-ctx`: between 1 and the largest position the engine can address.
+fn parse_n_ctx(s: &str) -> Result<u32, String> {
+    let max = i32::MAX as u32;
+    match s.parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a whole number from 1 to {max}")),
+    }
 }
 
 fn parse_kv(s: &str) -> Result<KvFormat, String> {
@@ -61,9 +80,14 @@ pub fn load(store: &Store, spec: &str) -> Result<Loaded> {
     let path = store.resolve(spec)?;
     let file =
         Arc::new(GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?);
+    // The model before the tokenizer: an unsupported architecture is the
+    // more basic problem, and names itself better than a missing
+    // vocabulary would.
+    let model = Arc::new(
+        Model::load(file.clone()).with_context(|| format!("cannot load {}", path.display()))?,
+    );
     let tokenizer = Tokenizer::from_gguf(file.metadata())
         .with_context(|| format!("tokenizer of {}", path.display()))?;
-    let model = Arc::new(Model::load(file.clone())?);
     Ok(Loaded {
         path,
         file,

@@ -1,7 +1,9 @@
 //! `minfer pull` and `minfer list`.
 
+use std::io::Write;
+
 use anyhow::Result;
-use minfer_store::{known_models, ModelSpec, Store};
+use minfer_store::{fmt_bytes, known_models, ModelSpec, Store};
 
 /// Arguments of `minfer pull`.
 #[derive(clap::Args)]
@@ -26,6 +28,7 @@ pub fn pull(store: &Store, args: PullArgs) -> Result<()> {
     } else {
         args.models
     };
+    let mut out = std::io::stdout().lock();
     for spec in &specs {
         let parsed = ModelSpec::parse(spec)?;
         let pulled = store.pull(&parsed)?;
@@ -35,13 +38,14 @@ pub fn pull(store: &Store, args: PullArgs) -> Result<()> {
             "already present"
         };
         eprintln!("{spec}: {what}");
-        println!("{}", pulled.path.display());
+        writeln!(out, "{}", pulled.path.display())?;
     }
     Ok(())
 }
 
 pub fn list(store: &Store, args: ListArgs) -> Result<()> {
     let entries = store.list()?;
+    let mut out = std::io::stdout().lock();
     if args.json {
         let rows: Vec<_> = entries
             .iter()
@@ -55,18 +59,23 @@ pub fn list(store: &Store, args: ListArgs) -> Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(());
     }
-    println!(
+    writeln!(
+        out,
         "{:<32} {:>10}  {:<10} DESCRIPTION",
         "NAME", "SIZE", "STATUS"
-    );
+    )?;
     for e in &entries {
-        let size = e.size.map(crate::inspect::human_bytes).unwrap_or_default();
+        let size = e.size.map(fmt_bytes).unwrap_or_default();
         let status = if e.present { "pulled" } else { "-" };
-        println!("{:<32} {size:>10}  {status:<10} {}", e.name, e.description);
+        writeln!(
+            out,
+            "{:<32} {size:>10}  {status:<10} {}",
+            e.name, e.description
+        )?;
     }
-    println!("\nstore: {}", store.models_dir().display());
+    writeln!(out, "\nstore: {}", store.models_dir().display())?;
     Ok(())
 }

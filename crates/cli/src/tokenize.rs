@@ -1,5 +1,7 @@
 //! `minfer tokenize`: the token ids of a text.
 
+use std::io::Write;
+
 use anyhow::Result;
 use minfer_store::Store;
 use minfer_text::Tokenizer;
@@ -29,11 +31,12 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
     let file = minfer_gguf::GgufFile::open(&path)?;
     let tok = Tokenizer::from_gguf(file.metadata())?;
     let ids = tok.encode(&args.text, !args.no_add_special, !args.no_parse_special);
+    let mut out = std::io::stdout().lock();
     if args.json {
-        println!("{}", serde_json::to_string(&ids)?);
+        writeln!(out, "{}", serde_json::to_string(&ids)?)?;
     } else {
         let s: Vec<String> = ids.iter().map(u32::to_string).collect();
-        println!("{}", s.join(" "));
+        writeln!(out, "{}", s.join(" "))?;
     }
     Ok(())
 }
