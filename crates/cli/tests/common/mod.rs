@@ -1,0 +1,65 @@
+//! Running the real `minfer` binary the way a user does, for the CLI tests.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// A `minfer` command with its store in `home` (so nothing is pulled into
+/// the user's store) and without a terminal anywhere.
+pub fn command(args: &[&str], home: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_minfer"));
+    c.args(args)
+        .env("MINFER_HOME", home)
+        // A test must never download a model behind the test's back.
+        .env("MINFER_PYTHON", "/nonexistent/python-for-minfer-tests")
+        .env_remove("MINFER_SIMD")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs `minfer ARGS` with an empty stdin.
+pub fn minfer(args: &[&str], home: &Path) -> Output {
+    command(args, home).output().expect("run minfer")
+}
+
+/// Runs `minfer ARGS` with `input` on stdin.
+pub fn minfer_stdin(args: &[&str], home: &Path, input: &str) -> Output {
+    let mut child = command(args, home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn minfer");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().expect("wait for minfer")
+}
+
+/// stdout as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
+}
+
+/// stderr as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts a failure the way a user should see it: exit code `code`,
+/// nothing on stdout, exactly one line on stderr that starts with
+/// "error: " and contains every one of `needles`, and no panic.
+pub fn assert_one_line_error(out: &Output, code: i32, needles: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "exit status; stderr: {err}");
+    assert!(out.stdout.is_empty(), "stdout: {}", stdout(out));
+    assert!(err.ends_with('\n'), "{err:?}");
+    assert_eq!(err.lines().count(), 1, "not one line: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "expected {n:?} in {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
