@@ -27,45 +27,178 @@ macro_rules! block {
     };
 }
 
-block!(
+block! {
     /// 4-bit, scale only: `x = d * (q - 8)`.
-    BlockQ4_0, 18, { d: F16Bits, qs: [u8; QK / 2] });
-block!(
+    BlockQ4_0, 18, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// Byte `j` holds quant `j` in its low nibble and quant `j + 16` in
+        /// its high nibble.
+        qs: [u8; QK / 2],
+    }
+}
+
+block! {
     /// 4-bit with minimum: `x = d * q + m`.
-    BlockQ4_1, 20, { d: F16Bits, m: F16Bits, qs: [u8; QK / 2] });
-block!(
-    /// 5-bit, scale only; `qh` holds the fifth bits.
-    BlockQ5_0, 22, { d: F16Bits, qh: [u8; 4], qs: [u8; QK / 2] });
-block!(
-    /// 5-bit with minimum.
-    BlockQ5_1, 24, { d: F16Bits, m: F16Bits, qh: [u8; 4], qs: [u8; QK / 2] });
-block!(
+    BlockQ4_1, 20, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// Minimum (f16), added to every element.
+        m: F16Bits,
+        /// Quants, packed as in [`BlockQ4_0`].
+        qs: [u8; QK / 2],
+    }
+}
+
+block! {
+    /// 5-bit, scale only; `qh` holds the fifth bits: `x = d * (q - 16)`.
+    BlockQ5_0, 22, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// Fifth bit of quant `j` at bit `j` of this little-endian `u32`.
+        qh: [u8; 4],
+        /// Low four bits of the quants, packed as in [`BlockQ4_0`].
+        qs: [u8; QK / 2],
+    }
+}
+
+block! {
+    /// 5-bit with minimum: `x = d * q + m`.
+    BlockQ5_1, 24, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// Minimum (f16), added to every element.
+        m: F16Bits,
+        /// Fifth bits, as in [`BlockQ5_0`].
+        qh: [u8; 4],
+        /// Low four bits, as in [`BlockQ5_0`].
+        qs: [u8; QK / 2],
+    }
+}
+
+block! {
     /// 8-bit, scale only. Also the activation format of the legacy types.
-    BlockQ8_0, 34, { d: F16Bits, qs: [i8; QK] });
-block!(
+    BlockQ8_0, 34, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// Signed quants, one per element.
+        qs: [i8; QK],
+    }
+}
+
+block! {
     /// 8-bit with `s = d * sum(qs)`: the activation format for Q4_1/Q5_1.
-    BlockQ8_1, 36, { d: F16Bits, s: F16Bits, qs: [i8; QK] });
-block!(
+    BlockQ8_1, 36, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// `d * sum(qs)` (f16), which carries the weights' minimum term.
+        s: F16Bits,
+        /// Signed quants, one per element.
+        qs: [i8; QK],
+    }
+}
+
+block! {
     /// 2-bit K-quant: 16 sub-blocks of 16, 4-bit scales and mins.
-    BlockQ2K, 84, { scales: [u8; QK_K / 16], qs: [u8; QK_K / 4], d: F16Bits, dmin: F16Bits });
-block!(
+    BlockQ2K, 84, {
+        /// Per sub-block: the scale in the low nibble, the min in the high.
+        scales: [u8; QK_K / 16],
+        /// 2-bit quants, four per byte; the order is that of
+        /// [`dequantize_q2_k`](crate::dequant::dequantize_q2_k).
+        qs: [u8; QK_K / 4],
+        /// Factor of the sub-block scales (f16).
+        d: F16Bits,
+        /// Factor of the sub-block mins (f16).
+        dmin: F16Bits,
+    }
+}
+
+block! {
     /// 3-bit K-quant: 16 sub-blocks of 16, 6-bit scales packed in 12 bytes.
-    BlockQ3K, 110, { hmask: [u8; QK_K / 8], qs: [u8; QK_K / 4], scales: [u8; 12], d: F16Bits });
-block!(
+    BlockQ3K, 110, {
+        /// Third bit of each quant; a clear bit subtracts 4 from the quant.
+        hmask: [u8; QK_K / 8],
+        /// Low two bits of the quants, four per byte.
+        qs: [u8; QK_K / 4],
+        /// Sixteen 6-bit sub-block scales, biased by 32.
+        scales: [u8; 12],
+        /// Factor of the sub-block scales (f16).
+        d: F16Bits,
+    }
+}
+
+block! {
     /// 4-bit K-quant: 8 sub-blocks of 32, 6-bit scales and mins in 12 bytes.
-    BlockQ4K, 144, { d: F16Bits, dmin: F16Bits, scales: [u8; 12], qs: [u8; QK_K / 2] });
-block!(
+    BlockQ4K, 144, {
+        /// Factor of the sub-block scales (f16).
+        d: F16Bits,
+        /// Factor of the sub-block mins (f16).
+        dmin: F16Bits,
+        /// Eight 6-bit scales and eight 6-bit mins; see
+        /// [`k_scale_min`].
+        scales: [u8; 12],
+        /// Quants, two per byte: each 32-byte run holds one sub-block in
+        /// its low nibbles and the next in its high nibbles.
+        qs: [u8; QK_K / 2],
+    }
+}
+
+block! {
     /// 5-bit K-quant: as Q4_K plus one high bit per weight.
-    BlockQ5K, 176, { d: F16Bits, dmin: F16Bits, scales: [u8; 12], qh: [u8; QK_K / 8], qs: [u8; QK_K / 2] });
-block!(
+    BlockQ5K, 176, {
+        /// Factor of the sub-block scales (f16).
+        d: F16Bits,
+        /// Factor of the sub-block mins (f16).
+        dmin: F16Bits,
+        /// Scales and mins, as in [`BlockQ4K`].
+        scales: [u8; 12],
+        /// Fifth bits: bit `2c` of byte `l` for element `l` of 64-element
+        /// chunk `c`, bit `2c + 1` for element `l + 32`.
+        qh: [u8; QK_K / 8],
+        /// Low four bits, packed as in [`BlockQ4K`].
+        qs: [u8; QK_K / 2],
+    }
+}
+
+block! {
     /// 6-bit K-quant: 16 sub-blocks of 16 with signed 8-bit scales.
-    BlockQ6K, 210, { ql: [u8; QK_K / 2], qh: [u8; QK_K / 4], scales: [i8; QK_K / 16], d: F16Bits });
-block!(
+    BlockQ6K, 210, {
+        /// Low four bits of the quants, two per byte.
+        ql: [u8; QK_K / 2],
+        /// High two bits of the quants, four per byte.
+        qh: [u8; QK_K / 4],
+        /// Signed scale of each sub-block.
+        scales: [i8; QK_K / 16],
+        /// Factor of the sub-block scales (f16).
+        d: F16Bits,
+    }
+}
+
+block! {
     /// Non-linear 4-bit with a 16-entry codebook, blocks of 32.
-    BlockIQ4NL, 18, { d: F16Bits, qs: [u8; QK / 2] });
-block!(
+    BlockIQ4NL, 18, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// Indices into [`KVALUES_IQ4NL`], packed as in [`BlockQ4_0`].
+        qs: [u8; QK / 2],
+    }
+}
+
+block! {
     /// Non-linear 4-bit super-blocks with 6-bit sub-block scales.
-    BlockIQ4XS, 136, { d: F16Bits, scales_h: [u8; 2], scales_l: [u8; QK_K / 64], qs: [u8; QK_K / 2] });
+    BlockIQ4XS, 136, {
+        /// Factor of the sub-block scales (f16).
+        d: F16Bits,
+        /// High two bits of the eight sub-block scales (little-endian
+        /// `u16`, two bits per sub-block).
+        scales_h: [u8; 2],
+        /// Low four bits of the sub-block scales, two per byte.
+        scales_l: [u8; QK_K / 64],
+        /// Codebook indices, 16 bytes per sub-block of 32, packed as in
+        /// [`BlockIQ4NL`].
+        qs: [u8; QK_K / 2],
+    }
+}
 
 /// 8-bit activation super-block for the K-quant dot products. `bsums` holds
 /// the sums of each group of 16 quants, which the K-quant dots use to apply

@@ -61,7 +61,10 @@ fn bytes_mut(words: &mut Vec<u64>, len: usize) -> &mut [u8] {
 /// row ranges, which is what makes sharing the pointer sound.
 #[derive(Clone, Copy)]
 struct OutPtr(*mut f32);
+// SAFETY: see the type's documentation; each element has one writer, and
+// the output outlives the job that shares the pointer.
 unsafe impl Send for OutPtr {}
+// SAFETY: as above.
 unsafe impl Sync for OutPtr {}
 
 impl OutPtr {

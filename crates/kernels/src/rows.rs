@@ -391,6 +391,10 @@ mod x86 {
         unsafe { _mm256_loadu_ps(x.as_ptr()) }
     }
 
+    /// Converts `src` into `dst`, as far as the shorter one reaches.
+    ///
+    /// # Safety
+    /// The CPU has AVX and F16C.
     #[target_feature(enable = "avx,f16c")]
     pub(super) unsafe fn f16_to_f32(src: &[u16], dst: &mut [f32]) {
         let mut s = src.chunks_exact(8);
@@ -404,6 +408,11 @@ mod x86 {
         }
     }
 
+    /// Converts `src` into `dst` (nearest even), as far as the shorter one
+    /// reaches.
+    ///
+    /// # Safety
+    /// The CPU has AVX and F16C.
     #[target_feature(enable = "avx,f16c")]
     pub(super) unsafe fn f32_to_f16(src: &[f32], dst: &mut [u16]) {
         let mut s = src.chunks_exact(8);
@@ -426,7 +435,11 @@ mod x86 {
     macro_rules! row_loops {
         ($dot:ident, $dot_rows:ident, $axpy_rows:ident, $t:ty, $load:ident, $conv:expr) => {
             /// One dot product in the order of `super::dot_f32`; `a` and
-            /// `b` have the same length.
+            /// `b` have the same length (otherwise the longer one's extra
+            /// elements are ignored).
+            ///
+            /// # Safety
+            /// The CPU has AVX and F16C.
             #[inline]
             #[target_feature(enable = "avx,f16c")]
             unsafe fn $dot(a: &[f32], b: &[$t]) -> f32 {
@@ -447,6 +460,11 @@ mod x86 {
                 combine(&lanes)
             }
 
+            /// The SIMD form of `RowKernels::dot_rows_f32` and its f16
+            /// form, scoring rows as far as `scores` reaches.
+            ///
+            /// # Safety
+            /// The CPU has AVX and F16C.
             #[target_feature(enable = "avx,f16c")]
             pub(super) unsafe fn $dot_rows(
                 q: &[f32],
@@ -462,6 +480,11 @@ mod x86 {
                 Ok(())
             }
 
+            /// The SIMD form of `RowKernels::axpy_rows_f32` and its f16
+            /// form, adding rows as far as `weights` reaches.
+            ///
+            /// # Safety
+            /// The CPU has AVX and F16C.
             #[target_feature(enable = "avx,f16c")]
             pub(super) unsafe fn $axpy_rows(
                 weights: &[f32],

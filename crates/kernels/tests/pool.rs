@@ -37,17 +37,21 @@ fn note_alloc() {
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note_alloc();
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note_alloc();
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note_alloc();
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
         unsafe { System.dealloc(ptr, layout) }
     }
 }

@@ -5,8 +5,6 @@
 //! Every function here requires AVX2, FMA and F16C; the dispatcher only
 //! hands them out after checking the CPU.
 
-#![allow(clippy::missing_safety_doc)]
-
 use std::arch::x86_64::*;
 
 use super::scalar::{self, k_combine};
@@ -15,19 +13,30 @@ use crate::blocks::*;
 
 /// Signed × signed byte dot into eight i32 lanes (each lane the sum of four
 /// neighbouring products). `y` must not hold -128, which activations never
-/// do: the quantizers produce values in [-127, 127].
+/// do: the quantizers produce values in [-127, 127]. (A -128 gives a wrong
+/// sum, not undefined behaviour.)
+///
+/// # Safety
+/// The CPU must support AVX2.
 #[inline(always)]
 unsafe fn dot_i8(x: __m256i, y: __m256i) -> __m256i {
-    let ax = _mm256_sign_epi8(x, x);
-    let sy = _mm256_sign_epi8(y, x);
-    let p16 = _mm256_maddubs_epi16(ax, sy);
-    _mm256_madd_epi16(p16, _mm256_set1_epi16(1))
+    // SAFETY: AVX2 is the caller's precondition; registers only.
+    unsafe {
+        let ax = _mm256_sign_epi8(x, x);
+        let sy = _mm256_sign_epi8(y, x);
+        let p16 = _mm256_maddubs_epi16(ax, sy);
+        _mm256_madd_epi16(p16, _mm256_set1_epi16(1))
+    }
 }
 
 /// Unsigned × signed byte dot into eight i32 lanes.
+///
+/// # Safety
+/// The CPU must support AVX2.
 #[inline(always)]
 unsafe fn dot_u8i8(x: __m256i, y: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1))
+    // SAFETY: AVX2 is the caller's precondition; registers only.
+    unsafe { _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1)) }
 }
 
 /// Defines the AVX2 kernels of one legacy type: a generic `$rows` body
@@ -36,6 +45,10 @@ unsafe fn dot_u8i8(x: __m256i, y: __m256i) -> __m256i {
 /// (four rows sharing the unpacking of every weight block, their scales
 /// read as f32 from the table the caller made: per row, the `d` of every
 /// block, then for Q8_1 the `s` of every block).
+///
+/// The `unpack` and `pair` expressions run inside `$rows`, with its target
+/// features; they may call the `unsafe` helpers of this module and of
+/// `x86`, in `unsafe` blocks of their own.
 macro_rules! legacy_kernels {
     ($rows:ident, $one:ident, $four:ident, $wt:ty, $at:ty, $min:expr,
      |$w:ident, $a:ident| { $($setup:stmt;)* }
@@ -43,6 +56,13 @@ macro_rules! legacy_kernels {
      pair: |$px:ident, $pt:ident, $pi:ident| $pair:expr,
      m: |$mi:ident| $m:expr,
      s: |$st:ident, $si:ident| $s:expr $(,)?) => {
+        /// One weight row against `T` activation rows; with `TABLE` the
+        /// activation scales come from `table` (see the four-row form),
+        /// otherwise from the blocks. Short activation rows or tables panic.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2, FMA and F16C.
+        //
         // The closures below must be compiled with AVX2 enabled, or their
         // intrinsics become out-of-line calls; they inherit the features
         // of the function they are written in.
@@ -52,106 +72,143 @@ macro_rules! legacy_kernels {
             $a: [&[$at]; T],
             table: [&[f32]; T],
         ) -> [f32; T] {
+            const MIN: bool = $min;
             $($setup)*
             let nb = $w.len();
             let s_of = |$st: usize, $si: usize| -> F16Bits { $s };
-            x86::legacy_rows::<T, { $min }, __m256i>(
-                nb,
-                |$ui| $unpack,
-                |$px, $pt, $pi| $pair,
-                |i| $w[i].d,
-                |$mi| $m,
-                |t, i| {
-                    if TABLE {
-                        let d = _mm_loadu_ps(table[t][i..i + 4].as_ptr());
-                        let s = if $min {
-                            _mm_loadu_ps(table[t][nb + i..nb + i + 4].as_ptr())
-                        } else {
-                            _mm_setzero_ps()
-                        };
-                        (d, s)
+            let unpack = |$ui: usize| $unpack;
+            let pair = |$px: __m256i, $pt: usize, $pi: usize| $pair;
+            let dw = |i: usize| $w[i].d;
+            let m = |$mi: usize| -> F16Bits { $m };
+            let act4 = |t: usize, i: usize| {
+                if TABLE {
+                    let d = &table[t][i..i + 4];
+                    // SAFETY: the bounds-checked slice `d` holds the four f32
+                    // values loaded.
+                    let d = unsafe { _mm_loadu_ps(d.as_ptr()) };
+                    let s = if MIN {
+                        let s = &table[t][nb + i..nb + i + 4];
+                        // SAFETY: as for `d`.
+                        unsafe { _mm_loadu_ps(s.as_ptr()) }
                     } else {
-                        let a = $a[t];
-                        let d = x86::f16x4(a[i].d, a[i + 1].d, a[i + 2].d, a[i + 3].d);
-                        let s = if $min {
+                        _mm_setzero_ps()
+                    };
+                    (d, s)
+                } else {
+                    let a = $a[t];
+                    // SAFETY: F16C is this function's precondition.
+                    let d = unsafe { x86::f16x4(a[i].d, a[i + 1].d, a[i + 2].d, a[i + 3].d) };
+                    let s = if MIN {
+                        // SAFETY: as above.
+                        unsafe {
                             x86::f16x4(s_of(t, i), s_of(t, i + 1), s_of(t, i + 2), s_of(t, i + 3))
-                        } else {
-                            _mm_setzero_ps()
-                        };
-                        (d, s)
-                    }
-                },
-                |t, i| {
-                    if TABLE {
-                        (table[t][i], if $min { table[t][nb + i] } else { 0.0 })
+                        }
                     } else {
-                        let s = if $min { f16_to_f32(s_of(t, i)) } else { 0.0 };
-                        (f16_to_f32($a[t][i].d), s)
-                    }
-                },
-            )
+                        _mm_setzero_ps()
+                    };
+                    (d, s)
+                }
+            };
+            let act1 = |t: usize, i: usize| {
+                if TABLE {
+                    (table[t][i], if MIN { table[t][nb + i] } else { 0.0 })
+                } else {
+                    let s = if MIN { f16_to_f32(s_of(t, i)) } else { 0.0 };
+                    (f16_to_f32($a[t][i].d), s)
+                }
+            };
+            // SAFETY: AVX2 and F16C, `legacy_rows`' preconditions, are this
+            // function's.
+            unsafe { x86::legacy_rows::<T, MIN, __m256i>(nb, unpack, pair, dw, m, act4, act1) }
         }
 
+        /// One weight row against one activation row.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2, FMA and F16C.
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $one(w: &[$wt], a: &[$at]) -> f32 {
-            $rows::<1, false>(w, [a], [&[]])[0]
+            // SAFETY: same preconditions.
+            unsafe { $rows::<1, false>(w, [a], [&[]])[0] }
         }
 
+        /// One weight row against four activation rows, their scales read
+        /// from `table` (per row as `dot::scale_table` lays it out).
+        ///
+        /// # Safety
+        /// The CPU must support AVX2, FMA and F16C.
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $four(w: &[$wt], a: [&[$at]; 4], table: [&[f32]; 4]) -> [f32; 4] {
-            $rows::<4, true>(w, a, table)
+            // SAFETY: same preconditions.
+            unsafe { $rows::<4, true>(w, a, table) }
         }
     };
 }
 
+// In the invocations below, the helpers need AVX2, which the generated
+// kernels enable and the dispatcher checked before handing them out.
+
 legacy_kernels!(q4_0_rows, dot_q4_0, dot4_q4_0, BlockQ4_0, BlockQ8_0, false,
     |w, a| { let eight = _mm256_set1_epi8(8); }
-    unpack: |i| _mm256_sub_epi8(nibbles(&w[i].qs), eight),
-    pair: |x, t, i| dot_i8(x, load32(&a[t][i].qs)),
+    // SAFETY: AVX2 (see above); `nibbles` reads the block's 16 bytes.
+    unpack: |i| unsafe { _mm256_sub_epi8(nibbles(&w[i].qs), eight) },
+    // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
+    pair: |x, t, i| unsafe { dot_i8(x, load32(&a[t][i].qs)) },
     m: |_i| [0; 2],
     s: |_t, _i| [0; 2],
 );
 
 legacy_kernels!(q4_1_rows, dot_q4_1, dot4_q4_1, BlockQ4_1, BlockQ8_1, true,
     |w, a| {}
-    unpack: |i| nibbles(&w[i].qs),
-    pair: |x, t, i| dot_u8i8(x, load32(&a[t][i].qs)),
+    // SAFETY: AVX2; `nibbles` reads the block's 16 bytes.
+    unpack: |i| unsafe { nibbles(&w[i].qs) },
+    // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
+    pair: |x, t, i| unsafe { dot_u8i8(x, load32(&a[t][i].qs)) },
     m: |i| w[i].m,
     s: |t, i| a[t][i].s,
 );
 
 legacy_kernels!(q5_0_rows, dot_q5_0, dot4_q5_0, BlockQ5_0, BlockQ8_0, false,
     |w, a| { let sixteen = _mm256_set1_epi8(16); }
-    unpack: |i| _mm256_sub_epi8(q5_bytes(&w[i].qs, w[i].qh), sixteen),
-    pair: |x, t, i| dot_i8(x, load32(&a[t][i].qs)),
+    // SAFETY: AVX2; `q5_bytes` reads the block's 16 bytes of nibbles.
+    unpack: |i| unsafe { _mm256_sub_epi8(q5_bytes(&w[i].qs, w[i].qh), sixteen) },
+    // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
+    pair: |x, t, i| unsafe { dot_i8(x, load32(&a[t][i].qs)) },
     m: |_i| [0; 2],
     s: |_t, _i| [0; 2],
 );
 
 legacy_kernels!(q5_1_rows, dot_q5_1, dot4_q5_1, BlockQ5_1, BlockQ8_1, true,
     |w, a| {}
-    unpack: |i| q5_bytes(&w[i].qs, w[i].qh),
-    pair: |x, t, i| dot_u8i8(x, load32(&a[t][i].qs)),
+    // SAFETY: AVX2; `q5_bytes` reads the block's 16 bytes of nibbles.
+    unpack: |i| unsafe { q5_bytes(&w[i].qs, w[i].qh) },
+    // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
+    pair: |x, t, i| unsafe { dot_u8i8(x, load32(&a[t][i].qs)) },
     m: |i| w[i].m,
     s: |t, i| a[t][i].s,
 );
 
 legacy_kernels!(q8_0_rows, dot_q8_0, dot4_q8_0, BlockQ8_0, BlockQ8_0, false,
     |w, a| {}
-    unpack: |i| load32(&w[i].qs),
-    pair: |x, t, i| dot_i8(x, load32(&a[t][i].qs)),
+    // SAFETY: AVX2; `load32` reads the 32 quants of the weight block.
+    unpack: |i| unsafe { load32(&w[i].qs) },
+    // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
+    pair: |x, t, i| unsafe { dot_i8(x, load32(&a[t][i].qs)) },
     m: |_i| [0; 2],
     s: |_t, _i| [0; 2],
 );
 
 legacy_kernels!(iq4_nl_rows, dot_iq4_nl, dot4_iq4_nl, BlockIQ4NL, BlockQ8_0, false,
     |w, a| {
-        let table = _mm256_broadcastsi128_si256(
-            _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i),
-        );
+        // SAFETY: the load reads the 16 bytes of the codebook.
+        let table = _mm256_broadcastsi128_si256(unsafe {
+            _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i)
+        });
     }
-    unpack: |i| _mm256_shuffle_epi8(table, nibbles(&w[i].qs)),
-    pair: |x, t, i| dot_i8(x, load32(&a[t][i].qs)),
+    // SAFETY: AVX2; `nibbles` reads the block's 16 bytes.
+    unpack: |i| unsafe { _mm256_shuffle_epi8(table, nibbles(&w[i].qs)) },
+    // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
+    pair: |x, t, i| unsafe { dot_i8(x, load32(&a[t][i].qs)) },
     m: |_i| [0; 2],
     s: |_t, _i| [0; 2],
 );
@@ -161,24 +218,42 @@ legacy_kernels!(iq4_nl_rows, dot_iq4_nl, dot4_iq4_nl, BlockIQ4NL, BlockQ8_0, fal
 struct Avx2;
 
 impl ScaledDot for Avx2 {
+    /// # Safety
+    /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn scaled(q: __m256i, y: __m256i, lo: i32, hi: i32) -> __m256i {
-        let s = _mm256_set_m128i(_mm_set1_epi16(hi as i16), _mm_set1_epi16(lo as i16));
-        _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), s)
+        // SAFETY: AVX2 is the caller's precondition; registers only.
+        unsafe {
+            let s = _mm256_set_m128i(_mm_set1_epi16(hi as i16), _mm_set1_epi16(lo as i16));
+            _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), s)
+        }
     }
 }
 
+/// Defines the one-row and four-row AVX2 entry points of a K-quant type on
+/// its generic body in `x86`.
 macro_rules! k_kernels {
     ($body:ident, $one:ident, $four:ident, $wt:ty) => {
+        /// One weight row against one activation row.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2, FMA and F16C.
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $one(w: &[$wt], a: &[BlockQ8K]) -> f32 {
-            x86::$body::<Avx2, 1>(w, [a])[0]
+            // SAFETY: the body needs AVX2 (`Avx2::scaled` too), which this
+            // function's precondition covers.
+            unsafe { x86::$body::<Avx2, 1>(w, [a])[0] }
         }
 
-        // The scale table is unused: Q8_K keeps its scales in f32.
+        /// One weight row against four activation rows. The scale table is
+        /// unused: Q8_K keeps its scales in f32.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2, FMA and F16C.
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $four(w: &[$wt], a: [&[BlockQ8K]; 4], _table: [&[f32]; 4]) -> [f32; 4] {
-            x86::$body::<Avx2, 4>(w, a)
+            // SAFETY: as in the one-row form.
+            unsafe { x86::$body::<Avx2, 4>(w, a) }
         }
     };
 }
@@ -187,27 +262,49 @@ k_kernels!(q4_k, dot_q4_k, dot4_q4_k, BlockQ4K);
 k_kernels!(q5_k, dot_q5_k, dot4_q5_k, BlockQ5K);
 k_kernels!(q6_k, dot_q6_k, dot4_q6_k, BlockQ6K);
 
+/// IQ4_XS × Q8_K, bit-exact with [`scalar::dot_iq4_xs`].
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_iq4_xs(w: &[BlockIQ4XS], a: &[BlockQ8K]) -> f32 {
-    let table =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
+    // SAFETY: the load reads the 16 bytes of the codebook.
+    let table = unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i) };
+    let table = _mm256_broadcastsi128_si256(table);
     let mut acc = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let mut sumi = _mm256_setzero_si256();
         for ib in 0..8 {
-            let qs: &[u8; 16] = x.qs[16 * ib..16 * ib + 16].try_into().unwrap_unchecked();
-            let v = _mm256_shuffle_epi8(table, nibbles(qs));
-            let yv = _mm256_loadu_si256(y.qs.as_ptr().add(32 * ib) as *const __m256i);
-            let p = dot_i8(v, yv);
+            // SAFETY: the slice is 16 bytes long (`ib < 8` keeps it inside
+            // the 128 of `x.qs`), so the conversion cannot fail.
+            let qs: &[u8; 16] =
+                unsafe { x.qs[16 * ib..16 * ib + 16].try_into().unwrap_unchecked() };
+            // SAFETY: AVX2 is this function's precondition; `nibbles` reads
+            // `qs`. The load reads activation quants `32 * ib..32 * ib + 32`,
+            // inside the 256 of `y.qs` for `ib < 8`.
+            let (v, yv) = unsafe {
+                (
+                    _mm256_shuffle_epi8(table, nibbles(qs)),
+                    _mm256_loadu_si256(y.qs.as_ptr().add(32 * ib) as *const __m256i),
+                )
+            };
+            // SAFETY: AVX2 is this function's precondition.
+            let p = unsafe { dot_i8(v, yv) };
             let s = _mm256_set1_epi32(scalar::iq4xs_scale(x, ib));
             sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(p, s));
         }
-        acc = k_combine(acc, f16_to_f32(x.d) * y.d, hsum_i32(sumi), 0.0, 0);
+        // SAFETY: AVX2 is this function's precondition.
+        let isum = unsafe { hsum_i32(sumi) };
+        acc = k_combine(acc, f16_to_f32(x.d) * y.d, isum, 0.0, 0);
     }
     acc
 }
 
-/// Float dot with eight FMA lanes (not bit-exact with the scalar order).
+/// Float dot with eight FMA lanes (not bit-exact with the scalar order),
+/// over the first `min(w.len(), a.len())` elements.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_f32(w: &[f32], a: &[f32]) -> f32 {
     let n = w.len().min(a.len());
@@ -215,23 +312,32 @@ pub unsafe fn dot_f32(w: &[f32], a: &[f32]) -> f32 {
     let mut i = 0;
     while i + 32 <= n {
         for (k, acc) in acc.iter_mut().enumerate() {
-            let x = _mm256_loadu_ps(w.as_ptr().add(i + 8 * k));
-            let y = _mm256_loadu_ps(a.as_ptr().add(i + 8 * k));
+            // SAFETY: elements `i + 8 * k..i + 8 * k + 8` end at most at
+            // `i + 32 <= n`, inside both slices.
+            let (x, y) = unsafe {
+                (
+                    _mm256_loadu_ps(w.as_ptr().add(i + 8 * k)),
+                    _mm256_loadu_ps(a.as_ptr().add(i + 8 * k)),
+                )
+            };
             *acc = _mm256_fmadd_ps(x, y, *acc);
         }
         i += 32;
     }
-    let mut sum = hsum_f32(_mm256_add_ps(
-        _mm256_add_ps(acc[0], acc[1]),
-        _mm256_add_ps(acc[2], acc[3]),
-    ));
+    let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    // SAFETY: AVX is this function's precondition.
+    let mut sum = unsafe { hsum_f32(total) };
     for j in i..n {
         sum += w[j] * a[j];
     }
     sum
 }
 
-/// f16 weights × f32 activations with FMA lanes.
+/// f16 weights × f32 activations with FMA lanes, over the first
+/// `min(w.len(), a.len())` elements.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_f16(w: &[F16Bits], a: &[f32]) -> f32 {
     let n = w.len().min(a.len());
@@ -239,24 +345,39 @@ pub unsafe fn dot_f16(w: &[F16Bits], a: &[f32]) -> f32 {
     let mut i = 0;
     while i + 16 <= n {
         for (k, acc) in acc.iter_mut().enumerate() {
-            let h = _mm_loadu_si128(w.as_ptr().add(i + 8 * k) as *const __m128i);
+            // SAFETY: elements `i + 8 * k..i + 8 * k + 8` end at most at
+            // `i + 16 <= n`, inside both slices (eight 2-byte halves are
+            // the 16 bytes loaded from `w`).
+            let (h, y) = unsafe {
+                (
+                    _mm_loadu_si128(w.as_ptr().add(i + 8 * k) as *const __m128i),
+                    _mm256_loadu_ps(a.as_ptr().add(i + 8 * k)),
+                )
+            };
             let x = _mm256_cvtph_ps(h);
-            let y = _mm256_loadu_ps(a.as_ptr().add(i + 8 * k));
             *acc = _mm256_fmadd_ps(x, y, *acc);
         }
         i += 16;
     }
-    let mut sum = hsum_f32(_mm256_add_ps(acc[0], acc[1]));
+    // SAFETY: AVX is this function's precondition.
+    let mut sum = unsafe { hsum_f32(_mm256_add_ps(acc[0], acc[1])) };
     for j in i..n {
         sum += f16_to_f32(w[j]) * a[j];
     }
     sum
 }
 
+/// Horizontal sum of eight f32 lanes.
+///
+/// # Safety
+/// The CPU must support AVX.
 #[inline(always)]
 unsafe fn hsum_f32(v: __m256) -> f32 {
-    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    _mm_cvtss_f32(s)
+    // SAFETY: AVX is the caller's precondition; registers only.
+    unsafe {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
+    }
 }

@@ -65,6 +65,9 @@ fn unpack_q5(qs: &[u8; 16], qh: [u8; 4], offset: i8) -> [i8; 32] {
     q
 }
 
+/// Q4_0 weights × Q8_0 activations, block contributions in four interleaved
+/// partial sums (see the module doc). Blocks past the shorter slice are
+/// ignored.
 pub fn dot_q4_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     let mut acc = Acc4::default();
     for (i, (x, y)) in w.iter().zip(a).enumerate() {
@@ -74,6 +77,8 @@ pub fn dot_q4_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     acc.total()
 }
 
+/// Q4_1 weights × Q8_1 activations: as [`dot_q4_0`], plus each block's
+/// minimum term `m * s`. Blocks past the shorter slice are ignored.
 pub fn dot_q4_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     let mut acc = Acc4::default();
     for (i, (x, y)) in w.iter().zip(a).enumerate() {
@@ -85,6 +90,8 @@ pub fn dot_q4_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     acc.total()
 }
 
+/// Q5_0 weights × Q8_0 activations, summed as [`dot_q4_0`]. Blocks past the
+/// shorter slice are ignored.
 pub fn dot_q5_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     let mut acc = Acc4::default();
     for (i, (x, y)) in w.iter().zip(a).enumerate() {
@@ -94,6 +101,8 @@ pub fn dot_q5_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     acc.total()
 }
 
+/// Q5_1 weights × Q8_1 activations, summed as [`dot_q4_1`]. Blocks past the
+/// shorter slice are ignored.
 pub fn dot_q5_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
     let mut acc = Acc4::default();
     for (i, (x, y)) in w.iter().zip(a).enumerate() {
@@ -105,6 +114,8 @@ pub fn dot_q5_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
     acc.total()
 }
 
+/// Q8_0 weights × Q8_0 activations, summed as [`dot_q4_0`]. Blocks past the
+/// shorter slice are ignored.
 pub fn dot_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     let mut acc = Acc4::default();
     for (i, (x, y)) in w.iter().zip(a).enumerate() {
@@ -114,6 +125,8 @@ pub fn dot_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     acc.total()
 }
 
+/// IQ4_NL weights (codebook values) × Q8_0 activations, summed as
+/// [`dot_q4_0`]. Blocks past the shorter slice are ignored.
 pub fn dot_iq4_nl(w: &[BlockIQ4NL], a: &[BlockQ8_0]) -> f32 {
     let mut acc = Acc4::default();
     for (i, (x, y)) in w.iter().zip(a).enumerate() {
@@ -134,6 +147,9 @@ pub(crate) fn k_combine(acc: f32, d: f32, isum: i32, dmin: f32, msum: i32) -> f3
     acc + (d * isum as f32 - dmin * msum as f32)
 }
 
+/// Q2_K weights × Q8_K activations: exact integer sums per super-block,
+/// the mins applied through the activations' `bsums`, then one running
+/// f32 total. Blocks past the shorter slice are ignored.
 pub fn dot_q2_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
     let mut acc = 0.0f32;
     for (x, y) in w.iter().zip(a) {
@@ -171,6 +187,8 @@ pub(crate) fn q3k_scales(s: &[u8; 12]) -> [i8; 16] {
     out
 }
 
+/// Q3_K weights × Q8_K activations, one running f32 total over the
+/// super-blocks' exact integer sums. Blocks past the shorter slice are ignored.
 pub fn dot_q3_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
     let mut acc = 0.0f32;
     for (x, y) in w.iter().zip(a) {
@@ -208,6 +226,8 @@ fn q45k_sums(q: &[u8; 256], scales: &[u8; 12], y: &BlockQ8K) -> (i32, i32) {
     (isum, msum)
 }
 
+/// Q4_K weights × Q8_K activations: as [`dot_q2_k`], with 6-bit scales
+/// and mins per 32 quants. Blocks past the shorter slice are ignored.
 pub fn dot_q4_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     let mut acc = 0.0f32;
     for (x, y) in w.iter().zip(a) {
@@ -230,6 +250,8 @@ pub fn dot_q4_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     acc
 }
 
+/// Q5_K weights × Q8_K activations, summed as [`dot_q4_k`]. Blocks past the
+/// shorter slice are ignored.
 pub fn dot_q5_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
     let mut acc = 0.0f32;
     for (x, y) in w.iter().zip(a) {
@@ -253,6 +275,8 @@ pub fn dot_q5_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
     acc
 }
 
+/// Q6_K weights × Q8_K activations, one running f32 total over the
+/// super-blocks' exact integer sums. Blocks past the shorter slice are ignored.
 pub fn dot_q6_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
     let mut acc = 0.0f32;
     for (x, y) in w.iter().zip(a) {
@@ -286,6 +310,9 @@ pub(crate) fn iq4xs_scale(x: &BlockIQ4XS, ib: usize) -> i32 {
     (low | (high << 4)) as i32 - 32
 }
 
+/// IQ4_XS weights (codebook values) × Q8_K activations, one running f32 total
+/// over the super-blocks' exact integer sums. Blocks past the shorter slice are
+/// ignored.
 pub fn dot_iq4_xs(w: &[BlockIQ4XS], a: &[BlockQ8K]) -> f32 {
     let mut acc = 0.0f32;
     for (x, y) in w.iter().zip(a) {
@@ -315,14 +342,18 @@ fn float_dot(n: usize, f: impl Fn(usize) -> f32) -> f32 {
     ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]))
 }
 
+/// f32 × f32 in eight interleaved partial sums, over the first
+/// `min(w.len(), a.len())` elements.
 pub fn dot_f32(w: &[f32], a: &[f32]) -> f32 {
     float_dot(w.len().min(a.len()), |i| w[i] * a[i])
 }
 
+/// f16 weights (raw bits) × f32, summed as [`dot_f32`].
 pub fn dot_f16(w: &[F16Bits], a: &[f32]) -> f32 {
     float_dot(w.len().min(a.len()), |i| f16_to_f32(w[i]) * a[i])
 }
 
+/// bf16 weights (raw little-endian bits) × f32, summed as [`dot_f32`].
 pub fn dot_bf16(w: &[[u8; 2]], a: &[f32]) -> f32 {
     float_dot(w.len().min(a.len()), |i| {
         f32::from_bits((u16::from_le_bytes(w[i]) as u32) << 16) * a[i]
