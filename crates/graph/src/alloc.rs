@@ -28,9 +28,19 @@ pub enum Slot {
     /// Read from the weight store, never copied.
     Weight(WeightId),
     /// The first `len` values of f32 pool buffer `buf`.
-    F32 { buf: usize, len: usize },
+    F32 {
+        /// Index of the pool buffer.
+        buf: usize,
+        /// Values used.
+        len: usize,
+    },
     /// The first `len` values of i32 pool buffer `buf`.
-    I32 { buf: usize, len: usize },
+    I32 {
+        /// Index of the pool buffer.
+        buf: usize,
+        /// Values used.
+        len: usize,
+    },
 }
 
 impl Slot {

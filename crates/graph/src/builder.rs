@@ -11,6 +11,7 @@ use crate::weights::{WeightId, WeightStore};
 /// A finished node list with its inputs and output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BuiltGraph {
+    /// The nodes, each after its sources.
     pub nodes: Vec<Node>,
     /// The input node of each kind the graph uses.
     pub inputs: Vec<(InputKind, NodeId)>,

@@ -5,28 +5,68 @@ use minfer_kernels::KernelError;
 /// What building or executing a graph can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
+    /// A weight looked up by a name the model does not have (the field
+    /// holds the name).
     #[error("model has no tensor named {0:?}")]
     MissingWeight(String),
+    /// A weight whose shape does not fold into rows × columns, or whose
+    /// bytes do not match its type and shape.
     #[error("tensor {name:?} has shape {shape:?}, which is not usable as a 2-D matrix")]
-    BadWeightShape { name: String, shape: Vec<u64> },
+    BadWeightShape {
+        /// The weight's name.
+        name: String,
+        /// Its dimensions, innermost first.
+        shape: Vec<u64>,
+    },
+    /// A node whose operands do not fit its operation, found while
+    /// building or planning a graph.
     #[error("node {node:?} ({op}): {msg}")]
     Shape {
+        /// The node's name.
         node: String,
+        /// The node's operation.
         op: &'static str,
+        /// What does not fit.
         msg: String,
     },
+    /// A token position that is negative or not below the context size.
     #[error("position {pos} is outside the context window of {n_ctx} tokens")]
-    PositionOutOfRange { pos: i64, n_ctx: usize },
+    PositionOutOfRange {
+        /// The position given.
+        pos: i64,
+        /// The context size.
+        n_ctx: usize,
+    },
+    /// A KV cell index that is negative or not below the number of cells.
     #[error("KV cell {cell} is outside the cache of {n_ctx} cells")]
-    CellOutOfRange { cell: i64, n_ctx: usize },
+    CellOutOfRange {
+        /// The cell index given.
+        cell: i64,
+        /// The number of cells.
+        n_ctx: usize,
+    },
+    /// A step input, table or buffer that is inconsistent with the graph
+    /// or the cache (a wrong length, a value out of range).
     #[error("input {what}: {msg}")]
-    BadInput { what: &'static str, msg: String },
+    BadInput {
+        /// Which input.
+        what: &'static str,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// No free KV cell is left.
     #[error("the KV cache is full ({n_ctx} cells)")]
-    CacheFull { n_ctx: usize },
+    CacheFull {
+        /// The number of cells.
+        n_ctx: usize,
+    },
+    /// A sequence id of 64 or more (the field holds the id).
     #[error("sequence id {0} is out of range (at most 64 sequences)")]
     BadSequence(u32),
+    /// A kernel refused its input.
     #[error(transparent)]
     Kernel(#[from] KernelError),
+    /// Any other failure, described by the message.
     #[error("graph: {0}")]
     Other(String),
 }

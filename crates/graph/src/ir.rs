@@ -15,7 +15,9 @@ pub type NodeId = usize;
 /// through `f32`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// 32-bit floats: activations.
     F32,
+    /// 32-bit signed integers: token ids, positions, cells, row ids.
     I32,
 }
 
@@ -65,6 +67,7 @@ pub enum RopeStyle {
 /// Rotary position embedding parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RopeParams {
+    /// How the rotated dimensions are paired.
     pub style: RopeStyle,
     /// Number of heads packed in a row.
     pub n_head: usize,
@@ -72,23 +75,32 @@ pub struct RopeParams {
     pub head_dim: usize,
     /// Rotated dimensions per head (partial rotary when `< head_dim`).
     pub n_rot: usize,
+    /// Base of the rotation frequencies (`rope.freq_base`, often 10000).
     pub freq_base: f32,
+    /// Factor on every position's angle (linear RoPE scaling; 1 for none).
     pub freq_scale: f32,
 }
 
 /// Which half of a layer's cache an op touches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KvKind {
+    /// The keys.
     K,
+    /// The values.
     V,
 }
 
 /// Attention over the cached keys and values of one layer.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttnParams {
+    /// The layer whose K and V regions are read.
     pub layer: usize,
+    /// Query heads packed in a row of `q`.
     pub n_head: usize,
+    /// Key/value heads per cached row; each serves
+    /// `n_head / n_head_kv` query heads (GQA).
     pub n_head_kv: usize,
+    /// Elements per head.
     pub head_dim: usize,
     /// Multiplier of `q·k` before the softmax (usually `1/sqrt(head_dim)`).
     pub scale: f32,
@@ -104,7 +116,10 @@ pub enum Op {
     /// `[table, ids]`: rows of a (possibly quantized) table, as f32.
     GetRows,
     /// `[x]`: `x / sqrt(mean(x²) + eps)` per row.
-    RmsNorm { eps: f32 },
+    RmsNorm {
+        /// Added to the mean square before the square root.
+        eps: f32,
+    },
     /// `[a, b]`: elementwise; `b` may be one row broadcast over `a`'s rows.
     Add,
     /// `[a, b]`: elementwise product, same broadcast rule as `Add`.
@@ -117,9 +132,19 @@ pub enum Op {
     Rope(RopeParams),
     /// `[x, kv_cells]`: writes each row into the layer's K or V region at
     /// its cell; outputs a one-element token that orders readers after it.
-    KvStore { layer: usize, kind: KvKind },
+    KvStore {
+        /// The layer whose region is written.
+        layer: usize,
+        /// Which of its two regions.
+        kind: KvKind,
+    },
     /// `[x, positions, kv_cells]`: `Rope` then `KvStore` in one pass (fused).
-    RopeKvStore { rope: RopeParams, layer: usize },
+    RopeKvStore {
+        /// The rotation applied to `x`.
+        rope: RopeParams,
+        /// The layer whose K region is written.
+        layer: usize,
+    },
     /// `[q, k_token, v_token, window_offsets, window_cells]`: causal, GQA
     /// attention of each query over exactly the cells its window names.
     Attention(AttnParams),
@@ -169,9 +194,13 @@ impl Op {
 /// One node: an op applied to earlier nodes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
+    /// What the node computes.
     pub op: Op,
+    /// Its operands, earlier nodes, in the order the op documents.
     pub srcs: Vec<NodeId>,
+    /// The shape of its value.
     pub shape: Shape,
+    /// The element type of its value.
     pub dtype: DType,
     /// Unique, stable name (`blk.3.attn_q`), for dumps and comparisons.
     pub name: String,

@@ -6,15 +6,20 @@
 /// Prefill (a batch of prompt tokens) or decode (one token per sequence).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GraphKind {
+    /// A batch of more than one token.
     Prefill,
+    /// A single token.
     Decode,
 }
 
 /// Storage format of the KV regions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KvFormat {
+    /// f32 values, as computed.
     F32,
+    /// IEEE half floats, rounded to nearest even on store.
     F16,
+    /// ggml Q8_0 blocks (32 values, one f16 scale), quantized on store.
     Q8_0,
 }
 
@@ -33,6 +38,7 @@ impl KvFormat {
 /// Which backend runs which nodes. One plan today: everything on the CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BackendPlan {
+    /// Every node on the CPU backend.
     Cpu,
 }
 
@@ -64,8 +70,11 @@ impl Fusion {
 pub struct ComputeParams {
     /// Cells per KV region (the context window).
     pub n_ctx: u32,
+    /// Storage format of the KV regions.
     pub kv_format: KvFormat,
+    /// Which backend runs which nodes.
     pub backend: BackendPlan,
+    /// The pattern rewrites applied after building.
     pub fusion: Fusion,
 }
 
@@ -77,7 +86,9 @@ pub struct GraphParams {
     /// Rows whose logits are computed (the last layer's FFN and the LM
     /// head run on these rows only).
     pub n_out: u32,
+    /// Prefill or decode.
     pub kind: GraphKind,
+    /// The context's settings.
     pub compute: ComputeParams,
     /// Bumped whenever weights change, so no graph outlives its weights.
     pub weights_version: u64,

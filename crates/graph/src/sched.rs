@@ -27,7 +27,9 @@ pub struct TraceConfig {
 /// A run of consecutive nodes on one backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Split {
+    /// The backend that runs the nodes.
     pub backend: BackendPlan,
+    /// The nodes, as indices into the graph's node list.
     pub nodes: Range<usize>,
 }
 

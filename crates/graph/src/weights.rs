@@ -15,7 +15,9 @@ pub struct WeightId(pub u32);
 /// Type and 2-D shape of a registered tensor.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WeightInfo {
+    /// The tensor's name in the model (`blk.0.attn_q.weight`).
     pub name: String,
+    /// Its element or block type.
     pub ty: GgmlType,
     /// `[ne0, rows]`; higher ggml dimensions are folded into the rows.
     pub shape: [usize; 2],
