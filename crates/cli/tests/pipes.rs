@@ -88,3 +88,58 @@ fn run_into_a_closed_pipe() {
     let err = common::stderr(&out);
     assert!(!err.contains("prefill:"), "{err}");
 }
+
+/// Runs `minfer ARGS` with a stdout pipe whose reader is already gone, so
+/// the very first write fails, whatever the command prints.
+fn into_closed_pipe(args: &[&str], home: &Path) -> Output {
+    let mut child = common::command(args, home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn minfer");
+    drop(child.stdout.take());
+    child.wait_with_output().expect("wait for minfer")
+}
+
+#[test]
+fn every_command_into_a_pipe_closed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = GgufWriter::new();
+    w.set("general.architecture", "llama");
+    w.add_tensor("w", GgmlType::F32, &[8], vec![0; 32]).unwrap();
+    let small = dir.path().join("small.gguf");
+    w.write_file(&small).unwrap();
+    let small = small.to_str().unwrap();
+    for args in [
+        &["list"][..],
+        &["list", "--json"],
+        &["inspect", small],
+        &["inspect", small, "--json"],
+    ] {
+        let out = into_closed_pipe(args, dir.path());
+        assert_quiet_success(&out);
+        assert!(out.stderr.is_empty(), "{args:?}: {}", common::stderr(&out));
+    }
+
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let model = model.to_str().unwrap();
+    for args in [
+        &["tokenize", model, "Hello world"][..],
+        &["bench", model, "-p", "4", "-n", "2", "-r", "1"],
+        &[
+            "run",
+            model,
+            "Hello",
+            "--temp",
+            "0",
+            "-n",
+            "4",
+            "--no-template",
+        ],
+    ] {
+        let out = into_closed_pipe(args, dir.path());
+        assert_quiet_success(&out);
+    }
+}
