@@ -251,7 +251,7 @@ fn parse_pip_size(s: &str) -> Option<u64> {
         "GB" => 1e9,
         _ => return None,
     };
-    (num.is_finite() && num >= 0.0).then(|| (num * scale) as u64)
+    (num.is_finite() && num >= 0.0).then_some((num * scale) as u64)
 }
 
 /// The last `n` non-empty lines of `log`, joined with newlines.
