@@ -293,9 +293,10 @@ pub unsafe fn dot_iq4_xs(w: &[BlockIQ4XS], a: &[BlockQ8K]) -> f32 {
             let s = _mm256_set1_epi32(scalar::iq4xs_scale(x, ib));
             sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(p, s));
         }
+        let d = f16_to_f32(x.d) * y.d;
         // SAFETY: AVX2 is this function's precondition.
         let isum = unsafe { hsum_i32(sumi) };
-        acc = k_combine(acc, f16_to_f32(x.d) * y.d, isum, 0.0, 0);
+        acc = k_combine(acc, d, isum, 0.0, 0);
     }
     acc
 }
