@@ -1,6 +1,6 @@
 //! The two real models open, with every tensor and the expected
-//! hyperparameters. Skipped loudly when the models are absent, unless
-//! MINFER_REQUIRE_MODELS is set (as in CI).
+//! hyperparameters. A missing model fails the test unless
+//! `MINFER_REQUIRE_MODELS=0` allows a recorded skip.
 
 use minfer_gguf::{GgmlType, GgufFile};
 use minfer_testutil::{require_model, QWEN, SMOLLM};

@@ -1,10 +1,14 @@
-//! Helpers for tests that need the real models or the golden data.
+//! Helpers for tests that need the real models, Python references or the
+//! golden data.
 //!
-//! Real-model tests call [`require_model`]. Locally, a missing model makes
-//! the test print a loud SKIPPED line and return; with
-//! `MINFER_REQUIRE_MODELS=1` (set by CI) a missing model fails the test, so
-//! CI can never pass without having exercised the real files.
+//! A test that cannot run because something it needs is missing fails by
+//! default, so a green run always means every test really ran. Setting
+//! `MINFER_REQUIRE_MODELS=0` turns those failures into skips for local work
+//! without the models: each skip prints a loud `SKIPPED` line (visible with
+//! `--nocapture`) and is appended to `target/minfer-skipped.txt`, which
+//! `scripts/test-summary.sh` prints at the end of a run.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 /// File name of the Qwen2.5-Coder-0.5B-Instruct Q4_K_M model in the store.
@@ -24,30 +28,74 @@ pub fn models_dir() -> PathBuf {
     home.join("models")
 }
 
-/// Whether missing real models must fail tests instead of skipping them.
+/// Whether a missing model or reference must fail the test (the default).
+/// Only `MINFER_REQUIRE_MODELS=0` (or an empty value) allows skipping.
 pub fn models_required() -> bool {
-    std::env::var("MINFER_REQUIRE_MODELS").is_ok_and(|v| !v.is_empty() && v != "0")
+    std::env::var("MINFER_REQUIRE_MODELS").map_or(true, |v| !(v.is_empty() || v == "0"))
 }
 
-/// The path of a real model, or `None` (after a loud message) when it is
-/// absent and not required. Panics when it is absent and required.
+/// Where skips are recorded so that a run can report them at its end.
+pub fn skip_ledger() -> PathBuf {
+    workspace_root().join("target").join("minfer-skipped.txt")
+}
+
+/// Reports that the calling test cannot run because `what` is missing
+/// (`fix` says how to get it). Panics when skipping is not allowed;
+/// otherwise prints a loud line, records it in [`skip_ledger`] and returns,
+/// so the caller can `return` early.
+pub fn skip(what: &str, fix: &str) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("<unnamed test>")
+        .to_string();
+    if models_required() {
+        panic!(
+            "{test}: {what} is missing ({fix}); \
+             MINFER_REQUIRE_MODELS=0 turns this into a recorded skip"
+        );
+    }
+    eprintln!("\n*** SKIPPED {test}: {what} is missing ({fix}) ***\n");
+    let ledger = skip_ledger();
+    if let Some(dir) = ledger.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    // One short line per skip: appends of this size from several test
+    // processes do not interleave.
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&ledger)
+    {
+        let _ = writeln!(f, "{test}: {what} ({fix})");
+    }
+}
+
+/// The path of a real model, or `None` when it is absent and skipping is
+/// allowed (see [`skip`]). Panics when it is absent and required.
 pub fn require_model(file: &str) -> Option<PathBuf> {
     let path = models_dir().join(file);
     if path.is_file() {
         return Some(path);
     }
-    if models_required() {
-        panic!(
-            "MINFER_REQUIRE_MODELS is set but {} is missing; run `minfer pull` first",
-            path.display()
-        );
-    }
-    eprintln!(
-        "\n*** SKIPPED: real model {} not found (run `minfer pull`); \
-         set MINFER_REQUIRE_MODELS=1 to make this a failure ***\n",
-        path.display()
+    skip(
+        &format!("real model {}", path.display()),
+        "run `minfer pull`",
     );
     None
+}
+
+/// Whether tests that download from the network (PyPI) may run: the same
+/// switch as the real-model tests, so `MINFER_REQUIRE_MODELS=0` keeps a run
+/// offline.
+pub fn network_tests_enabled() -> bool {
+    if models_required() {
+        return true;
+    }
+    skip(
+        "permission to download from PyPI",
+        "network tests run unless MINFER_REQUIRE_MODELS=0",
+    );
+    false
 }
 
 /// The workspace root (two levels above this crate).
@@ -58,10 +106,17 @@ pub fn workspace_root() -> PathBuf {
         .expect("workspace root exists")
 }
 
-/// The golden reference data, `../shared/golden` beside the checkout, or
-/// `$MINFER_GOLDEN` when set.
+/// The golden reference data the tests read: the repository's own copy in
+/// `tests/golden`, or `$MINFER_GOLDEN` when set.
 pub fn golden_dir() -> PathBuf {
     std::env::var_os("MINFER_GOLDEN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared/golden"))
+        .unwrap_or_else(|| workspace_root().join("tests").join("golden"))
+}
+
+/// The upstream the repository's copy was taken from, `../shared/golden`
+/// beside the checkout, when it exists (a bare clone has none).
+pub fn upstream_golden_dir() -> Option<PathBuf> {
+    let dir = workspace_root().join("../shared/golden");
+    dir.is_dir().then_some(dir)
 }
