@@ -59,7 +59,10 @@ fn python_with_gguf() -> Option<String> {
         ),
         Err(e) => format!("cannot run {py}: {e}"),
     };
-    skip(&format!("gguf-py ({why})"), "run `pip install gguf==0.19.0`");
+    skip(
+        &format!("gguf-py ({why})"),
+        "run `pip install gguf==0.19.0`",
+    );
     None
 }
 

@@ -55,6 +55,10 @@ fn golden_copy_is_complete() {
         "greedy-smollm2.json",
         "greedy-smollm2.avx2.json",
     ] {
-        assert!(ours.join(name).is_file(), "{} is missing", ours.join(name).display());
+        assert!(
+            ours.join(name).is_file(),
+            "{} is missing",
+            ours.join(name).display()
+        );
     }
 }
