@@ -7,7 +7,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::Result;
-use minfer_store::Store;
+use minfer_engine::{LoadedModel, Store};
 
 use crate::runtime::{self, RuntimeArgs};
 
@@ -26,6 +26,11 @@ pub struct Args {
     /// Repetitions of each test.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     reps: usize,
+    /// Batched decoding instead, as llama-batched-bench measures it: for
+    /// each N in the list, N sequences prefill `-p` tokens each, then decode
+    /// `-n` tokens each in lock-step (one batch of N rows per step).
+    #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
+    parallel: Vec<usize>,
     /// Output format: md, csv or json.
     #[arg(short = 'o', long = "output", default_value = "md", value_parser = ["md", "csv", "json"])]
     output: String,
@@ -56,6 +61,16 @@ impl Row {
 pub fn run(store: &Store, mut args: Args) -> Result<()> {
     anyhow::ensure!(args.reps > 0, "-r must be at least 1");
     let loaded = runtime::load(store, &args.model)?;
+    if !args.parallel.is_empty() {
+        let opts = crate::bench_parallel::Opts {
+            npl: &args.parallel,
+            n_prompt: args.n_prompt,
+            n_gen: args.n_gen,
+            reps: args.reps,
+            output: &args.output,
+        };
+        return crate::bench_parallel::run(&loaded, &args.runtime, &opts);
+    }
     // Both tests start from an empty cache; the context only needs to hold
     // the longer one.
     args.runtime.n_ctx = args
@@ -115,13 +130,9 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
     print_rows(&args, &loaded, engine.config().n_threads, &rows)
 }
 
-fn print_rows(args: &Args, loaded: &runtime::Loaded, threads: usize, rows: &[Row]) -> Result<()> {
-    let name = loaded
-        .path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let size = minfer_store::fmt_bytes(loaded.file.file_size());
+fn print_rows(args: &Args, loaded: &LoadedModel, threads: usize, rows: &[Row]) -> Result<()> {
+    let name = crate::bench_parallel::file_name(loaded);
+    let size = minfer_store::fmt_bytes(loaded.file().file_size());
     let mut out = std::io::stdout().lock();
     match args.output.as_str() {
         "json" => {

@@ -1,6 +1,7 @@
 //! `minfer`: run, inspect and manage GGUF models from the command line.
 
 mod bench;
+mod bench_parallel;
 mod inspect;
 mod perplexity;
 mod run;

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 use minfer_engine::perplexity;
-use minfer_store::Store;
+use minfer_engine::Store;
 
 use crate::runtime::{self, RuntimeArgs};
 
@@ -29,7 +29,7 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let loaded = runtime::load(store, &args.model)?;
-    let tokens = loaded.tokenizer.encode(&text, true, false);
+    let tokens = loaded.tokenizer().encode(&text, true, false);
     anyhow::ensure!(
         tokens.len() >= 2 * args.ctx,
         "{} has {} tokens; perplexity with -c {} needs at least {}",
@@ -40,8 +40,8 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
     );
     args.runtime.n_ctx = args.ctx as u32;
     let mut engine = runtime::engine(&loaded, &args.runtime)?;
-    let bos = if loaded.tokenizer.add_bos() {
-        loaded.tokenizer.bos()
+    let bos = if loaded.tokenizer().add_bos() {
+        loaded.tokenizer().bos()
     } else {
         None
     };

@@ -3,10 +3,10 @@
 use std::io::{IsTerminal, Read, Write};
 
 use anyhow::{bail, Context, Result};
-use minfer_engine::generate::{generate, GenerateConfig};
-use minfer_sampler::{SamplerConfig, Utf8Stream, DEFAULT_SEED};
-use minfer_store::{ModelSpec, Store};
-use minfer_text::{ChatMessage, ChatTemplate};
+use minfer_engine::{
+    Event, GenerateConfig, PromptMode, SamplerConfig, Store, Utf8Stream, DEFAULT_SEED,
+};
+use minfer_store::ModelSpec;
 
 use crate::runtime::{self, RuntimeArgs};
 
@@ -149,41 +149,13 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         bail!("the prompt is empty");
     }
     let loaded = runtime::load(store, &model_spec)?;
-    let template = if args.no_template {
-        None
+    let engine_cfg = args.runtime.engine_config()?;
+    let mode = if args.no_template {
+        PromptMode::Raw
     } else {
-        ChatTemplate::from_gguf(loaded.file.metadata())?
+        PromptMode::Chat
     };
-    let text = match &template {
-        Some(t) => {
-            let mut messages = Vec::new();
-            if let Some(s) = &args.system {
-                messages.push(ChatMessage::new("system", s.clone()));
-            }
-            messages.push(ChatMessage::new("user", prompt));
-            t.render(&messages, None, true).context(
-                "the model's chat template cannot render this conversation (try --no-template)",
-            )?
-        }
-        None => {
-            if args.system.is_some() {
-                bail!("--system needs a chat template (this model has none, or --no-template was given)");
-            }
-            prompt
-        }
-    };
-    let ids = loaded.tokenizer.encode(&text, true, true);
-    if ids.is_empty() {
-        bail!("the prompt is empty");
-    }
-    let mut engine = runtime::engine(&loaded, &args.runtime)?;
-    if ids.len() >= engine.n_ctx() as usize {
-        bail!(
-            "the prompt has {} tokens, which does not fit in the context of {} (raise --n-ctx)",
-            ids.len(),
-            engine.n_ctx()
-        );
-    }
+    let ids = loaded.prompt(args.system.as_deref(), &prompt, mode, engine_cfg.n_ctx)?;
     let cfg = GenerateConfig {
         max_tokens: args.n_predict,
         stop: args.stop.clone(),
@@ -198,25 +170,34 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         },
     };
     cfg.sampler.validate()?;
+    let mut sched = loaded.scheduler(engine_cfg)?;
+    let id = sched.submit(&ids, &cfg)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut utf8 = Utf8Stream::new();
     let mut write_failed = None;
-    let stats = generate(&mut engine, &loaded.tokenizer, &ids, &cfg, |bytes| {
-        let s = utf8.push(bytes);
-        match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
-            Ok(()) => true,
-            Err(e) => {
-                write_failed = Some(e);
-                false
+    let stats = 'run: loop {
+        sched.step()?;
+        while let Some(ev) = sched.next_event(id) {
+            match ev {
+                Event::Text(bytes) if write_failed.is_none() => {
+                    let s = utf8.push(&bytes);
+                    if let Err(e) = out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+                        write_failed = Some(e);
+                        sched.cancel(id);
+                    }
+                }
+                Event::Text(_) => {}
+                Event::Done(stats) => break 'run stats,
             }
         }
-    })?;
+    };
     // A closed stdout (`| head`) ends here too; `main` treats that as a
     // quiet success, and the statistics are left out with the rest.
     if let Some(e) = write_failed {
         return Err(e.into());
     }
+    write!(out, "{}", utf8.finish())?;
     writeln!(out)?;
     drop(out);
     let rate = |n: usize, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };

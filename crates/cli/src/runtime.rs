@@ -1,13 +1,7 @@
 //! Options shared by the commands that run a model, and model loading.
 
-use std::sync::Arc;
-
-use anyhow::{Context, Result};
-use minfer_engine::{Engine, EngineConfig, KvFormat, SimdLevel};
-use minfer_gguf::GgufFile;
-use minfer_models::Model;
-use minfer_store::Store;
-use minfer_text::Tokenizer;
+use anyhow::Result;
+use minfer_engine::{Engine, EngineConfig, KvFormat, LoadedModel, SimdLevel, Store};
 
 /// How to run a model: threads, context, kernels, KV format.
 #[derive(clap::Args, Clone, Debug)]
@@ -67,36 +61,13 @@ impl RuntimeArgs {
     }
 }
 
-/// A model loaded for inference.
-pub struct Loaded {
-    pub path: std::path::PathBuf,
-    pub file: Arc<GgufFile>,
-    pub model: Arc<Model>,
-    pub tokenizer: Tokenizer,
+/// Resolves (pulling if needed) and loads a model with its tokenizer and
+/// chat template.
+pub fn load(store: &Store, spec: &str) -> Result<LoadedModel> {
+    Ok(LoadedModel::load(store, spec)?)
 }
 
-/// Resolves (pulling if needed) and loads a model and its tokenizer.
-pub fn load(store: &Store, spec: &str) -> Result<Loaded> {
-    let path = store.resolve(spec)?;
-    let file =
-        Arc::new(GgufFile::open(&path).with_context(|| format!("cannot load {}", path.display()))?);
-    // The model before the tokenizer: an unsupported architecture is the
-    // more basic problem, and names itself better than a missing
-    // vocabulary would.
-    let model = Arc::new(
-        Model::load(file.clone()).with_context(|| format!("cannot load {}", path.display()))?,
-    );
-    let tokenizer = Tokenizer::from_gguf(file.metadata())
-        .with_context(|| format!("tokenizer of {}", path.display()))?;
-    Ok(Loaded {
-        path,
-        file,
-        model,
-        tokenizer,
-    })
-}
-
-/// An engine for a loaded model.
-pub fn engine(loaded: &Loaded, args: &RuntimeArgs) -> Result<Engine> {
-    Ok(Engine::new(loaded.model.clone(), args.engine_config()?)?)
+/// A single-sequence engine for a loaded model.
+pub fn engine(loaded: &LoadedModel, args: &RuntimeArgs) -> Result<Engine> {
+    Ok(loaded.engine(args.engine_config()?)?)
 }

@@ -3,8 +3,7 @@
 use std::io::Write;
 
 use anyhow::Result;
-use minfer_store::Store;
-use minfer_text::Tokenizer;
+use minfer_engine::Store;
 
 /// Arguments of `minfer tokenize`.
 #[derive(clap::Args)]
@@ -27,9 +26,7 @@ pub struct Args {
 }
 
 pub fn run(store: &Store, args: Args) -> Result<()> {
-    let path = store.resolve(&args.model)?;
-    let file = minfer_gguf::GgufFile::open(&path)?;
-    let tok = Tokenizer::from_gguf(file.metadata())?;
+    let tok = minfer_engine::load_tokenizer(store, &args.model)?;
     let ids = tok.encode(&args.text, !args.no_add_special, !args.no_parse_special);
     let mut out = std::io::stdout().lock();
     if args.json {

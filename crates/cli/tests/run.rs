@@ -13,9 +13,9 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{minfer, minfer_stdin, stderr, stdout};
+use minfer_engine::Tokenizer;
 use minfer_gguf::GgufFile;
 use minfer_testutil::{golden_dir, require_model, SMOLLM};
-use minfer_text::Tokenizer;
 
 const PROMPT_NAME: &str = "chat-capital";
 

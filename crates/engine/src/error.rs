@@ -1,7 +1,6 @@
 //! Typed errors of the engine.
 
-use minfer_graph::GraphError;
-use minfer_kernels::KernelError;
+use minfer_graph::{GraphError, KernelError};
 use minfer_models::ModelError;
 
 /// What creating or driving an [`Engine`](crate::Engine) can fail with.
@@ -31,6 +30,53 @@ pub enum EngineError {
         pos: u32,
         /// Tokens cached, the furthest position a rollback can reach.
         n_past: u32,
+    },
+    /// A sequence handle that was removed or released (or never existed).
+    #[error("sequence {0} does not exist (it was removed or released)")]
+    UnknownSequence(u32),
+    /// Every sequence slot holds a live sequence.
+    #[error("too many sequences: at most {max} can be live at once")]
+    TooManySequences {
+        /// The limit.
+        max: u32,
+    },
+    /// The KV cells shared by all sequences cannot hold a step's tokens.
+    #[error("the KV cache is full: {needed} new cells needed, {free} free (raise --n-ctx or end other sequences)")]
+    CacheFull {
+        /// Cells the step needed.
+        needed: usize,
+        /// Cells that were free (after evicting idle sequences).
+        free: usize,
+    },
+    /// The model could not be found or fetched.
+    #[error(transparent)]
+    Store(#[from] minfer_store::StoreError),
+    /// The file is not a usable model.
+    #[error("cannot load {}: {what}", path.display())]
+    Load {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        what: String,
+    },
+    /// A chat feature was asked of a model without a chat template.
+    #[error(
+        "this model has no chat template (a system message needs one; send the prompt raw instead)"
+    )]
+    NoTemplate,
+    /// The chat template failed on these messages.
+    #[error("the model's chat template cannot render this conversation: {0}")]
+    Template(String),
+    /// The prompt has no tokens.
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    /// The prompt fills the context window.
+    #[error("the prompt has {tokens} tokens, which does not fit in the context of {n_ctx} (raise --n-ctx)")]
+    PromptTooLong {
+        /// Tokens of the prompt.
+        tokens: usize,
+        /// The context window.
+        n_ctx: u32,
     },
     /// A configuration value out of range (the field says which).
     #[error("invalid engine configuration: {0}")]

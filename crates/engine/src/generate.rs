@@ -48,8 +48,10 @@ pub enum StopReason {
     MaxTokens,
     /// The next token would not fit in the context window.
     ContextFull,
-    /// The text callback asked to stop.
+    /// The text callback asked to stop, or the generation was cancelled.
     Cancelled,
+    /// The KV cells shared with other sequences ran out.
+    CacheFull,
 }
 
 impl std::fmt::Display for StopReason {
@@ -60,6 +62,7 @@ impl std::fmt::Display for StopReason {
             StopReason::MaxTokens => "token limit",
             StopReason::ContextFull => "context full",
             StopReason::Cancelled => "cancelled",
+            StopReason::CacheFull => "KV cache full",
         })
     }
 }
@@ -138,7 +141,6 @@ pub fn generate(
 trait Forward {
     /// Appends `tokens` and returns the last row's logits.
     fn eval_last(&mut self, tokens: &[u32]) -> Result<&[f32]>;
-    fn n_past(&self) -> u32;
     fn n_ctx(&self) -> u32;
     fn history(&self) -> &[u32];
     fn graph_builds(&self) -> u64;
@@ -147,9 +149,6 @@ trait Forward {
 impl Forward for Engine {
     fn eval_last(&mut self, tokens: &[u32]) -> Result<&[f32]> {
         self.eval(tokens, false)
-    }
-    fn n_past(&self) -> u32 {
-        Engine::n_past(self)
     }
     fn n_ctx(&self) -> u32 {
         Engine::n_ctx(self)
@@ -163,7 +162,7 @@ impl Forward for Engine {
 }
 
 /// What the loop needs from a tokenizer.
-trait Vocab {
+pub(crate) trait Vocab {
     fn is_eog(&self, id: u32) -> bool;
     fn token_bytes(&self, id: u32) -> &[u8];
 }
@@ -184,24 +183,9 @@ fn run<F: Forward, V: Vocab>(
     cfg: &GenerateConfig,
     mut on_text: impl FnMut(&[u8]) -> bool,
 ) -> Result<GenerationStats> {
-    let mut sampler = Sampler::new(cfg.sampler.clone())
-        .map_err(|e| EngineError::InvalidArgument(format!("sampler: {e}")))?;
-    let mut stops = StopMatcher::new(&cfg.stop);
-    let builds_before = engine.graph_builds();
     let n_ctx = engine.n_ctx();
-    let max_tokens = if cfg.max_tokens == 0 {
-        usize::MAX
-    } else {
-        cfg.max_tokens
-    };
-
-    // The penalty window's source. Reserving the rest of the context up
-    // front keeps the loop from reallocating it.
-    let room = (n_ctx as usize).saturating_sub(engine.n_past() as usize);
-    let mut history = Vec::with_capacity(engine.history().len() + room + 1);
-    history.extend_from_slice(engine.history());
-    history.extend_from_slice(prompt_ids);
-    let mut tokens = Vec::with_capacity(room.min(max_tokens).min(1 << 16));
+    let mut gate = Gate::new(cfg, engine.history(), prompt_ids, n_ctx)?;
+    let builds_before = engine.graph_builds();
 
     let t_prefill = Instant::now();
     let mut logits = engine.eval_last(prompt_ids)?;
@@ -209,56 +193,143 @@ fn run<F: Forward, V: Vocab>(
 
     let t_decode = Instant::now();
     let stop_reason = loop {
-        let token = sampler
-            .sample(logits, &history)
-            .map_err(|e| EngineError::InvalidArgument(format!("sampler: {e}")))?;
-
-        if vocab.is_eog(token) {
-            break StopReason::Eog;
+        // Every token the gate has seen is in the cache: the next one would
+        // be written at this position.
+        let n_past = gate.history_len() as u32;
+        match gate.advance(logits, vocab, n_past, n_ctx, &mut on_text)? {
+            Next::Eval(token) => logits = engine.eval_last(&[token])?,
+            Next::Stop(reason) => break reason,
         }
-        tokens.push(token);
-        history.push(token);
-
-        let pushed = stops.push(vocab.token_bytes(token));
-        if !pushed.emit.is_empty() && !on_text(pushed.emit) {
-            break StopReason::Cancelled;
-        }
-        if pushed.hit.is_some() {
-            break StopReason::StopString;
-        }
-        if tokens.len() >= max_tokens {
-            break StopReason::MaxTokens;
-        }
-        // The token would be written at position `n_past`.
-        if engine.n_past() >= n_ctx {
-            break StopReason::ContextFull;
-        }
-        logits = engine.eval_last(&[token])?;
     };
-
-    // Without a stop string, bytes held back as a possible start of one
-    // are ordinary output.
-    if matches!(
-        stop_reason,
-        StopReason::Eog | StopReason::MaxTokens | StopReason::ContextFull
-    ) {
-        let rest = stops.finish();
-        if !rest.is_empty() {
-            // The stream ends here either way, so a cancel changes nothing.
-            let _ = on_text(rest);
-        }
-    }
+    gate.finish(stop_reason, &mut on_text);
     let decode_secs = t_decode.elapsed().as_secs_f64();
 
     Ok(GenerationStats {
         prompt_tokens: prompt_ids.len(),
-        generated_tokens: tokens.len(),
+        generated_tokens: gate.tokens.len(),
         prefill_secs,
         decode_secs,
         stop_reason,
         graph_builds: engine.graph_builds() - builds_before,
-        tokens,
+        tokens: std::mem::take(&mut gate.tokens),
     })
+}
+
+/// What a [`Gate`] decided for a sampled token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Generation goes on: evaluate this token to get the next logits.
+    Eval(u32),
+    /// Generation is over.
+    Stop(StopReason),
+}
+
+/// Sampling and the stop gates of one generation, shared by the closed
+/// loop above and the scheduler's pulled generations.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    sampler: Sampler,
+    stops: StopMatcher,
+    max_tokens: usize,
+    /// Generated tokens, the end-of-generation token not included.
+    pub(crate) tokens: Vec<u32>,
+    /// The penalty window's source: the sequence's tokens so far.
+    history: Vec<u32>,
+}
+
+impl Gate {
+    /// A gate for a generation that continues `before` with `prompt` in a
+    /// context of `n_ctx`.
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidArgument`] for an invalid sampler configuration.
+    pub(crate) fn new(
+        cfg: &GenerateConfig,
+        before: &[u32],
+        prompt: &[u32],
+        n_ctx: u32,
+    ) -> Result<Gate> {
+        let sampler = Sampler::new(cfg.sampler.clone())
+            .map_err(|e| EngineError::InvalidArgument(format!("sampler: {e}")))?;
+        let max_tokens = if cfg.max_tokens == 0 {
+            usize::MAX
+        } else {
+            cfg.max_tokens
+        };
+        // Reserving the rest of the context up front keeps the decode loop
+        // from reallocating.
+        let room = (n_ctx as usize).saturating_sub(before.len());
+        let mut history = Vec::with_capacity(before.len() + room + 1);
+        history.extend_from_slice(before);
+        history.extend_from_slice(prompt);
+        Ok(Gate {
+            sampler,
+            stops: StopMatcher::new(&cfg.stop),
+            max_tokens,
+            tokens: Vec::with_capacity(room.min(max_tokens).min(1 << 16)),
+            history,
+        })
+    }
+
+    /// Samples a token from `logits` and runs the gates in order; the text
+    /// that became safe to show goes to `on_text` (returning `false` there
+    /// cancels). `n_past` is the position the token would be written at.
+    pub(crate) fn advance<V: Vocab>(
+        &mut self,
+        logits: &[f32],
+        vocab: &V,
+        n_past: u32,
+        n_ctx: u32,
+        on_text: &mut impl FnMut(&[u8]) -> bool,
+    ) -> Result<Next> {
+        let token = self
+            .sampler
+            .sample(logits, &self.history)
+            .map_err(|e| EngineError::InvalidArgument(format!("sampler: {e}")))?;
+        if vocab.is_eog(token) {
+            return Ok(Next::Stop(StopReason::Eog));
+        }
+        self.tokens.push(token);
+        self.history.push(token);
+        let pushed = self.stops.push(vocab.token_bytes(token));
+        if !pushed.emit.is_empty() && !on_text(pushed.emit) {
+            return Ok(Next::Stop(StopReason::Cancelled));
+        }
+        if pushed.hit.is_some() {
+            return Ok(Next::Stop(StopReason::StopString));
+        }
+        if self.tokens.len() >= self.max_tokens {
+            return Ok(Next::Stop(StopReason::MaxTokens));
+        }
+        if n_past >= n_ctx {
+            return Ok(Next::Stop(StopReason::ContextFull));
+        }
+        Ok(Next::Eval(token))
+    }
+
+    /// Tokens seen so far: the sequence before the prompt, the prompt and
+    /// the generated tokens.
+    pub(crate) fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Ends the stream: without a stop string, bytes held back as a
+    /// possible start of one are ordinary output.
+    pub(crate) fn finish(&mut self, reason: StopReason, on_text: &mut impl FnMut(&[u8]) -> bool) {
+        if matches!(
+            reason,
+            StopReason::Eog
+                | StopReason::MaxTokens
+                | StopReason::ContextFull
+                | StopReason::CacheFull
+        ) {
+            let rest = self.stops.finish();
+            if !rest.is_empty() {
+                // The stream ends here either way, so a cancel changes nothing.
+                let _ = on_text(rest);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -314,9 +385,6 @@ mod tests {
             let runner_up = (next as usize + 1) % self.n_vocab;
             self.logits[runner_up] = 5.0;
             Ok(&self.logits)
-        }
-        fn n_past(&self) -> u32 {
-            self.history.len() as u32
         }
         fn n_ctx(&self) -> u32 {
             self.n_ctx

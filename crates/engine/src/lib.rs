@@ -1,16 +1,40 @@
-//! The engine of minfer: a model, its graph cache (which owns the KV
-//! regions) and the KV cell bookkeeping of one sequence.
+//! The engine of minfer, the one door front ends go through.
+//!
+//! - [`LoadedModel`] loads a model by path or store name with its
+//!   tokenizer, chat template and end-of-generation set, and builds prompts
+//!   (template, tokenization, context check).
+//! - [`Runtime`] serves many sequences of one model: one thread pool, one
+//!   graph cache with its KV regions, one cell store shared by every
+//!   sequence; a [`step`](Runtime::step) runs rows of many sequences
+//!   through one forward pass.
+//! - [`Scheduler`] runs generations that callers pull events from, batching
+//!   every active one into each step.
+//! - [`Engine`] is one sequence on its own runtime, for single-stream work
+//!   such as [`perplexity`].
 
 mod engine;
 mod error;
 pub mod generate;
+mod load;
 pub mod perplexity;
+mod runtime;
+pub mod scheduler;
 
 pub use engine::{Engine, EngineConfig};
+pub use generate::{GenerateConfig, GenerationStats, StopReason, Utf8Stream};
+pub use load::{check_fits, load_tokenizer, LoadedModel, PromptMode};
+pub use runtime::{BatchEntry, CacheUsage, Runtime, SeqId, StepLogits};
+pub use scheduler::{Event, GenId, GenTimes, Scheduler};
+
 pub use error::{EngineError, Result};
+/// The types front ends pass to the engine, re-exported so that they need
+/// no other crate of the workspace.
+pub use minfer_sampler::{SamplerConfig, DEFAULT_SEED};
+pub use minfer_store::{Store, StoreConfig};
+pub use minfer_text::{ChatMessage, ChatTemplate, Tokenizer};
 pub use perplexity::{perplexity, PplResult};
 
+pub use minfer_graph::SimdLevel;
 /// Settings that callers of the engine choose, re-exported so that front
 /// ends need not depend on the graph or kernel crates.
 pub use minfer_graph::{Fusion, KvFormat};
-pub use minfer_kernels::SimdLevel;

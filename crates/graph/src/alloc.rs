@@ -191,6 +191,15 @@ impl Allocator {
         }
     }
 
+    /// Layer `layer`'s K or V region for writing, if it exists.
+    pub fn kv_region_mut(&mut self, layer: usize, kind: KvKind) -> Option<&mut KvRegion> {
+        let l = self.kv.get_mut(layer)?;
+        match kind {
+            KvKind::K => l.k.as_mut(),
+            KvKind::V => l.v.as_mut(),
+        }
+    }
+
     /// Makes sure layer `layer` has its `kind` region of `row` values per
     /// cell, or checks that the existing one matches.
     fn ensure_region(

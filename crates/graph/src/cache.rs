@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::{matmul, ActScratch, Kernels, MatRef, RowKernels};
+use minfer_kernels::{matmul, ActScratch, Kernels, MatRef, RowKernels, SimdLevel};
 
 use crate::alloc::{AllocStats, Allocator, MemPlan, Slot};
 use crate::backends::cpu::AttnScratch;
@@ -169,6 +169,14 @@ impl GraphCache {
         Self::with_config(kernels, n_threads, CacheConfig::default())
     }
 
+    /// A cache whose kernels run at `level` (an error when this CPU lacks
+    /// it), with its own pool of `n_threads` threads and default options.
+    /// Front ends choose the SIMD level through this, without depending on
+    /// the kernels crate.
+    pub fn with_simd(level: SimdLevel, n_threads: usize) -> Result<Self> {
+        Ok(Self::new(Kernels::new(level)?, n_threads))
+    }
+
     /// A cache with explicit options.
     pub fn with_config(kernels: Kernels, n_threads: usize, config: CacheConfig) -> Self {
         GraphCache {
@@ -212,6 +220,12 @@ impl GraphCache {
     /// Layer `layer`'s K or V region, once a graph has created it.
     pub fn kv_region(&self, layer: usize, kind: KvKind) -> Option<&KvRegion> {
         self.alloc.kv_region(layer, kind)
+    }
+
+    /// Layer `layer`'s K or V region for writing, once a graph has created
+    /// it (tests fill cells a sequence must never read).
+    pub fn kv_region_mut(&mut self, layer: usize, kind: KvKind) -> Option<&mut KvRegion> {
+        self.alloc.kv_region_mut(layer, kind)
     }
 
     /// The thread pool the kernels run on.

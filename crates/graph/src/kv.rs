@@ -479,6 +479,21 @@ impl KvCells {
         Ok(())
     }
 
+    /// Cells that `seq` alone holds: those its removal would free.
+    pub fn exclusive_cells(&self, seq: u32) -> usize {
+        let Ok(s) = Self::check_seq(seq) else {
+            return 0;
+        };
+        let Some(table) = self.by_pos.get(s) else {
+            return 0;
+        };
+        table[..self.seq_end[s]]
+            .iter()
+            .filter_map(|&c| usize::try_from(c).ok())
+            .filter(|&c| self.seqs[c] == 1u64 << s)
+            .count()
+    }
+
     /// Frees every cell.
     pub fn clear(&mut self) {
         self.pos.fill(FREE);

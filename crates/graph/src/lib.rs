@@ -24,6 +24,9 @@ pub use fusion::FusionReport;
 pub use ir::{
     AttnParams, DType, InputKind, KvKind, Node, NodeId, Op, RopeParams, RopeStyle, Shape,
 };
+/// The kernel choices front ends make, re-exported so that they configure
+/// the graph without depending on the kernels crate.
+pub use minfer_kernels::{KernelError, SimdLevel};
 pub use params::{BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat};
 pub use sched::{Split, TraceConfig};
 pub use weights::{WeightId, WeightInfo, WeightStore};

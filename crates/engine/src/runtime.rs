@@ -1,0 +1,752 @@
+//! [`Runtime`]: one model serving many sequences, one forward per step.
+//!
+//! The runtime owns everything that exists once per model: the weights, the
+//! thread pool and graph cache (which owns the KV regions), and the cell
+//! store that records which cell holds which position of which sequence.
+//! The KV regions hold `n_ctx` cells in total, shared by every sequence, as
+//! llama.cpp's unified cache does.
+//!
+//! A [`step`](Runtime::step) evaluates a batch of entries, each a run of
+//! tokens appended to one sequence, through one graph evaluation: decode
+//! rows of some sequences and prefill chunks of others go through the same
+//! pass over the weights. Which sequence a row belongs to, its position and
+//! the cells its query reads are step data, so the graph for a given number
+//! of rows is reused whatever the mix. Each row is computed the same way
+//! whatever else is in the batch, so a sequence's logits do not depend on
+//! its neighbours.
+//!
+//! Sequences that their owner has [released](Runtime::release) stay in the
+//! cache, idle, so that a later prompt with the same beginning can share
+//! their cells ([`Runtime::new_sequence_for`]). Idle sequences are evicted,
+//! least recently used first, as soon as their cells or ids are needed.
+
+use std::sync::Arc;
+
+use minfer_graph::kv::{BatchPlan, KvCells, MAX_SEQS};
+use minfer_graph::{
+    BackendPlan, ComputeParams, GraphCache, GraphKind, GraphParams, KvKind, SimdLevel, StepInputs,
+    StepTimings,
+};
+use minfer_models::Model;
+
+use crate::engine::EngineConfig;
+use crate::error::{EngineError, Result};
+
+/// A handle to one sequence of a [`Runtime`]: an id the runtime hands out
+/// and checks on every use (a removed sequence's handle is rejected, even
+/// after its id has been given to a new sequence).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SeqId {
+    slot: u32,
+    generation: u32,
+}
+
+impl SeqId {
+    /// The slot (cell-store sequence id, `0..64`) behind this handle.
+    pub fn index(self) -> u32 {
+        self.slot
+    }
+}
+
+impl std::fmt::Display for SeqId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sequence {}", self.slot)
+    }
+}
+
+/// One sequence's part of a step: `tokens` appended at its next positions,
+/// and logits wanted for rows `first_out..` of them.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchEntry<'a> {
+    /// The sequence the tokens extend.
+    pub seq: SeqId,
+    /// Tokens, written at positions `n_past(seq)..`.
+    pub tokens: &'a [u32],
+    /// First row whose logits are returned; `tokens.len()` for none.
+    pub first_out: usize,
+}
+
+impl<'a> BatchEntry<'a> {
+    /// Logits of the last token only (a decode row, or a prompt's last chunk).
+    pub fn last(seq: SeqId, tokens: &'a [u32]) -> Self {
+        BatchEntry {
+            seq,
+            tokens,
+            first_out: tokens.len().saturating_sub(1),
+        }
+    }
+
+    /// Logits of every token (perplexity, speculative checks).
+    pub fn all(seq: SeqId, tokens: &'a [u32]) -> Self {
+        BatchEntry {
+            seq,
+            tokens,
+            first_out: 0,
+        }
+    }
+
+    /// No logits (a prompt chunk that is not the last).
+    pub fn none(seq: SeqId, tokens: &'a [u32]) -> Self {
+        BatchEntry {
+            seq,
+            tokens,
+            first_out: tokens.len(),
+        }
+    }
+
+    fn n_out(&self) -> usize {
+        self.tokens.len().saturating_sub(self.first_out)
+    }
+}
+
+/// The logits a step produced, entry by entry.
+#[derive(Debug)]
+pub struct StepLogits<'a> {
+    logits: &'a [f32],
+    n_vocab: usize,
+    /// Entry `i`'s rows are `offsets[i]..offsets[i + 1]`.
+    offsets: &'a [usize],
+}
+
+impl<'a> StepLogits<'a> {
+    /// Every returned row of entry `i`, row after row (empty when the entry
+    /// asked for none).
+    pub fn entry(&self, i: usize) -> &'a [f32] {
+        let (a, b) = (self.offsets[i], self.offsets[i + 1]);
+        &self.logits[a * self.n_vocab..b * self.n_vocab]
+    }
+
+    /// The last returned row of entry `i`, `None` when it asked for none.
+    pub fn last(&self, i: usize) -> Option<&'a [f32]> {
+        let rows = self.entry(i);
+        (!rows.is_empty()).then(|| &rows[rows.len() - self.n_vocab..])
+    }
+
+    /// Every returned row of the step, entry after entry.
+    pub fn all(&self) -> &'a [f32] {
+        self.logits
+    }
+}
+
+/// What the runtime keeps per sequence.
+#[derive(Debug)]
+struct SeqState {
+    /// Bumped when the slot is reused, so stale handles are caught.
+    generation: u32,
+    /// Tokens at positions `0..len`; the length is the cursor.
+    history: Vec<u32>,
+    /// Step counter value of the last use, for least-recently-used eviction.
+    last_used: u64,
+    /// Released by its owner: kept only for prefix reuse, evictable.
+    idle: bool,
+}
+
+/// Counters of a runtime's cell store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheUsage {
+    /// Cells in the KV regions (the context window).
+    pub n_ctx: usize,
+    /// Cells held by at least one sequence (idle ones included).
+    pub used: usize,
+    /// Live sequences (not released).
+    pub live: usize,
+    /// Released sequences kept for prefix reuse.
+    pub idle: usize,
+}
+
+/// One model, one thread pool, one graph cache with its KV regions, and the
+/// sequences that share them.
+pub struct Runtime {
+    model: Arc<Model>,
+    cfg: EngineConfig,
+    simd: SimdLevel,
+    cache: GraphCache,
+    cells: KvCells,
+    seqs: Vec<Option<SeqState>>,
+    generations: Vec<u32>,
+    tick: u64,
+    // Per-step buffers, kept so that a steady decode step allocates nothing.
+    rows: Vec<(u32, i32)>,
+    ids: Vec<i32>,
+    positions: Vec<i32>,
+    out_ids: Vec<i32>,
+    plan: BatchPlan,
+    logits: Vec<f32>,
+    offsets: Vec<usize>,
+    starts: Vec<(u32, usize)>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("cfg", &self.cfg)
+            .field("usage", &self.usage())
+            .field("cache", &self.cache)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A runtime for `model` with an empty KV cache and no sequences.
+    ///
+    /// # Errors
+    /// [`EngineError::Config`] for a zero `n_ctx`, `n_threads` or
+    /// `n_batch`, an `n_ctx` beyond `i32::MAX`, or a Q8_0 cache whose rows
+    /// are not whole blocks; [`EngineError::Kernel`] when the requested
+    /// SIMD level is not available on this CPU.
+    pub fn new(model: Arc<Model>, cfg: EngineConfig) -> Result<Runtime> {
+        cfg.validate(model.hparams.kv_width())?;
+        let simd = cfg.simd.unwrap_or_else(SimdLevel::detect);
+        let n_ctx = cfg.n_ctx as usize;
+        let n_batch = cfg.n_batch.min(n_ctx);
+        let mut plan = BatchPlan::default();
+        // A window holds at most every cell once per row; a decode step of a
+        // single sequence reads up to the whole context.
+        plan.window_cells.reserve(n_ctx);
+        plan.kv_cells.reserve(n_batch);
+        plan.window_offsets.reserve(n_batch + 1);
+        Ok(Runtime {
+            cache: GraphCache::with_simd(simd, cfg.n_threads)?,
+            simd,
+            cells: KvCells::new(n_ctx),
+            seqs: (0..MAX_SEQS).map(|_| None).collect(),
+            generations: vec![0; MAX_SEQS as usize],
+            tick: 0,
+            rows: Vec::with_capacity(n_batch),
+            ids: Vec::with_capacity(n_batch),
+            positions: Vec::with_capacity(n_batch),
+            out_ids: Vec::with_capacity(n_batch),
+            plan,
+            logits: Vec::with_capacity(model.n_vocab()),
+            offsets: Vec::with_capacity(MAX_SEQS as usize + 1),
+            starts: Vec::with_capacity(MAX_SEQS as usize),
+            model,
+            cfg,
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// The configuration the runtime was created with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// The SIMD level the kernels run at.
+    pub fn simd(&self) -> SimdLevel {
+        self.simd
+    }
+
+    /// Width of a logits row.
+    pub fn n_vocab(&self) -> usize {
+        self.model.n_vocab()
+    }
+
+    /// The context window: cells shared by all sequences, and the bound on
+    /// every sequence's positions.
+    pub fn n_ctx(&self) -> u32 {
+        self.cfg.n_ctx
+    }
+
+    /// The most sequences (live and idle) the runtime tracks at once.
+    pub fn max_sequences(&self) -> usize {
+        MAX_SEQS as usize
+    }
+
+    /// Cells and sequences in use.
+    pub fn usage(&self) -> CacheUsage {
+        let (mut live, mut idle) = (0, 0);
+        for s in self.seqs.iter().flatten() {
+            if s.idle {
+                idle += 1;
+            } else {
+                live += 1;
+            }
+        }
+        CacheUsage {
+            n_ctx: self.cells.n_ctx(),
+            used: self.cells.used(),
+            live,
+            idle,
+        }
+    }
+
+    /// Graphs built so far (one per distinct shape of step).
+    pub fn graph_builds(&self) -> u64 {
+        self.cache.builds()
+    }
+
+    /// Steps that ran an already built graph.
+    pub fn graph_reuses(&self) -> u64 {
+        self.cache.reuses()
+    }
+
+    /// Rebuild the graph on every reuse and compare it with the cached one
+    /// (a check that the params determine the topology; costs a build per
+    /// step, for tests).
+    pub fn set_verify_graphs(&mut self, on: bool) {
+        self.cache.set_verify(on);
+    }
+
+    /// Measure where each step's time goes.
+    pub fn set_timing(&mut self, on: bool) {
+        self.cache.set_timing(on);
+    }
+
+    /// Timings of the last micro-batch, when timing is on.
+    pub fn last_step_timings(&self) -> StepTimings {
+        self.cache.last_step_timings()
+    }
+
+    fn state(&self, seq: SeqId) -> Result<&SeqState> {
+        match self.seqs.get(seq.slot as usize) {
+            Some(Some(s)) if s.generation == seq.generation => Ok(s),
+            _ => Err(EngineError::UnknownSequence(seq.slot)),
+        }
+    }
+
+    fn state_mut(&mut self, seq: SeqId) -> Result<&mut SeqState> {
+        match self.seqs.get_mut(seq.slot as usize) {
+            Some(Some(s)) if s.generation == seq.generation => Ok(s),
+            _ => Err(EngineError::UnknownSequence(seq.slot)),
+        }
+    }
+
+    fn live(&self, seq: SeqId) -> Result<&SeqState> {
+        let s = self.state(seq)?;
+        if s.idle {
+            return Err(EngineError::UnknownSequence(seq.slot));
+        }
+        Ok(s)
+    }
+
+    /// The tokens `seq` holds, by position (its length is the cursor).
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`] for a removed or released handle.
+    pub fn history(&self, seq: SeqId) -> Result<&[u32]> {
+        Ok(&self.live(seq)?.history)
+    }
+
+    /// The position the next token of `seq` gets.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`] for a removed or released handle.
+    pub fn n_past(&self, seq: SeqId) -> Result<u32> {
+        // Histories never exceed n_ctx, which fits a u32.
+        Ok(self.live(seq)?.history.len() as u32)
+    }
+
+    /// Takes a free slot, evicting the least recently used idle sequence
+    /// when every slot is taken.
+    fn take_slot(&mut self) -> Result<u32> {
+        if let Some(i) = self.seqs.iter().position(Option::is_none) {
+            return Ok(i as u32);
+        }
+        let victim = self
+            .lru_idle()
+            .ok_or(EngineError::TooManySequences { max: MAX_SEQS })?;
+        self.evict(victim);
+        Ok(victim)
+    }
+
+    fn lru_idle(&self) -> Option<u32> {
+        self.seqs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().filter(|s| s.idle).map(|s| (s.last_used, i)))
+            .min()
+            .map(|(_, i)| i as u32)
+    }
+
+    fn evict(&mut self, slot: u32) {
+        // `slot < MAX_SEQS`, so the store accepts it.
+        let _ = self.cells.remove(slot, 0);
+        self.seqs[slot as usize] = None;
+    }
+
+    fn install(&mut self, slot: u32, history: Vec<u32>) -> SeqId {
+        let generation = self.generations[slot as usize].wrapping_add(1);
+        self.generations[slot as usize] = generation;
+        self.tick += 1;
+        self.seqs[slot as usize] = Some(SeqState {
+            generation,
+            history,
+            last_used: self.tick,
+            idle: false,
+        });
+        SeqId { slot, generation }
+    }
+
+    /// A new, empty sequence.
+    ///
+    /// # Errors
+    /// [`EngineError::TooManySequences`] when every slot holds a live
+    /// sequence.
+    pub fn new_sequence(&mut self) -> Result<SeqId> {
+        let slot = self.take_slot()?;
+        let history = Vec::with_capacity(self.cfg.n_ctx as usize);
+        Ok(self.install(slot, history))
+    }
+
+    /// A new sequence that will be fed `prompt`: the longest beginning of
+    /// `prompt` that a live or idle sequence already holds is shared (no
+    /// computation, no copy), and the returned count says how many tokens
+    /// that is. At least the last token of `prompt` is left to evaluate, so
+    /// its logits can be computed. Feed `prompt[reused..]` next.
+    ///
+    /// # Errors
+    /// As [`new_sequence`](Runtime::new_sequence).
+    pub fn new_sequence_for(&mut self, prompt: &[u32]) -> Result<(SeqId, usize)> {
+        let limit = prompt.len().saturating_sub(1);
+        let mut best: Option<(usize, u32)> = None;
+        for (i, s) in self.seqs.iter().enumerate() {
+            let Some(s) = s else { continue };
+            let n = common_prefix(&s.history, &prompt[..limit]);
+            if n > 0 && best.is_none_or(|(b, _)| n > b) {
+                best = Some((n, i as u32));
+            }
+        }
+        // The source counts as just used, so that taking a slot for the new
+        // sequence evicts some other idle sequence first.
+        if let Some((_, src)) = best {
+            self.tick += 1;
+            let tick = self.tick;
+            if let Some(s) = self.seqs[src as usize].as_mut() {
+                s.last_used = tick;
+            }
+        }
+        let seq = self.new_sequence()?;
+        let Some((n, src)) = best else {
+            return Ok((seq, 0));
+        };
+        // With every other slot live, the source itself may have been the
+        // one evicted.
+        if self.seqs[src as usize].is_none() || src == seq.slot {
+            return Ok((seq, 0));
+        }
+        self.cells.share(src, seq.slot, n as i32)?;
+        self.state_mut(seq)?.history.extend_from_slice(&prompt[..n]);
+        Ok((seq, n))
+    }
+
+    /// A new sequence that shares every cell of `parent` (nothing is
+    /// recomputed or copied; the two diverge from their next tokens on).
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`] for a bad parent;
+    /// [`EngineError::TooManySequences`].
+    pub fn fork(&mut self, parent: SeqId) -> Result<SeqId> {
+        let history = self.live(parent)?.history.clone();
+        let slot = self.take_slot()?;
+        let n = history.len() as i32;
+        self.cells.share(parent.slot, slot, n)?;
+        let mut h = Vec::with_capacity(self.cfg.n_ctx as usize);
+        h.extend_from_slice(&history);
+        Ok(self.install(slot, h))
+    }
+
+    /// Moves the cursor of `seq` back to `pos`: tokens at positions `pos..`
+    /// are forgotten and the cells only they used are freed.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`]; [`EngineError::Rollback`] when
+    /// `pos` is past the cursor.
+    pub fn rollback(&mut self, seq: SeqId, pos: u32) -> Result<()> {
+        let n_past = self.n_past(seq)?;
+        if pos > n_past {
+            return Err(EngineError::Rollback { pos, n_past });
+        }
+        // `pos <= n_past <= n_ctx <= i32::MAX`, checked in `new`.
+        self.cells.remove(seq.slot, pos as i32)?;
+        self.state_mut(seq)?.history.truncate(pos as usize);
+        Ok(())
+    }
+
+    /// Removes `seq` and frees the cells only it used.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`] for a stale handle.
+    pub fn remove(&mut self, seq: SeqId) -> Result<()> {
+        self.state(seq)?;
+        self.evict(seq.slot);
+        Ok(())
+    }
+
+    /// Hands `seq` back: its handle becomes invalid, but its cells stay
+    /// cached for [`new_sequence_for`](Runtime::new_sequence_for) until
+    /// their room is needed (least recently used first).
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`] for a stale handle.
+    pub fn release(&mut self, seq: SeqId) -> Result<()> {
+        self.tick += 1;
+        let tick = self.tick;
+        let s = self.state_mut(seq)?;
+        s.idle = true;
+        s.last_used = tick;
+        Ok(())
+    }
+
+    /// Removes every sequence and frees every cell.
+    pub fn clear(&mut self) {
+        self.cells.clear();
+        for s in &mut self.seqs {
+            *s = None;
+        }
+    }
+
+    /// Cells a step of `n_new` tokens could use right now: free ones plus
+    /// those only idle sequences hold.
+    pub fn room(&self) -> usize {
+        self.cells.n_ctx() - self.cells.used()
+            + self
+                .seqs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.as_ref().is_some_and(|s| s.idle))
+                .map(|(i, _)| self.cells.exclusive_cells(i as u32))
+                .sum::<usize>()
+    }
+
+    /// Evicts idle sequences, least recently used first, until `needed`
+    /// cells are free or none is left.
+    fn make_room(&mut self, needed: usize) {
+        while self.cells.n_ctx() - self.cells.used() < needed {
+            match self.lru_idle() {
+                Some(v) => self.evict(v),
+                None => break,
+            }
+        }
+    }
+
+    /// Checks a step's entries before anything changes.
+    fn check_entries(&self, entries: &[BatchEntry]) -> Result<usize> {
+        if entries.is_empty() {
+            return Err(EngineError::EmptyBatch);
+        }
+        let n_vocab = self.n_vocab();
+        let n_ctx = self.cfg.n_ctx;
+        let mut seen = 0u64;
+        let mut total = 0usize;
+        for e in entries {
+            let s = self.live(e.seq)?;
+            if e.tokens.is_empty() {
+                return Err(EngineError::EmptyBatch);
+            }
+            if seen & (1 << e.seq.slot) != 0 {
+                return Err(EngineError::InvalidArgument(format!(
+                    "{} appears twice in one step",
+                    e.seq
+                )));
+            }
+            seen |= 1 << e.seq.slot;
+            if e.first_out > e.tokens.len() {
+                return Err(EngineError::InvalidArgument(format!(
+                    "first output row {} of an entry of {} tokens",
+                    e.first_out,
+                    e.tokens.len()
+                )));
+            }
+            if s.history.len() + e.tokens.len() > n_ctx as usize {
+                return Err(EngineError::ContextFull { n_ctx });
+            }
+            if let Some(&token) = e.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+                return Err(EngineError::TokenOutOfRange { token, n_vocab });
+            }
+            total += e.tokens.len();
+        }
+        Ok(total)
+    }
+
+    /// Evaluates one batch: every entry's tokens are appended to its
+    /// sequence, all of them in one forward pass per micro-batch of at most
+    /// `n_batch` rows, and the logits of the rows each entry asked for are
+    /// returned.
+    ///
+    /// # Errors
+    /// Checked before anything runs: [`EngineError::EmptyBatch`] (no
+    /// entries, or an entry without tokens);
+    /// [`EngineError::UnknownSequence`]; [`EngineError::InvalidArgument`]
+    /// for a sequence that appears twice or a bad `first_out`;
+    /// [`EngineError::ContextFull`] when a sequence would pass `n_ctx`;
+    /// [`EngineError::TokenOutOfRange`]; [`EngineError::CacheFull`] when the
+    /// cells all sequences share cannot hold the batch even after evicting
+    /// idle sequences. A failure while running leaves every sequence as it
+    /// was before the call.
+    pub fn step(&mut self, entries: &[BatchEntry]) -> Result<StepLogits<'_>> {
+        let total = self.check_entries(entries)?;
+        self.make_room(total);
+        let free = self.cells.n_ctx() - self.cells.used();
+        if total > free {
+            return Err(EngineError::CacheFull {
+                needed: total,
+                free,
+            });
+        }
+        self.tick += 1;
+        self.starts.clear();
+        for e in entries {
+            let tick = self.tick;
+            let s = self.state_mut(e.seq)?;
+            s.last_used = tick;
+            let start = s.history.len();
+            self.starts.push((e.seq.slot, start));
+        }
+        self.logits.clear();
+        self.offsets.clear();
+        self.offsets.push(0);
+        let mut n_rows_out = 0;
+        for e in entries {
+            n_rows_out += e.n_out();
+            self.offsets.push(n_rows_out);
+        }
+        if let Err(e) = self.run_micro_batches(entries) {
+            // Forget what did run: every sequence is as the caller left it.
+            for i in 0..self.starts.len() {
+                let (slot, start) = self.starts[i];
+                let _ = self.cells.remove(slot, start as i32);
+                if let Some(s) = self.seqs[slot as usize].as_mut() {
+                    s.history.truncate(start);
+                }
+            }
+            self.logits.clear();
+            return Err(e);
+        }
+        Ok(StepLogits {
+            logits: &self.logits,
+            n_vocab: self.model.n_vocab(),
+            offsets: &self.offsets,
+        })
+    }
+
+    /// Splits the entries' rows into micro-batches of at most `n_batch` and
+    /// runs each.
+    fn run_micro_batches(&mut self, entries: &[BatchEntry]) -> Result<()> {
+        let n_batch = self.cfg.n_batch.min(self.cfg.n_ctx as usize);
+        self.rows.clear();
+        self.ids.clear();
+        self.out_ids.clear();
+        for e in entries {
+            for (i, &tok) in e.tokens.iter().enumerate() {
+                let s = self.seqs[e.seq.slot as usize]
+                    .as_mut()
+                    .ok_or(EngineError::UnknownSequence(e.seq.slot))?;
+                // Positions stay below n_ctx <= i32::MAX (checked above).
+                let pos = s.history.len() as i32;
+                s.history.push(tok);
+                if i >= e.first_out {
+                    self.out_ids.push(self.rows.len() as i32);
+                }
+                self.rows.push((e.seq.slot, pos));
+                self.ids.push(tok as i32);
+                if self.rows.len() == n_batch {
+                    self.run_rows()?;
+                }
+            }
+        }
+        if !self.rows.is_empty() {
+            self.run_rows()?;
+        }
+        Ok(())
+    }
+
+    /// Runs the rows gathered in `rows`/`ids`/`out_ids` as one forward and
+    /// appends the wanted logits; empties the row buffers.
+    fn run_rows(&mut self) -> Result<()> {
+        let n = self.rows.len();
+        let wanted = self.out_ids.len();
+        // A graph computes at least one output row; when none is wanted it
+        // computes the last and drops it.
+        if wanted == 0 {
+            self.out_ids.push(n as i32 - 1);
+        }
+        let n_out = self.out_ids.len();
+        if n_out == n {
+            // Every row: the graph takes them in order without a gather.
+            self.out_ids.clear();
+        }
+        self.cells.plan_batch(&self.rows, &mut self.plan)?;
+        self.positions.clear();
+        self.positions.extend(self.rows.iter().map(|&(_, p)| p));
+        let params = GraphParams {
+            n_tokens: n as u32,
+            n_out: n_out as u32,
+            kind: if n == 1 {
+                GraphKind::Decode
+            } else {
+                GraphKind::Prefill
+            },
+            compute: ComputeParams {
+                n_ctx: self.cfg.n_ctx,
+                kv_format: self.cfg.kv_format,
+                backend: BackendPlan::Cpu,
+                fusion: self.cfg.fusion,
+            },
+            // The model is immutable for the life of the runtime.
+            weights_version: 0,
+        };
+        let model = &self.model;
+        let uid = self
+            .cache
+            .prepare(&params, &model.weights, |b| model.build_graph(b))?;
+        let inputs = StepInputs {
+            token_ids: &self.ids,
+            positions: &self.positions,
+            kv_cells: &self.plan.kv_cells,
+            window_offsets: &self.plan.window_offsets,
+            window_cells: &self.plan.window_cells,
+            out_ids: &self.out_ids,
+        };
+        let out = self.cache.execute(uid, &model.weights, &inputs)?;
+        if wanted > 0 {
+            self.logits.extend_from_slice(out);
+        }
+        self.rows.clear();
+        self.ids.clear();
+        self.out_ids.clear();
+        Ok(())
+    }
+
+    /// Writes `value` into every K and V row of every layer that `seq`'s
+    /// window does not name: the cells of other sequences, free cells and
+    /// cells past its cursor. A testing aid for the isolation invariant
+    /// (a sequence's logits must not change); it destroys the other
+    /// sequences' caches.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`]; graph errors from the regions.
+    pub fn poison_cells_outside(&mut self, seq: SeqId, value: f32) -> Result<()> {
+        let n = self.history(seq)?.len();
+        let mut mine = vec![false; self.cells.n_ctx()];
+        let mut window = Vec::new();
+        if n > 0 {
+            self.cells.window(seq.slot, n as i32 - 1, &mut window)?;
+        }
+        for c in window {
+            mine[c as usize] = true;
+        }
+        for layer in 0..self.model.hparams.n_layer {
+            for kind in [KvKind::K, KvKind::V] {
+                let Some(region) = self.cache.kv_region_mut(layer, kind) else {
+                    continue;
+                };
+                let row = vec![value; region.row_elems()];
+                for (cell, &own) in mine.iter().enumerate() {
+                    if !own {
+                        region.store_row(cell, &row)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Length of the common beginning of `a` and `b`.
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

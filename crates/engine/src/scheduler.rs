@@ -1,0 +1,428 @@
+//! Generations you pull from, and the [`Scheduler`] that steps all of them
+//! together.
+//!
+//! A generation is a prompt being prefilled, then tokens being sampled and
+//! decoded, on one sequence of the [`Runtime`]. The scheduler does not run a
+//! loop of its own: every [`step`](Scheduler::step) gathers one row from
+//! each decoding generation and a prefill chunk from those still reading
+//! their prompt, runs them as one batch, and turns the logits into events
+//! (text, then a final [`Event::Done`]) that the caller reads with
+//! [`next_event`](Scheduler::next_event). Decode rows go first and prompts
+//! are cut into chunks, so a long prompt never holds back the streams that
+//! are already answering.
+//!
+//! When a generation ends, its sequence is released: the cells stay cached
+//! for a later prompt with the same beginning (prefix reuse) until their
+//! room is needed. A generation started on a caller's sequence
+//! ([`Scheduler::submit_on`]) leaves the sequence to its owner.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use minfer_text::Tokenizer;
+
+use crate::error::{EngineError, Result};
+use crate::generate::{Gate, GenerateConfig, GenerationStats, Next, StopReason};
+use crate::runtime::{BatchEntry, Runtime, SeqId};
+
+/// Default prompt chunk: tokens of one prompt evaluated in one step.
+pub const DEFAULT_CHUNK: usize = 512;
+
+/// A handle to a generation of a [`Scheduler`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GenId(u64);
+
+/// What a generation produced, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Output bytes, safe to show (text that might start a stop string is
+    /// held back until that is decided; a chunk may end inside a UTF-8
+    /// character, which [`Utf8Stream`](crate::generate::Utf8Stream)
+    /// reassembles).
+    Text(Vec<u8>),
+    /// The generation is over; no event follows.
+    Done(GenerationStats),
+}
+
+/// Where a generation stands.
+#[derive(Debug)]
+enum Phase {
+    /// Prompt tokens `fed..` are still to be evaluated.
+    Prefill { fed: usize },
+    /// `next` was sampled and must be evaluated to continue.
+    Decode { next: u32 },
+    /// Over; the events hold the rest.
+    Done,
+}
+
+#[derive(Debug)]
+struct Gen {
+    id: GenId,
+    seq: SeqId,
+    /// Whether the sequence is released when the generation ends.
+    owns_seq: bool,
+    prompt: Vec<u32>,
+    /// Prompt tokens that were already in the cache (prefix reuse).
+    reused: usize,
+    phase: Phase,
+    gate: Gate,
+    events: VecDeque<Event>,
+    builds_before: u64,
+    t_submit: Instant,
+    t_first: Option<Instant>,
+}
+
+/// Counters and timings of one generation, beyond [`GenerationStats`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenTimes {
+    /// Prompt tokens taken from the cache instead of computed.
+    pub reused_tokens: usize,
+    /// Seconds from submission to the first sampled token.
+    pub first_token_secs: f64,
+}
+
+/// Runs any number of generations together on one [`Runtime`].
+pub struct Scheduler {
+    rt: Runtime,
+    tok: Tokenizer,
+    gens: Vec<Gen>,
+    next_id: u64,
+    chunk: usize,
+    // Per-step buffers.
+    decode_tokens: Vec<u32>,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("active", &self.active())
+            .field("chunk", &self.chunk)
+            .field("runtime", &self.rt)
+            .finish()
+    }
+}
+
+impl Scheduler {
+    /// A scheduler over `rt`, with `tok` deciding the end-of-generation
+    /// tokens and the bytes of each token.
+    pub fn new(rt: Runtime, tok: Tokenizer) -> Scheduler {
+        Scheduler {
+            rt,
+            tok,
+            gens: Vec::new(),
+            next_id: 1,
+            chunk: DEFAULT_CHUNK,
+            decode_tokens: Vec::new(),
+        }
+    }
+
+    /// Sets the prompt chunk (at least 1): how many prompt tokens of one
+    /// generation a step evaluates.
+    pub fn set_chunk(&mut self, chunk: usize) {
+        self.chunk = chunk.max(1);
+    }
+
+    /// The runtime underneath.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// The runtime underneath, for sequence operations between steps.
+    pub fn runtime_mut(&mut self) -> &mut Runtime {
+        &mut self.rt
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tok
+    }
+
+    /// Generations that have not finished.
+    pub fn active(&self) -> usize {
+        self.gens
+            .iter()
+            .filter(|g| !matches!(g.phase, Phase::Done))
+            .count()
+    }
+
+    /// Starts generating a continuation of `prompt` on a new sequence. The
+    /// longest beginning of the prompt that the cache already holds (from
+    /// a live or a finished sequence) is shared, not recomputed.
+    ///
+    /// # Errors
+    /// [`EngineError::EmptyBatch`] for an empty prompt;
+    /// [`EngineError::ContextFull`] when the prompt does not fit in
+    /// `n_ctx`; [`EngineError::InvalidArgument`] for a bad sampler
+    /// configuration; [`EngineError::TooManySequences`].
+    pub fn submit(&mut self, prompt: &[u32], cfg: &GenerateConfig) -> Result<GenId> {
+        self.check_prompt(0, prompt)?;
+        let gate = Gate::new(cfg, &[], prompt, self.rt.n_ctx())?;
+        let (seq, reused) = self.rt.new_sequence_for(prompt)?;
+        Ok(self.push(seq, true, prompt, reused, gate))
+    }
+
+    /// Starts generating on `seq`, a sequence the caller keeps: `prompt`
+    /// is appended to what it holds, and when the generation ends the
+    /// sequence holds the prompt and the generated tokens that were
+    /// evaluated (a conversation continues from there).
+    ///
+    /// # Errors
+    /// As [`submit`](Scheduler::submit), and
+    /// [`EngineError::UnknownSequence`]; [`EngineError::InvalidArgument`]
+    /// when a generation is already running on `seq`.
+    pub fn submit_on(&mut self, seq: SeqId, prompt: &[u32], cfg: &GenerateConfig) -> Result<GenId> {
+        let before = self.rt.history(seq)?;
+        self.check_prompt(before.len(), prompt)?;
+        if self
+            .gens
+            .iter()
+            .any(|g| g.seq == seq && !matches!(g.phase, Phase::Done))
+        {
+            return Err(EngineError::InvalidArgument(format!(
+                "a generation is already running on {seq}"
+            )));
+        }
+        let gate = Gate::new(cfg, before, prompt, self.rt.n_ctx())?;
+        Ok(self.push(seq, false, prompt, 0, gate))
+    }
+
+    fn check_prompt(&self, before: usize, prompt: &[u32]) -> Result<()> {
+        if prompt.is_empty() {
+            return Err(EngineError::EmptyBatch);
+        }
+        let n_ctx = self.rt.n_ctx();
+        if before + prompt.len() > n_ctx as usize {
+            return Err(EngineError::ContextFull { n_ctx });
+        }
+        let n_vocab = self.rt.n_vocab();
+        if let Some(&token) = prompt.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(EngineError::TokenOutOfRange { token, n_vocab });
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, seq: SeqId, owns: bool, prompt: &[u32], reused: usize, gate: Gate) -> GenId {
+        let id = GenId(self.next_id);
+        self.next_id += 1;
+        self.gens.push(Gen {
+            id,
+            seq,
+            owns_seq: owns,
+            prompt: prompt.to_vec(),
+            reused,
+            phase: Phase::Prefill { fed: reused },
+            gate,
+            events: VecDeque::new(),
+            builds_before: self.rt.graph_builds(),
+            t_submit: Instant::now(),
+            t_first: None,
+        });
+        id
+    }
+
+    /// The sequence a generation runs on.
+    pub fn sequence(&self, id: GenId) -> Option<SeqId> {
+        self.gens.iter().find(|g| g.id == id).map(|g| g.seq)
+    }
+
+    /// Stops a generation now: it ends with [`StopReason::Cancelled`], its
+    /// cells are released at once (or left to the owner of its sequence),
+    /// and a final [`Event::Done`] is queued. Does nothing for an unknown
+    /// or finished generation.
+    pub fn cancel(&mut self, id: GenId) {
+        if let Some(i) = self.gens.iter().position(|g| g.id == id) {
+            if !matches!(self.gens[i].phase, Phase::Done) {
+                self.finish(i, StopReason::Cancelled);
+            }
+        }
+    }
+
+    /// The next event of a generation, `None` when there is none yet (or
+    /// the generation is unknown). After [`Event::Done`] the generation is
+    /// forgotten.
+    pub fn next_event(&mut self, id: GenId) -> Option<Event> {
+        let i = self.gens.iter().position(|g| g.id == id)?;
+        let ev = self.gens[i].events.pop_front();
+        if matches!(ev, Some(Event::Done(_))) {
+            self.gens.remove(i);
+        }
+        ev
+    }
+
+    /// Prefix reuse and latency of a generation, available once it has
+    /// produced its first token (and until its `Done` event is read).
+    pub fn times(&self, id: GenId) -> Option<GenTimes> {
+        let g = self.gens.iter().find(|g| g.id == id)?;
+        Some(GenTimes {
+            reused_tokens: g.reused,
+            first_token_secs: g.t_first?.duration_since(g.t_submit).as_secs_f64(),
+        })
+    }
+
+    /// Ends generation `i` with `reason`: flushes held-back text, queues
+    /// the stats and hands the sequence back.
+    fn finish(&mut self, i: usize, reason: StopReason) {
+        let g = &mut self.gens[i];
+        let mut flushed = Vec::new();
+        g.gate.finish(reason, &mut |b: &[u8]| {
+            flushed.extend_from_slice(b);
+            true
+        });
+        if !flushed.is_empty() {
+            g.events.push_back(Event::Text(flushed));
+        }
+        let t_first = g.t_first.unwrap_or_else(Instant::now);
+        let stats = GenerationStats {
+            prompt_tokens: g.prompt.len(),
+            generated_tokens: g.gate.tokens.len(),
+            prefill_secs: t_first.duration_since(g.t_submit).as_secs_f64(),
+            decode_secs: t_first.elapsed().as_secs_f64(),
+            stop_reason: reason,
+            graph_builds: self.rt.graph_builds() - g.builds_before,
+            tokens: std::mem::take(&mut g.gate.tokens),
+        };
+        g.events.push_back(Event::Done(stats));
+        g.phase = Phase::Done;
+        if g.owns_seq {
+            // The handle is this generation's own; it cannot be stale.
+            let _ = self.rt.release(g.seq);
+        }
+    }
+
+    /// Runs one step: a decode row for every generation that has a token
+    /// to evaluate, then prompt chunks while the step has room (at most
+    /// `n_batch` rows in all), as one batch. Returns `false` when no
+    /// generation had anything to run.
+    ///
+    /// A generation that cannot get a cell ends with
+    /// [`StopReason::CacheFull`]; the others go on.
+    ///
+    /// # Errors
+    /// An error of the forward pass itself (the runtime restores every
+    /// sequence; the generations of the step are ended with
+    /// [`StopReason::Cancelled`] so a retry does not loop on the same
+    /// failure).
+    pub fn step(&mut self) -> Result<bool> {
+        let budget_total = self.rt.config().n_batch;
+        let mut room = self.rt.room();
+        let mut budget = budget_total;
+        // (gen index, tokens range in prompt or decode slot, is last chunk)
+        let mut plan: Vec<(usize, Option<std::ops::Range<usize>>, bool)> = Vec::new();
+        self.decode_tokens.clear();
+        let mut starved = Vec::new();
+        for (i, g) in self.gens.iter().enumerate() {
+            if let Phase::Decode { next } = g.phase {
+                if room == 0 {
+                    starved.push(i);
+                    continue;
+                }
+                if budget == 0 {
+                    continue;
+                }
+                self.decode_tokens.push(next);
+                plan.push((i, None, true));
+                room -= 1;
+                budget -= 1;
+            }
+        }
+        for (i, g) in self.gens.iter().enumerate() {
+            if let Phase::Prefill { fed } = g.phase {
+                let take = (g.prompt.len() - fed).min(self.chunk).min(budget).min(room);
+                if take == 0 {
+                    continue;
+                }
+                let end = fed + take;
+                plan.push((i, Some(fed..end), end == g.prompt.len()));
+                room -= take;
+                budget -= take;
+            }
+        }
+        for &i in starved.iter().rev() {
+            self.finish(i, StopReason::CacheFull);
+        }
+        if plan.is_empty() {
+            // Prompts that can never get room (nothing is decoding to free
+            // any) end now rather than wait forever.
+            let stuck: Vec<usize> = self
+                .gens
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| matches!(g.phase, Phase::Prefill { .. }))
+                .map(|(i, _)| i)
+                .collect();
+            let any = !stuck.is_empty();
+            for i in stuck {
+                self.finish(i, StopReason::CacheFull);
+            }
+            return Ok(any);
+        }
+        let mut entries = Vec::with_capacity(plan.len());
+        let mut d = 0;
+        for (i, range, last) in &plan {
+            let g = &self.gens[*i];
+            let e = match range {
+                None => {
+                    let e = BatchEntry::last(g.seq, std::slice::from_ref(&self.decode_tokens[d]));
+                    d += 1;
+                    e
+                }
+                Some(r) if *last => BatchEntry::last(g.seq, &g.prompt[r.clone()]),
+                Some(r) => BatchEntry::none(g.seq, &g.prompt[r.clone()]),
+            };
+            entries.push(e);
+        }
+        let n_ctx = self.rt.n_ctx();
+        let out = match self.rt.step(&entries) {
+            Ok(out) => out,
+            Err(e) => {
+                drop(entries);
+                for (i, _, _) in plan.iter().rev() {
+                    self.finish(*i, StopReason::Cancelled);
+                }
+                return Err(e);
+            }
+        };
+        drop(entries);
+        let tok = &self.tok;
+        let mut ended = Vec::new();
+        let mut failure = None;
+        for (k, (i, range, last)) in plan.iter().enumerate() {
+            let g = &mut self.gens[*i];
+            if let Some(r) = range {
+                g.phase = Phase::Prefill { fed: r.end };
+            }
+            if !*last {
+                continue;
+            }
+            let Some(logits) = out.last(k) else {
+                continue;
+            };
+            if g.t_first.is_none() {
+                g.t_first = Some(Instant::now());
+            }
+            // Every token the gate has seen is in the cache now: the next
+            // one would be written at this position.
+            let n_past = g.gate.history_len() as u32;
+            let events = &mut g.events;
+            let mut emit = |b: &[u8]| {
+                events.push_back(Event::Text(b.to_vec()));
+                true
+            };
+            match g.gate.advance(logits, tok, n_past, n_ctx, &mut emit) {
+                Ok(Next::Eval(t)) => g.phase = Phase::Decode { next: t },
+                Ok(Next::Stop(reason)) => ended.push((*i, reason)),
+                Err(e) => {
+                    ended.push((*i, StopReason::Cancelled));
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        for (i, reason) in ended.into_iter().rev() {
+            self.finish(i, reason);
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(true),
+        }
+    }
+}

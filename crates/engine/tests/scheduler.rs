@@ -1,0 +1,196 @@
+//! Pulled generations on the real SmolLM2 model: several generations
+//! stepped together give each the tokens it gets alone, a prompt that
+//! shares a cached prefix computes only the rest and answers the same, and
+//! cancelling frees a generation's cells at once.
+
+mod common;
+
+use minfer_engine::generate::generate;
+use minfer_engine::{
+    Engine, EngineConfig, Event, GenId, GenerateConfig, GenerationStats, LoadedModel,
+    SamplerConfig, Scheduler, StopReason,
+};
+
+fn loaded() -> Option<LoadedModel> {
+    let path = minfer_testutil::require_model(minfer_testutil::SMOLLM)?;
+    Some(LoadedModel::open(&path).expect("the model loads"))
+}
+
+fn cfg(n_ctx: u32) -> EngineConfig {
+    EngineConfig {
+        n_ctx,
+        n_threads: 2,
+        ..EngineConfig::default()
+    }
+}
+
+fn greedy(n: usize) -> GenerateConfig {
+    GenerateConfig {
+        max_tokens: n,
+        stop: Vec::new(),
+        sampler: SamplerConfig::greedy(),
+    }
+}
+
+/// The closed loop on a single-sequence engine: the reference.
+fn alone(m: &LoadedModel, prompt: &[u32], n: usize) -> (Vec<u8>, GenerationStats) {
+    let mut e: Engine = m.engine(cfg(512)).unwrap();
+    let mut out = Vec::new();
+    let stats = generate(&mut e, m.tokenizer(), prompt, &greedy(n), |b| {
+        out.extend_from_slice(b);
+        true
+    })
+    .unwrap();
+    (out, stats)
+}
+
+/// Steps until every id has delivered `Done`; returns text and stats per id.
+fn drain(s: &mut Scheduler, ids: &[GenId]) -> Vec<(Vec<u8>, GenerationStats)> {
+    let mut text = vec![Vec::new(); ids.len()];
+    let mut done: Vec<Option<GenerationStats>> = vec![None; ids.len()];
+    let mut steps = 0;
+    while done.iter().any(Option::is_none) {
+        s.step().unwrap();
+        steps += 1;
+        assert!(steps < 10_000, "the scheduler does not finish");
+        for (k, &id) in ids.iter().enumerate() {
+            while let Some(ev) = s.next_event(id) {
+                match ev {
+                    Event::Text(b) => text[k].extend_from_slice(&b),
+                    Event::Done(st) => done[k] = Some(st),
+                }
+            }
+        }
+    }
+    text.into_iter()
+        .zip(done.into_iter().map(Option::unwrap))
+        .collect()
+}
+
+fn prompt(m: &LoadedModel, user: &str) -> Vec<u32> {
+    m.prompt(None, user, minfer_engine::PromptMode::Chat, 512)
+        .unwrap()
+}
+
+#[test]
+fn generations_together_match_each_alone() {
+    let Some(m) = loaded() else { return };
+    let prompts = [
+        prompt(&m, "Name three colours."),
+        prompt(
+            &m,
+            "Write a haiku about the sea, then explain it in one sentence.",
+        ),
+        prompt(&m, "What is 2+2?"),
+    ];
+    let mut s = m.scheduler(cfg(1024)).unwrap();
+    // Small chunks so that prefill chunks and decode rows share steps.
+    s.set_chunk(8);
+    let a = s.submit(&prompts[0], &greedy(24)).unwrap();
+    s.step().unwrap();
+    s.step().unwrap();
+    let b = s.submit(&prompts[1], &greedy(24)).unwrap();
+    s.step().unwrap();
+    let c = s.submit(&prompts[2], &greedy(24)).unwrap();
+    let got = drain(&mut s, &[a, b, c]);
+    for (i, p) in prompts.iter().enumerate() {
+        let (text, stats) = alone(&m, p, 24);
+        assert_eq!(got[i].1.tokens, stats.tokens, "generation {i}: tokens");
+        assert_eq!(got[i].0, text, "generation {i}: text");
+        assert_eq!(got[i].1.stop_reason, stats.stop_reason);
+    }
+    assert_eq!(s.active(), 0);
+    // Finished generations leave their sequences idle for prefix reuse.
+    let u = s.runtime().usage();
+    assert_eq!((u.live, u.idle), (0, 3));
+}
+
+#[test]
+fn shared_prefix_is_reused_and_answers_the_same() {
+    let Some(m) = loaded() else { return };
+    let system = "You are a terse assistant. Answer in one line. ".repeat(6);
+    let first = m
+        .prompt(
+            Some(&system),
+            "Name a fruit.",
+            minfer_engine::PromptMode::Chat,
+            1024,
+        )
+        .unwrap();
+    let second = m
+        .prompt(
+            Some(&system),
+            "Name a tree.",
+            minfer_engine::PromptMode::Chat,
+            1024,
+        )
+        .unwrap();
+    let common = first
+        .iter()
+        .zip(&second)
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(common > 50, "the prompts share the system message");
+
+    let mut s = m.scheduler(cfg(1024)).unwrap();
+    let a = s.submit(&first, &greedy(8)).unwrap();
+    drain(&mut s, &[a]);
+    let b = s.submit(&second, &greedy(8)).unwrap();
+    assert_eq!(s.times(b).map(|t| t.reused_tokens), None, "no token yet");
+    s.step().unwrap();
+    let t = s.times(b).unwrap();
+    assert_eq!(t.reused_tokens, common);
+    let got = drain(&mut s, &[b]).remove(0);
+    let (text, stats) = alone(&m, &second, 8);
+    assert_eq!(got.1.tokens, stats.tokens);
+    assert_eq!(got.0, text);
+}
+
+#[test]
+fn cancel_frees_cells_at_once_and_others_go_on() {
+    let Some(m) = loaded() else { return };
+    let p1 = prompt(&m, "Count from one to fifty in words.");
+    let p2 = prompt(&m, "Say hello.");
+    let mut s = m.scheduler(cfg(512)).unwrap();
+    let a = s.submit(&p1, &greedy(200)).unwrap();
+    let b = s.submit(&p2, &greedy(12)).unwrap();
+    for _ in 0..5 {
+        s.step().unwrap();
+    }
+    s.cancel(a);
+    let evs: Vec<Event> = std::iter::from_fn(|| s.next_event(a)).collect();
+    match evs.last() {
+        Some(Event::Done(st)) => assert_eq!(st.stop_reason, StopReason::Cancelled),
+        other => panic!("no Done after cancel: {other:?}"),
+    }
+    // The cancelled sequence is idle (evictable) at once.
+    assert_eq!(s.runtime().usage().live, 1);
+    let got = drain(&mut s, &[b]).remove(0);
+    let (text, stats) = alone(&m, &p2, 12);
+    assert_eq!(got.1.tokens, stats.tokens);
+    assert_eq!(got.0, text);
+}
+
+#[test]
+fn full_cache_ends_one_generation_not_the_others() {
+    let Some(m) = loaded() else { return };
+    let p = prompt(&m, "Count from one to fifty in words.");
+    let short = prompt(&m, "Say hi.");
+    // Room for both prompts and a few tokens, not for two long answers.
+    let n_ctx = (p.len() + short.len() + 20) as u32;
+    let mut s = m.scheduler(cfg(n_ctx)).unwrap();
+    let a = s.submit(&p, &greedy(0)).unwrap();
+    let b = s.submit(&short, &greedy(0)).unwrap();
+    let got = drain(&mut s, &[a, b]);
+    let reasons: Vec<StopReason> = got.iter().map(|g| g.1.stop_reason).collect();
+    assert!(
+        reasons.contains(&StopReason::CacheFull) || reasons.iter().all(|r| *r == StopReason::Eog),
+        "{reasons:?}"
+    );
+    // Whatever ended first, every generated token up to its end matches
+    // its solo run.
+    for (g, prompt) in got.iter().zip([&p, &short]) {
+        let (_, stats) = alone(&m, prompt, g.1.tokens.len().max(1));
+        assert_eq!(g.1.tokens[..], stats.tokens[..g.1.tokens.len()]);
+    }
+}
