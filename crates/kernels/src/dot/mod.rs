@@ -203,17 +203,9 @@ mod avx2_entry {
 #[cfg(target_arch = "x86_64")]
 mod avx512_entry {
     use super::*;
-    simd_fn!(avx512, dot_q4_0, BlockQ4_0, BlockQ8_0);
-    simd_fn!(avx512, dot_q4_1, BlockQ4_1, BlockQ8_1);
-    simd_fn!(avx512, dot_q5_0, BlockQ5_0, BlockQ8_0);
-    simd_fn!(avx512, dot_q8_0, BlockQ8_0, BlockQ8_0);
     simd_fn!(avx512, dot_q4_k, BlockQ4K, BlockQ8K);
     simd_fn!(avx512, dot_q5_k, BlockQ5K, BlockQ8K);
     simd_fn!(avx512, dot_q6_k, BlockQ6K, BlockQ8K);
-    simd_fn!(avx512, dot_q4_0_vnni, BlockQ4_0, BlockQ8_0);
-    simd_fn!(avx512, dot_q4_1_vnni, BlockQ4_1, BlockQ8_1);
-    simd_fn!(avx512, dot_q5_0_vnni, BlockQ5_0, BlockQ8_0);
-    simd_fn!(avx512, dot_q8_0_vnni, BlockQ8_0, BlockQ8_0);
     simd_fn!(avx512, dot_q4_k_vnni, BlockQ4K, BlockQ8K);
     simd_fn!(avx512, dot_q5_k_vnni, BlockQ5K, BlockQ8K);
     simd_fn!(avx512, dot_q6_k_vnni, BlockQ6K, BlockQ8K);
@@ -263,22 +255,16 @@ fn avx2_kernel(ty: GgmlType) -> Option<DotFn> {
     })
 }
 
+/// The AVX-512 kernel of `ty`, where one beats AVX2 (the K-quants; legacy
+/// types run their AVX2 kernels at this level, see the `avx512` module).
 #[cfg(target_arch = "x86_64")]
 fn avx512_kernel(ty: GgmlType, vnni: bool) -> Option<DotFn> {
     use avx512_entry::*;
     use GgmlType::*;
     Some(match (ty, vnni) {
-        (Q4_0, false) => dot_q4_0,
-        (Q4_1, false) => dot_q4_1,
-        (Q5_0, false) => dot_q5_0,
-        (Q8_0, false) => dot_q8_0,
         (Q4_K, false) => dot_q4_k,
         (Q5_K, false) => dot_q5_k,
         (Q6_K, false) => dot_q6_k,
-        (Q4_0, true) => dot_q4_0_vnni,
-        (Q4_1, true) => dot_q4_1_vnni,
-        (Q5_0, true) => dot_q5_0_vnni,
-        (Q8_0, true) => dot_q8_0_vnni,
         (Q4_K, true) => dot_q4_k_vnni,
         (Q5_K, true) => dot_q5_k_vnni,
         (Q6_K, true) => dot_q6_k_vnni,

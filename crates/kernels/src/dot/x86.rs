@@ -139,53 +139,6 @@ pub(super) unsafe fn load32<T>(p: *const T) -> __m256i {
     unsafe { _mm256_loadu_si256(p as *const __m256i) }
 }
 
-/// The legacy-type loop. `totals(i)` gives the exact integer sums of blocks
-/// `i..i + 4`, `scales(i)` block `i`'s two f16 scales, `extra(i)` the two
-/// f16 factors of its exact minimum term (Q4_1/Q5_1); tail blocks go
-/// through `tail(i)`, the scalar contribution, into the same partial sums.
-///
-/// # Safety
-/// The CPU must support F16C.
-#[inline(always)]
-pub(super) unsafe fn legacy_driver(
-    nb: usize,
-    totals: impl Fn(usize) -> __m128i,
-    scales: impl Fn(usize) -> (F16Bits, F16Bits),
-    extra: Option<&dyn Fn(usize) -> (F16Bits, F16Bits)>,
-    tail: impl Fn(usize) -> f32,
-) -> f32 {
-    // SAFETY: F16C is the caller's precondition (the rest is SSE). The only
-    // store writes four lanes into the four f32 values of `parts.0`.
-    unsafe {
-        let mut acc = _mm_setzero_ps();
-        let groups = nb / 4;
-        for g in 0..groups {
-            let i = 4 * g;
-            let tot = totals(i);
-            let (a0, b0) = scales(i);
-            let (a1, b1) = scales(i + 1);
-            let (a2, b2) = scales(i + 2);
-            let (a3, b3) = scales(i + 3);
-            let d = _mm_mul_ps(f16x4(a0, a1, a2, a3), f16x4(b0, b1, b2, b3));
-            let mut v = _mm_mul_ps(d, _mm_cvtepi32_ps(tot));
-            if let Some(extra) = extra {
-                let (m0, s0) = extra(i);
-                let (m1, s1) = extra(i + 1);
-                let (m2, s2) = extra(i + 2);
-                let (m3, s3) = extra(i + 3);
-                v = _mm_add_ps(v, _mm_mul_ps(f16x4(m0, m1, m2, m3), f16x4(s0, s1, s2, s3)));
-            }
-            acc = _mm_add_ps(acc, v);
-        }
-        let mut parts = Acc4::default();
-        _mm_storeu_ps(parts.0.as_mut_ptr(), acc);
-        for i in 4 * groups..nb {
-            parts.add(i, tail(i));
-        }
-        parts.total()
-    }
-}
-
 /// The legacy-type loop for one weight row against `T` activation rows,
 /// each result bit-identical to the scalar reference for that pair.
 ///
