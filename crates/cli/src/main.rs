@@ -6,6 +6,7 @@ mod inspect;
 mod perplexity;
 mod run;
 mod runtime;
+mod serve;
 mod store_cmds;
 mod tokenize;
 
@@ -47,10 +48,15 @@ enum Command {
     Pull(store_cmds::PullArgs),
     /// List the known models and the models in the store.
     List(store_cmds::ListArgs),
+    /// Serve the OpenAI API (chat and text completions, streaming) over HTTP.
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // llama-server spells the parallel-slots flag `-np`; clap's short
+    // flags are one letter, so it is read as `--np`.
+    let args = std::env::args_os().map(|a| if a == "-np" { "--np".into() } else { a });
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
@@ -65,6 +71,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(&store, args),
         Command::Pull(args) => store_cmds::pull(&store, args),
         Command::List(args) => store_cmds::list(&store, args),
+        Command::Serve(args) => serve::run(store, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

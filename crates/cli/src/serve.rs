@@ -1,0 +1,104 @@
+//! `minfer serve`: the OpenAI-compatible HTTP server.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use minfer_engine::Store;
+use minfer_server::ServerConfig;
+
+use crate::run::DEFAULT_MODEL;
+use crate::runtime::RuntimeArgs;
+
+/// Arguments of `minfer serve`. The context defaults to 8192 tokens here:
+/// the requests running together share it.
+#[derive(clap::Args)]
+#[command(mut_arg("n_ctx", |a| a.default_value("8192")))]
+pub struct Args {
+    /// The model: a file, a known name or hf:… (default
+    /// qwen2.5-coder-0.5b-instruct, pulled on first use).
+    #[arg(value_name = "MODEL")]
+    model: Option<String>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port to listen on (0: any free port; the ready line names it).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Requests that generate together; more wait in the queue.
+    /// (`-np N` is accepted too, as llama-server spells it.)
+    #[arg(long = "np", alias = "parallel", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    np: u32,
+    /// Requests that may wait for a slot; past that a request gets 503.
+    #[arg(long, default_value_t = 64)]
+    queue: usize,
+    /// Largest request body (bytes, or with a KiB/MiB suffix); larger ones get 413.
+    #[arg(long = "max-body", default_value = "8MiB", value_parser = parse_size)]
+    max_body: usize,
+    /// Require `Authorization: Bearer KEY` on every endpoint but /health.
+    #[arg(long = "api-key", env = "MINFER_API_KEY")]
+    api_key: Option<String>,
+    /// Seconds that running requests get to finish after SIGTERM or
+    /// Ctrl-C before they are cancelled.
+    #[arg(long = "drain-timeout", default_value_t = 10.0, value_parser = parse_secs)]
+    drain_timeout: f64,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+/// `--max-body`: bytes, optionally with a KiB/MiB/GiB (or K/M/G) suffix.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| "expected a size such as 8MiB".to_string())?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => return Err(format!("unknown size unit {other:?}")),
+    };
+    match n.checked_mul(mult) {
+        Some(v) if v > 0 => Ok(v),
+        _ => Err("must be at least 1 byte".into()),
+    }
+}
+
+fn parse_secs(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
+        _ => Err("must be a number of seconds from 0 to 86400".into()),
+    }
+}
+
+pub fn run(store: Store, args: Args) -> Result<()> {
+    let engine = args.runtime.engine_config()?;
+    let cfg = ServerConfig {
+        model: args.model.unwrap_or_else(|| DEFAULT_MODEL.to_string()),
+        n_parallel: args.np as usize,
+        queue: args.queue,
+        max_body: args.max_body,
+        api_key: args.api_key.filter(|k| !k.is_empty()),
+        drain_timeout: Duration::from_secs_f64(args.drain_timeout),
+        engine,
+    };
+    minfer_server::serve(store, &args.host, args.port, cfg)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("2k"), Ok(2048));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3 parsecs").is_err());
+    }
+}

@@ -1,0 +1,444 @@
+//! The request bodies of the OpenAI API and their translation into the
+//! engine's [`GenerateConfig`]. Fields the engine cannot honour yet are
+//! refused with a 400 that names them, never silently ignored; fields that
+//! change nothing for one local model (`user`, `metadata`, …) are ignored.
+
+use std::collections::HashMap;
+
+use minfer_engine::{GenerateConfig, SamplerConfig};
+use serde::Deserialize;
+
+use crate::error::ApiError;
+
+/// `stop`: one string or a list of them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Stop {
+    /// A single stop string.
+    One(String),
+    /// Up to four stop strings.
+    Many(Vec<String>),
+}
+
+/// A message's `content`: text, or a list of content parts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// Plain text.
+    Text(String),
+    /// Content parts; only `text` parts are understood.
+    Parts(Vec<ContentPart>),
+}
+
+/// One content part.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ContentPart {
+    /// The part's type; only `text` is supported.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text of a `text` part.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Message {
+    /// `system`, `developer`, `user` or `assistant`.
+    pub role: String,
+    /// The message text (`null` counts as empty).
+    #[serde(default)]
+    pub content: Option<Content>,
+}
+
+/// `stream_options`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StreamOptions {
+    /// Send a last chunk with the token counts.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// `response_format`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ResponseFormat {
+    /// `text`, `json_object` or `json_schema`.
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// The sampling fields shared by chat and text completions.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Sampling {
+    /// The model to use; must be the one this server serves.
+    pub model: String,
+    /// Stream the answer as server-sent events.
+    #[serde(default)]
+    pub stream: bool,
+    /// Streaming options.
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    /// Most tokens to generate (legacy name).
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// Most tokens to generate.
+    #[serde(default)]
+    pub max_completion_tokens: Option<u64>,
+    /// Softmax temperature, 0 to 2; 0 is greedy.
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling mass, (0, 1].
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    /// Stop strings.
+    #[serde(default)]
+    pub stop: Option<Stop>,
+    /// Seed of the sampler's random generator.
+    #[serde(default)]
+    pub seed: Option<i64>,
+    /// Number of choices; only 1 is supported.
+    #[serde(default)]
+    pub n: Option<u32>,
+    /// Presence penalty (only 0 is supported yet).
+    #[serde(default)]
+    pub presence_penalty: Option<f32>,
+    /// Frequency penalty (only 0 is supported yet).
+    #[serde(default)]
+    pub frequency_penalty: Option<f32>,
+    /// Token id → bias (only an empty map is supported yet).
+    #[serde(default)]
+    pub logit_bias: Option<HashMap<String, f32>>,
+    /// Return log probabilities (not supported yet).
+    #[serde(default)]
+    pub logprobs: Option<serde_json::Value>,
+    /// How many alternatives per token (not supported yet).
+    #[serde(default)]
+    pub top_logprobs: Option<u32>,
+    /// Output format; only `text` until grammars exist.
+    #[serde(default)]
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// `POST /v1/chat/completions`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// Everything else.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+}
+
+/// `prompt` of a text completion: a string or a list of one string.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    /// The prompt.
+    Text(String),
+    /// A batch of prompts; only one is supported.
+    Batch(Vec<String>),
+}
+
+/// `POST /v1/completions`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CompletionRequest {
+    /// The prompt, sent to the model as it is.
+    pub prompt: Prompt,
+    /// Echo the prompt before the completion (only `false` is supported).
+    #[serde(default)]
+    pub echo: bool,
+    /// Text after the completion (not supported).
+    #[serde(default)]
+    pub suffix: Option<String>,
+    /// Everything else.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+}
+
+/// `POST /tokenize`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TokenizeRequest {
+    /// The text.
+    pub content: String,
+    /// Apply the model's BOS/EOS rule (default true).
+    #[serde(default = "yes")]
+    pub add_special: bool,
+}
+
+/// `POST /detokenize`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DetokenizeRequest {
+    /// Token ids.
+    pub tokens: Vec<u32>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Parses a JSON body into `T`; a syntax error, a wrong type or a missing
+/// field is a 400 whose message is serde's (it names the field and where).
+pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        let what = match e.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                "the body is not valid JSON"
+            }
+            _ => "the body does not match the expected schema",
+        };
+        ApiError::bad_request(format!("{what}: {e}"))
+    })
+}
+
+/// Concatenated text of a message.
+pub fn message_text(m: &Message) -> Result<String, ApiError> {
+    match &m.content {
+        None => Ok(String::new()),
+        Some(Content::Text(t)) => Ok(t.clone()),
+        Some(Content::Parts(parts)) => {
+            let mut s = String::new();
+            for p in parts {
+                if p.kind != "text" {
+                    return Err(ApiError::unsupported(
+                        "messages",
+                        &format!("content parts of type `{}`; only `text`", p.kind),
+                    ));
+                }
+                s.push_str(p.text.as_deref().unwrap_or(""));
+            }
+            Ok(s)
+        }
+    }
+}
+
+/// A seed for requests that do not give one: different for every request,
+/// as OpenAI's sampling is.
+fn fresh_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    // splitmix64 of time and count: distinct seeds for back-to-back requests.
+    let mut z = t ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Sampling {
+    /// Whether the final streamed chunk carries usage.
+    pub fn include_usage(&self) -> bool {
+        self.stream_options
+            .as_ref()
+            .is_some_and(|o| o.include_usage)
+    }
+
+    /// Checks the fields and builds the engine's configuration;
+    /// `default_max` applies when the request sets no limit (0: none).
+    ///
+    /// # Errors
+    /// A 400 naming the first field that is out of range or not supported.
+    pub fn to_config(&self, default_max: usize) -> Result<GenerateConfig, ApiError> {
+        if let Some(n) = self.n {
+            if n != 1 {
+                return Err(ApiError::unsupported("n", "only n = 1"));
+            }
+        }
+        let nonzero = |v: Option<f32>| v.is_some_and(|v| v != 0.0);
+        if nonzero(self.presence_penalty) {
+            return Err(ApiError::unsupported(
+                "presence_penalty",
+                "the sampler has no presence penalty; only 0",
+            ));
+        }
+        if nonzero(self.frequency_penalty) {
+            return Err(ApiError::unsupported(
+                "frequency_penalty",
+                "the sampler has no frequency penalty; only 0",
+            ));
+        }
+        if self.logit_bias.as_ref().is_some_and(|b| !b.is_empty()) {
+            return Err(ApiError::unsupported(
+                "logit_bias",
+                "the sampler has no bias stage",
+            ));
+        }
+        match &self.logprobs {
+            None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => {}
+            Some(serde_json::Value::Number(n)) if n.as_u64() == Some(0) => {}
+            Some(_) => {
+                return Err(ApiError::unsupported(
+                    "logprobs",
+                    "log probabilities are not reported yet",
+                ))
+            }
+        }
+        if self.top_logprobs.is_some_and(|n| n > 0) {
+            return Err(ApiError::unsupported(
+                "top_logprobs",
+                "log probabilities are not reported yet",
+            ));
+        }
+        if let Some(f) = &self.response_format {
+            match f.kind.as_str() {
+                "text" => {}
+                "json_object" | "json_schema" => {
+                    return Err(ApiError::unsupported(
+                        "response_format",
+                        "JSON output needs grammar-constrained sampling, which is still to come; only `text`",
+                    ))
+                }
+                other => {
+                    return Err(ApiError::bad_param(
+                        "response_format",
+                        format!("unknown response_format type `{other}`"),
+                    ))
+                }
+            }
+        }
+        let mut sampler = SamplerConfig::default();
+        if let Some(t) = self.temperature {
+            if !(0.0..=2.0).contains(&t) {
+                return Err(ApiError::bad_param(
+                    "temperature",
+                    format!("temperature must be between 0 and 2, got {t}"),
+                ));
+            }
+            sampler.temp = t;
+        }
+        if let Some(p) = self.top_p {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(ApiError::bad_param(
+                    "top_p",
+                    format!("top_p must be in (0, 1], got {p}"),
+                ));
+            }
+            sampler.top_p = p;
+        }
+        sampler.seed = match self.seed {
+            Some(s) => s as u64,
+            None => fresh_seed(),
+        };
+        sampler
+            .validate()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let max = match (self.max_completion_tokens, self.max_tokens) {
+            (Some(m), _) => Some(("max_completion_tokens", m)),
+            (None, Some(m)) => Some(("max_tokens", m)),
+            (None, None) => None,
+        };
+        let max_tokens = match max {
+            Some((field, 0)) => {
+                return Err(ApiError::bad_param(
+                    field,
+                    format!("{field} must be at least 1"),
+                ))
+            }
+            Some((_, m)) => usize::try_from(m).unwrap_or(usize::MAX),
+            None => default_max,
+        };
+        let stop = match &self.stop {
+            None => Vec::new(),
+            Some(Stop::One(s)) => vec![s.clone()],
+            Some(Stop::Many(v)) => {
+                if v.len() > 4 {
+                    return Err(ApiError::bad_param(
+                        "stop",
+                        format!("at most 4 stop strings, got {}", v.len()),
+                    ));
+                }
+                v.clone()
+            }
+        };
+        Ok(GenerateConfig {
+            max_tokens,
+            stop,
+            sampler,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(json: &str) -> Result<GenerateConfig, ApiError> {
+        let r: ChatRequest = parse(json.as_bytes())?;
+        r.sampling.to_config(0)
+    }
+
+    #[test]
+    fn fields_map_to_the_engine_config() {
+        let c = chat(
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],
+                "temperature":0,"top_p":0.5,"seed":7,"max_tokens":9,"stop":"x",
+                "presence_penalty":0,"logit_bias":{},"logprobs":false,"n":1,
+                "response_format":{"type":"text"},"user":"ignored"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.max_tokens, 9);
+        assert_eq!(c.stop, vec!["x".to_string()]);
+        assert_eq!(c.sampler.temp, 0.0);
+        assert_eq!(c.sampler.top_p, 0.5);
+        assert_eq!(c.sampler.seed, 7);
+        let c = chat(
+            r#"{"model":"m","messages":[],"max_tokens":9,"max_completion_tokens":3,"stop":["a","b"]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.max_tokens, 3);
+        assert_eq!(c.stop.len(), 2);
+    }
+
+    #[test]
+    fn unsupported_fields_are_refused_by_name() {
+        for (body, param) in [
+            (r#""logit_bias":{"5":1.0}"#, "logit_bias"),
+            (r#""presence_penalty":0.5"#, "presence_penalty"),
+            (r#""frequency_penalty":-1"#, "frequency_penalty"),
+            (r#""logprobs":true"#, "logprobs"),
+            (r#""top_logprobs":2"#, "top_logprobs"),
+            (r#""n":2"#, "n"),
+            (
+                r#""response_format":{"type":"json_object"}"#,
+                "response_format",
+            ),
+            (r#""temperature":3"#, "temperature"),
+            (r#""top_p":0"#, "top_p"),
+            (r#""max_tokens":0"#, "max_tokens"),
+            (r#""stop":["a","b","c","d","e"]"#, "stop"),
+        ] {
+            let e = chat(&format!(r#"{{"model":"m","messages":[],{body}}}"#)).unwrap_err();
+            assert_eq!(e.status, 400, "{body}");
+            assert_eq!(e.param.as_deref(), Some(param), "{body}");
+        }
+    }
+
+    #[test]
+    fn malformed_bodies_are_400_naming_the_problem() {
+        let e = chat("{not json").unwrap_err();
+        assert!(e.message.contains("not valid JSON"), "{}", e.message);
+        let e = chat(r#"{"model":"m"}"#).unwrap_err();
+        assert!(e.message.contains("messages"), "{}", e.message);
+        let e = chat(r#"{"model":"m","messages":[],"temperature":"hot"}"#).unwrap_err();
+        assert!(e.message.contains("schema"), "{}", e.message);
+    }
+
+    #[test]
+    fn content_parts_concatenate_text() {
+        let r: ChatRequest = parse(
+            br#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null}]}"#,
+        )
+        .unwrap();
+        assert_eq!(message_text(&r.messages[0]).unwrap(), "ab");
+        assert_eq!(message_text(&r.messages[1]).unwrap(), "");
+    }
+
+    #[test]
+    fn missing_seed_differs_between_requests() {
+        let a = chat(r#"{"model":"m","messages":[]}"#).unwrap();
+        let b = chat(r#"{"model":"m","messages":[]}"#).unwrap();
+        assert_ne!(a.sampler.seed, b.sampler.seed);
+    }
+}

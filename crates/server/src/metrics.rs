@@ -1,0 +1,203 @@
+//! Counters and gauges behind `GET /metrics`, in Prometheus' text format.
+//! Handlers and the model thread update them with relaxed atomics; a
+//! scrape reads a consistent-enough snapshot.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Upper bounds (seconds) of the step-time histogram's buckets.
+const STEP_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+/// Everything `/metrics` reports.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Finished HTTP requests by (endpoint, status).
+    requests: Mutex<BTreeMap<(String, u16), u64>>,
+    /// Prompt tokens of admitted generations.
+    pub prompt_tokens: AtomicU64,
+    /// Generated tokens.
+    pub completion_tokens: AtomicU64,
+    /// Prompt tokens taken from the prefix cache instead of computed.
+    pub prefix_reused_tokens: AtomicU64,
+    /// Generations running now.
+    pub active: AtomicU64,
+    /// Generations waiting for a slot.
+    pub queued: AtomicU64,
+    /// Generations cancelled because their client went away.
+    pub disconnects: AtomicU64,
+    /// Live sequences in the KV cache.
+    pub live_sequences: AtomicU64,
+    /// Idle sequences kept for prefix reuse.
+    pub idle_sequences: AtomicU64,
+    /// KV cells held by any sequence (idle ones included).
+    pub cells_used: AtomicU64,
+    /// KV cells a new step could use: free ones and those only idle
+    /// sequences hold.
+    pub cells_free: AtomicU64,
+    /// KV cells in all.
+    pub cells_total: AtomicU64,
+    step_buckets: [AtomicU64; STEP_BUCKETS.len()],
+    step_count: AtomicU64,
+    /// Sum of step times in microseconds.
+    step_micros: AtomicU64,
+}
+
+impl Metrics {
+    /// Counts one finished request.
+    pub fn request(&self, endpoint: &str, status: u16) {
+        let mut m = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        *m.entry((endpoint.to_string(), status)).or_default() += 1;
+    }
+
+    /// Records one engine step's wall time.
+    pub fn observe_step(&self, secs: f64) {
+        for (b, &le) in self.step_buckets.iter().zip(STEP_BUCKETS.iter()) {
+            if secs <= le {
+                b.fetch_add(1, Relaxed);
+            }
+        }
+        self.step_count.fetch_add(1, Relaxed);
+        self.step_micros.fetch_add((secs * 1e6) as u64, Relaxed);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut s = String::with_capacity(4096);
+        let _ = writeln!(
+            s,
+            "# HELP minfer_requests_total HTTP requests answered, by endpoint and status."
+        );
+        let _ = writeln!(s, "# TYPE minfer_requests_total counter");
+        let reqs = self
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for ((endpoint, status), n) in reqs {
+            let _ = writeln!(
+                s,
+                "minfer_requests_total{{endpoint=\"{endpoint}\",status=\"{status}\"}} {n}"
+            );
+        }
+        let counters = [
+            (
+                "minfer_prompt_tokens_total",
+                "Prompt tokens of admitted generations.",
+                &self.prompt_tokens,
+            ),
+            (
+                "minfer_completion_tokens_total",
+                "Tokens generated.",
+                &self.completion_tokens,
+            ),
+            (
+                "minfer_prompt_tokens_cached_total",
+                "Prompt tokens served from the prefix cache.",
+                &self.prefix_reused_tokens,
+            ),
+            (
+                "minfer_disconnects_total",
+                "Generations cancelled because the client went away.",
+                &self.disconnects,
+            ),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(
+                s,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                v.load(Relaxed)
+            );
+        }
+        let gauges = [
+            (
+                "minfer_requests_active",
+                "Generations running.",
+                &self.active,
+            ),
+            (
+                "minfer_requests_queued",
+                "Generations waiting for a slot.",
+                &self.queued,
+            ),
+            (
+                "minfer_sequences_live",
+                "Live sequences in the KV cache.",
+                &self.live_sequences,
+            ),
+            (
+                "minfer_sequences_idle",
+                "Finished sequences kept for prefix reuse.",
+                &self.idle_sequences,
+            ),
+            (
+                "minfer_kv_cells_used",
+                "KV cells held by a sequence (idle ones included).",
+                &self.cells_used,
+            ),
+            (
+                "minfer_kv_cells_free",
+                "KV cells free or held only by idle sequences.",
+                &self.cells_free,
+            ),
+            (
+                "minfer_kv_cells_total",
+                "KV cells in all (the context window).",
+                &self.cells_total,
+            ),
+        ];
+        for (name, help, v) in gauges {
+            let _ = writeln!(
+                s,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}",
+                v.load(Relaxed)
+            );
+        }
+        let name = "minfer_step_seconds";
+        let _ = writeln!(
+            s,
+            "# HELP {name} Wall time of one engine step.\n# TYPE {name} histogram"
+        );
+        for (b, le) in self.step_buckets.iter().zip(STEP_BUCKETS.iter()) {
+            let _ = writeln!(s, "{name}_bucket{{le=\"{le}\"}} {}", b.load(Relaxed));
+        }
+        let count = self.step_count.load(Relaxed);
+        let _ = writeln!(s, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(
+            s,
+            "{name}_sum {}",
+            self.step_micros.load(Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(s, "{name}_count {count}");
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_gauges_and_a_cumulative_histogram() {
+        let m = Metrics::default();
+        m.request("/v1/chat/completions", 200);
+        m.request("/v1/chat/completions", 200);
+        m.request("/v1/models", 401);
+        m.observe_step(0.003);
+        m.observe_step(0.2);
+        m.completion_tokens.fetch_add(5, Relaxed);
+        let t = m.render();
+        assert!(
+            t.contains("minfer_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 2")
+        );
+        assert!(t.contains("minfer_requests_total{endpoint=\"/v1/models\",status=\"401\"} 1"));
+        assert!(t.contains("minfer_completion_tokens_total 5"));
+        assert!(t.contains("minfer_step_seconds_bucket{le=\"0.005\"} 1"));
+        assert!(t.contains("minfer_step_seconds_bucket{le=\"0.25\"} 2"));
+        assert!(t.contains("minfer_step_seconds_bucket{le=\"+Inf\"} 2"));
+        assert!(t.contains("minfer_step_seconds_count 2"));
+    }
+}

@@ -1,0 +1,231 @@
+//! Turning a generation's output into OpenAI's response shapes: one JSON
+//! object, or a stream of server-sent events ending in `data: [DONE]`.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::error::ApiError;
+use crate::state::Ticket;
+use crate::worker::{Finish, Out};
+
+/// Which API the response belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Text,
+}
+
+/// The fixed parts of every object of one response.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    /// Chat or text completion.
+    pub api: Api,
+    /// `chatcmpl-…` / `cmpl-…`.
+    pub id: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// The model id.
+    pub model: String,
+    /// Whether streamed chunks carry `usage` (null until the last one).
+    pub include_usage: bool,
+}
+
+fn usage(f: &Finish) -> Value {
+    json!({
+        "prompt_tokens": f.prompt_tokens,
+        "completion_tokens": f.completion_tokens,
+        "total_tokens": f.prompt_tokens + f.completion_tokens,
+    })
+}
+
+impl Shape {
+    /// A shape for request `n` of `api`.
+    pub fn new(api: Api, n: u64, model: &str, include_usage: bool) -> Shape {
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let prefix = match api {
+            Api::Chat => "chatcmpl",
+            Api::Text => "cmpl",
+        };
+        Shape {
+            api,
+            id: format!("{prefix}-{n:016x}"),
+            created,
+            model: model.to_string(),
+            include_usage,
+        }
+    }
+
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.api, chunk) {
+            (Api::Chat, false) => "chat.completion",
+            (Api::Chat, true) => "chat.completion.chunk",
+            (Api::Text, _) => "text_completion",
+        }
+    }
+
+    /// The whole answer as one object.
+    pub fn complete(&self, text: &str, f: &Finish) -> Value {
+        let choice = match self.api {
+            Api::Chat => json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": null,
+                "finish_reason": f.finish_reason(),
+            }),
+            Api::Text => json!({
+                "index": 0,
+                "text": text,
+                "logprobs": null,
+                "finish_reason": f.finish_reason(),
+            }),
+        };
+        json!({
+            "id": self.id,
+            "object": self.object(false),
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": usage(f),
+        })
+    }
+
+    /// A streamed chunk with one choice.
+    fn chunk(&self, delta: Value, text: &str, finish: Option<&str>) -> Value {
+        let choice = match self.api {
+            Api::Chat => {
+                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+            }
+            Api::Text => {
+                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
+            }
+        };
+        let mut v = json!({
+            "id": self.id,
+            "object": self.object(true),
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+        });
+        if self.include_usage {
+            v["usage"] = Value::Null;
+        }
+        v
+    }
+
+    /// The chunk that opens a chat stream (the role), if the API has one.
+    pub fn opening(&self) -> Option<Value> {
+        (self.api == Api::Chat)
+            .then(|| self.chunk(json!({"role": "assistant", "content": ""}), "", None))
+    }
+
+    /// A chunk of text.
+    pub fn text(&self, s: &str) -> Value {
+        self.chunk(json!({"content": s}), s, None)
+    }
+
+    /// The chunk that carries the finish reason.
+    pub fn closing(&self, f: &Finish) -> Value {
+        self.chunk(json!({}), "", Some(f.finish_reason()))
+    }
+
+    /// The usage chunk (no choices) sent last when asked for.
+    pub fn usage_chunk(&self, f: &Finish) -> Value {
+        json!({
+            "id": self.id,
+            "object": self.object(true),
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": usage(f),
+        })
+    }
+}
+
+/// Waits for the whole generation and answers it as one JSON object.
+pub async fn collect(shape: Shape, ticket: Ticket, mut rx: UnboundedReceiver<Out>) -> Response {
+    let mut text = String::new();
+    let result = loop {
+        match rx.recv().await {
+            Some(Out::Text(s)) => text.push_str(&s),
+            Some(Out::Done(f)) => break Ok(f),
+            Some(Out::Error(e)) => break Err(ApiError::internal(e)),
+            None => break Err(ApiError::internal("the model thread stopped")),
+        }
+    };
+    drop(ticket);
+    match result {
+        Ok(f) => axum::Json(shape.complete(&text, &f)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+struct StreamState {
+    shape: Shape,
+    rx: UnboundedReceiver<Out>,
+    /// Dropped with the stream: a client that goes away cancels.
+    ticket: Option<Ticket>,
+    pending: VecDeque<String>,
+    done: bool,
+}
+
+fn data(v: &Value) -> String {
+    v.to_string()
+}
+
+/// Streams the generation as server-sent events.
+pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Response {
+    let mut pending = VecDeque::new();
+    if let Some(v) = shape.opening() {
+        pending.push_back(data(&v));
+    }
+    let st = StreamState {
+        shape,
+        rx,
+        ticket: Some(ticket),
+        pending,
+        done: false,
+    };
+    let events = futures_util::stream::unfold(st, |mut st| async move {
+        loop {
+            if let Some(d) = st.pending.pop_front() {
+                return Some((Ok::<_, Infallible>(SseEvent::default().data(d)), st));
+            }
+            if st.done {
+                return None;
+            }
+            match st.rx.recv().await {
+                Some(Out::Text(s)) => st.pending.push_back(data(&st.shape.text(&s))),
+                Some(Out::Done(f)) => {
+                    st.pending.push_back(data(&st.shape.closing(&f)));
+                    if st.shape.include_usage {
+                        st.pending.push_back(data(&st.shape.usage_chunk(&f)));
+                    }
+                    st.pending.push_back("[DONE]".to_string());
+                    st.done = true;
+                    st.ticket = None;
+                }
+                Some(Out::Error(e)) => {
+                    st.pending.push_back(data(&ApiError::internal(e).body()));
+                    st.done = true;
+                    st.ticket = None;
+                }
+                None => {
+                    let e = ApiError::internal("the model thread stopped");
+                    st.pending.push_back(data(&e.body()));
+                    st.done = true;
+                    st.ticket = None;
+                }
+            }
+        }
+    });
+    Sse::new(events).into_response()
+}

@@ -1,0 +1,275 @@
+//! The HTTP endpoints: request parsing and checks happen here, in the
+//! handler; generation happens on the model thread.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use minfer_engine::ChatMessage;
+use serde_json::json;
+
+use crate::api::{
+    self, ChatRequest, CompletionRequest, DetokenizeRequest, Prompt, TokenizeRequest,
+};
+use crate::error::ApiError;
+use crate::respond::{self, Api, Shape};
+use crate::state::{Served, Shared};
+
+type St = State<Arc<Shared>>;
+
+/// The router with every endpoint, authentication and request counting.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .fallback(fallback)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
+        .with_state(shared)
+}
+
+/// Checks the API key (every endpoint but `/health`) and counts the
+/// request under its endpoint and status.
+async fn guard(State(shared): St, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let endpoint = match path.as_str() {
+        "/v1/chat/completions"
+        | "/v1/completions"
+        | "/v1/models"
+        | "/health"
+        | "/metrics"
+        | "/tokenize"
+        | "/detokenize" => path.clone(),
+        p if p.starts_with("/v1/models/") => "/v1/models/{id}".to_string(),
+        _ => "other".to_string(),
+    };
+    let resp = match &shared.cfg.api_key {
+        Some(key) if path != "/health" && !authorized(&req, key) => {
+            ApiError::unauthorized().into_response()
+        }
+        _ => next.run(req).await,
+    };
+    shared.metrics.request(&endpoint, resp.status().as_u16());
+    resp
+}
+
+fn authorized(req: &Request, key: &str) -> bool {
+    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+        return false;
+    };
+    let Ok(value) = value.to_str() else {
+        return false;
+    };
+    let Some(given) = value.strip_prefix("Bearer ") else {
+        return false;
+    };
+    // Compared in constant time: the key's bytes do not leak through timing.
+    given.len() == key.len()
+        && given
+            .bytes()
+            .zip(key.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+async fn read_body(shared: &Shared, body: Body) -> Result<axum::body::Bytes, ApiError> {
+    let limit = shared.cfg.max_body;
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ApiError::too_large(limit))
+}
+
+/// Checks that the prompt leaves room to generate in the context window.
+fn check_prompt(ids: &[u32], n_ctx: u32, param: &str) -> Result<(), ApiError> {
+    if ids.is_empty() {
+        return Err(ApiError::bad_param(param, "the prompt is empty"));
+    }
+    if ids.len() >= n_ctx as usize {
+        return Err(ApiError::bad_param(
+            param,
+            format!(
+                "the prompt has {} tokens, which does not fit in this server's context of {n_ctx} tokens",
+                ids.len()
+            ),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    Ok(())
+}
+
+fn chat_prompt(served: &Served, req: &ChatRequest) -> Result<Vec<u32>, ApiError> {
+    if req.messages.is_empty() {
+        return Err(ApiError::bad_param(
+            "messages",
+            "`messages` must not be empty",
+        ));
+    }
+    let mut messages = Vec::with_capacity(req.messages.len());
+    for m in &req.messages {
+        let role = match m.role.as_str() {
+            "developer" => "system",
+            r @ ("system" | "user" | "assistant" | "tool") => r,
+            other => {
+                return Err(ApiError::bad_param(
+                    "messages",
+                    format!("unknown message role `{other}`"),
+                ))
+            }
+        };
+        messages.push(ChatMessage::new(role, api::message_text(m)?));
+    }
+    let text = served
+        .loaded
+        .render_chat(&messages, true)
+        .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
+    Ok(served.loaded.tokenize(&text))
+}
+
+async fn chat(State(shared): St, body: Body) -> Result<Response, ApiError> {
+    let body = read_body(&shared, body).await?;
+    let req: ChatRequest = api::parse(&body)?;
+    let served = shared.served()?;
+    served.check_model(&req.sampling.model)?;
+    let cfg = req.sampling.to_config(0)?;
+    let ids = chat_prompt(served, &req)?;
+    check_prompt(&ids, shared.cfg.engine.n_ctx, "messages")?;
+    let (ticket, rx) = shared.submit(ids, cfg)?;
+    let shape = Shape::new(
+        Api::Chat,
+        ticket.id(),
+        &served.id,
+        req.sampling.include_usage(),
+    );
+    Ok(if req.sampling.stream {
+        respond::stream(shape, ticket, rx)
+    } else {
+        respond::collect(shape, ticket, rx).await
+    })
+}
+
+/// OpenAI's default for `max_tokens` on the legacy completions endpoint.
+const COMPLETIONS_DEFAULT_MAX: usize = 16;
+
+async fn completions(State(shared): St, body: Body) -> Result<Response, ApiError> {
+    let body = read_body(&shared, body).await?;
+    let req: CompletionRequest = api::parse(&body)?;
+    let served = shared.served()?;
+    served.check_model(&req.sampling.model)?;
+    if req.echo {
+        return Err(ApiError::unsupported("echo", "only false"));
+    }
+    if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::unsupported("suffix", "no fill-in-the-middle"));
+    }
+    let cfg = req.sampling.to_config(COMPLETIONS_DEFAULT_MAX)?;
+    let prompt = match &req.prompt {
+        Prompt::Text(t) => t.clone(),
+        Prompt::Batch(v) if v.len() == 1 => v[0].clone(),
+        Prompt::Batch(_) => return Err(ApiError::unsupported("prompt", "one prompt per request")),
+    };
+    let ids = served.loaded.tokenize(&prompt);
+    check_prompt(&ids, shared.cfg.engine.n_ctx, "prompt")?;
+    let (ticket, rx) = shared.submit(ids, cfg)?;
+    let shape = Shape::new(
+        Api::Text,
+        ticket.id(),
+        &served.id,
+        req.sampling.include_usage(),
+    );
+    Ok(if req.sampling.stream {
+        respond::stream(shape, ticket, rx)
+    } else {
+        respond::collect(shape, ticket, rx).await
+    })
+}
+
+fn model_object(served: &Served) -> serde_json::Value {
+    json!({
+        "id": served.id,
+        "object": "model",
+        "created": 0,
+        "owned_by": "minfer",
+    })
+}
+
+async fn models(State(shared): St) -> Result<Response, ApiError> {
+    let served = shared.served()?;
+    Ok(Json(json!({"object": "list", "data": [model_object(served)]})).into_response())
+}
+
+async fn model(State(shared): St, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let served = shared.served()?;
+    served.check_model(&id)?;
+    Ok(Json(model_object(served)).into_response())
+}
+
+async fn health(State(shared): St) -> Response {
+    if shared.served.get().is_some() {
+        Json(json!({"status": "ok"})).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "loading"})),
+        )
+            .into_response()
+    }
+}
+
+async fn metrics(State(shared): St) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        shared.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn tokenize(State(shared): St, body: Body) -> Result<Response, ApiError> {
+    let body = read_body(&shared, body).await?;
+    let req: TokenizeRequest = api::parse(&body)?;
+    let served = shared.served()?;
+    let ids = served
+        .loaded
+        .tokenizer()
+        .encode(&req.content, req.add_special, true);
+    Ok(Json(json!({"tokens": ids})).into_response())
+}
+
+async fn detokenize(State(shared): St, body: Body) -> Result<Response, ApiError> {
+    let body = read_body(&shared, body).await?;
+    let req: DetokenizeRequest = api::parse(&body)?;
+    let served = shared.served()?;
+    let tok = served.loaded.tokenizer();
+    let n_vocab = tok.n_vocab();
+    if let Some(bad) = req.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+        return Err(ApiError::bad_param(
+            "tokens",
+            format!("token id {bad} is outside the vocabulary of {n_vocab} tokens"),
+        ));
+    }
+    let bytes = tok.decode(&req.tokens, true);
+    Ok(Json(json!({"content": String::from_utf8_lossy(&bytes)})).into_response())
+}
+
+async fn wrong_method(req: Request) -> ApiError {
+    ApiError::bad_request(format!(
+        "{} does not accept {}",
+        req.uri().path(),
+        req.method()
+    ))
+    .with_status(StatusCode::METHOD_NOT_ALLOWED)
+}
+
+async fn fallback(req: Request) -> ApiError {
+    ApiError::not_found(req.uri().path())
+}

@@ -1,0 +1,152 @@
+//! What the handlers share: the configuration, the loaded model (once it
+//! is), the channel to the model thread, admission control and metrics.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use minfer_engine::{GenerateConfig, LoadedModel};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::worker::{Cmd, Job, Out};
+use crate::ServerConfig;
+
+/// The model, once loaded, with the names it answers to.
+pub struct Served {
+    /// The model.
+    pub loaded: Arc<LoadedModel>,
+    /// The id reported by `/v1/models` (the name or file stem given).
+    pub id: String,
+    /// Other names a request may use: the spec as given and the model's
+    /// own name.
+    pub aliases: Vec<String>,
+}
+
+impl Served {
+    /// Checks a request's `model` field.
+    ///
+    /// # Errors
+    /// 404 `model_not_found` for a model this server does not serve.
+    pub fn check_model(&self, name: &str) -> Result<(), ApiError> {
+        if name == self.id || self.aliases.iter().any(|a| a == name) {
+            Ok(())
+        } else {
+            Err(ApiError::unknown_model(name, &self.id))
+        }
+    }
+}
+
+/// State shared by every handler.
+pub struct Shared {
+    /// The server's settings.
+    pub cfg: ServerConfig,
+    /// Set by the model thread when the model is loaded.
+    pub served: OnceLock<Served>,
+    /// Commands to the model thread.
+    cmds: Mutex<Sender<Cmd>>,
+    /// Requests admitted and not finished (running or queued).
+    inflight: AtomicUsize,
+    next_id: AtomicU64,
+    /// Set when shutdown begins: new generations are refused.
+    pub draining: AtomicBool,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Shared {
+    /// Shared state sending commands on `cmds`.
+    pub fn new(cfg: ServerConfig, cmds: Sender<Cmd>, metrics: Arc<Metrics>) -> Shared {
+        Shared {
+            cfg,
+            served: OnceLock::new(),
+            cmds: Mutex::new(cmds),
+            inflight: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            draining: AtomicBool::new(false),
+            metrics,
+        }
+    }
+
+    /// The model, or 503 while it is loading.
+    ///
+    /// # Errors
+    /// 503 while the model loads.
+    pub fn served(&self) -> Result<&Served, ApiError> {
+        self.served
+            .get()
+            .ok_or_else(|| ApiError::unavailable("the model is still loading"))
+    }
+
+    /// Sends a command to the model thread (a thread that is gone has
+    /// nothing left to do with it).
+    pub fn send(&self, cmd: Cmd) {
+        let tx = self.cmds.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = tx.send(cmd);
+    }
+
+    /// Admits one generation request and hands it to the model thread.
+    ///
+    /// # Errors
+    /// 503 when `-np` are running and `--queue` are waiting, or when the
+    /// server is shutting down.
+    pub fn submit(
+        self: &Arc<Self>,
+        prompt: Vec<u32>,
+        cfg: GenerateConfig,
+    ) -> Result<(Ticket, UnboundedReceiver<Out>), ApiError> {
+        if self.draining.load(Relaxed) {
+            return Err(ApiError::unavailable("the server is shutting down"));
+        }
+        let limit = self.cfg.n_parallel + self.cfg.queue;
+        let admitted = self
+            .inflight
+            .fetch_update(Relaxed, Relaxed, |n| (n < limit).then_some(n + 1))
+            .is_ok();
+        if !admitted {
+            return Err(ApiError::unavailable(format!(
+                "the server is busy: {} requests running and {} queued; retry later",
+                self.cfg.n_parallel, self.cfg.queue
+            ))
+            .with_code("queue_full"));
+        }
+        let id = self.next_id.fetch_add(1, Relaxed);
+        let (tx, rx) = unbounded_channel();
+        self.send(Cmd::Submit(Job {
+            id,
+            prompt,
+            cfg,
+            out: tx,
+        }));
+        let ticket = Ticket {
+            shared: self.clone(),
+            id,
+        };
+        Ok((ticket, rx))
+    }
+}
+
+/// An admitted request. Dropping it (the response finished, or the client
+/// went away and the response was dropped) cancels the generation if it is
+/// still running and frees its place in the queue.
+pub struct Ticket {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Ticket {
+    /// The request's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        // A finished request is unknown to the model thread by now, and
+        // the cancel does nothing there.
+        self.shared.send(Cmd::Cancel(self.id));
+        self.shared.inflight.fetch_sub(1, Relaxed);
+    }
+}

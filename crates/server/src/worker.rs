@@ -1,0 +1,296 @@
+//! The model thread: it alone owns the [`Scheduler`], admits up to `-np`
+//! generations, steps all of them together, and hands each request its
+//! text through a channel. HTTP handlers talk to it only through [`Cmd`]s.
+//!
+//! A request whose receiver is gone (the client disconnected and its
+//! response was dropped) is cancelled before the next step, so its
+//! sequence is freed within one step.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use minfer_engine::{Event, GenId, GenerateConfig, Scheduler, StopReason, Utf8Stream};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::metrics::Metrics;
+
+/// A request to the model thread.
+#[derive(Debug)]
+pub enum Cmd {
+    /// Generate for a request.
+    Submit(Job),
+    /// The request with this id is no longer wanted.
+    Cancel(u64),
+    /// Cancel every running and queued request (end of the drain period).
+    CancelAll,
+    /// Stop the thread once nothing is running.
+    Shutdown,
+}
+
+/// One generation to run.
+#[derive(Debug)]
+pub struct Job {
+    /// The request's id.
+    pub id: u64,
+    /// Prompt token ids (checked against the context by the handler).
+    pub prompt: Vec<u32>,
+    /// What to generate.
+    pub cfg: GenerateConfig,
+    /// Where the output goes.
+    pub out: UnboundedSender<Out>,
+}
+
+/// What a request receives, in order: text, then one `Done` or `Error`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    /// More text (whole UTF-8 characters).
+    Text(String),
+    /// The generation ended.
+    Done(Finish),
+    /// The generation failed; nothing follows.
+    Error(String),
+}
+
+/// How a generation ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Finish {
+    /// Tokens of the prompt.
+    pub prompt_tokens: usize,
+    /// Tokens generated (the end-of-generation token not included).
+    pub completion_tokens: usize,
+    /// Why it ended.
+    pub reason: StopReason,
+}
+
+impl Finish {
+    /// OpenAI's `finish_reason`.
+    pub fn finish_reason(&self) -> &'static str {
+        match self.reason {
+            StopReason::Eog | StopReason::StopString | StopReason::Cancelled => "stop",
+            StopReason::MaxTokens | StopReason::ContextFull | StopReason::CacheFull => "length",
+        }
+    }
+}
+
+struct Running {
+    gen: GenId,
+    out: UnboundedSender<Out>,
+    utf8: Utf8Stream,
+    /// Whether its prefix-cache hit has been counted.
+    counted: bool,
+}
+
+/// The model thread's state.
+pub struct Worker {
+    sched: Scheduler,
+    n_parallel: usize,
+    metrics: Arc<Metrics>,
+    waiting: VecDeque<Job>,
+    running: HashMap<u64, Running>,
+    shutting_down: bool,
+}
+
+impl Worker {
+    /// A worker running up to `n_parallel` generations at once on `sched`.
+    pub fn new(sched: Scheduler, n_parallel: usize, metrics: Arc<Metrics>) -> Worker {
+        let u = sched.runtime().usage();
+        metrics.cells_total.store(u.n_ctx as u64, Relaxed);
+        metrics.cells_free.store(u.n_ctx as u64, Relaxed);
+        Worker {
+            sched,
+            n_parallel: n_parallel.max(1),
+            metrics,
+            waiting: VecDeque::new(),
+            running: HashMap::new(),
+            shutting_down: false,
+        }
+    }
+
+    /// Runs until [`Cmd::Shutdown`] (and nothing left to run) or until
+    /// every sender is gone.
+    pub fn run(mut self, rx: Receiver<Cmd>) {
+        loop {
+            // Idle: wait for work without spinning.
+            if self.running.is_empty() && self.waiting.is_empty() {
+                if self.shutting_down {
+                    return;
+                }
+                match rx.recv_timeout(Duration::from_millis(200)) {
+                    Ok(cmd) => self.handle(cmd),
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+            while let Ok(cmd) = rx.try_recv() {
+                self.handle(cmd);
+            }
+            self.drop_abandoned();
+            self.admit();
+            if !self.running.is_empty() {
+                self.step();
+            }
+            self.publish_gauges();
+        }
+    }
+
+    fn handle(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Submit(job) => self.waiting.push_back(job),
+            Cmd::Cancel(id) => self.cancel(id, true),
+            Cmd::CancelAll => {
+                self.waiting.clear();
+                let ids: Vec<u64> = self.running.keys().copied().collect();
+                for id in ids {
+                    self.cancel(id, false);
+                }
+            }
+            Cmd::Shutdown => self.shutting_down = true,
+        }
+    }
+
+    /// Ends request `id` and frees its sequence now.
+    fn cancel(&mut self, id: u64, disconnect: bool) {
+        if let Some(pos) = self.waiting.iter().position(|j| j.id == id) {
+            self.waiting.remove(pos);
+            return;
+        }
+        let Some(r) = self.running.remove(&id) else {
+            return;
+        };
+        if disconnect {
+            self.metrics.disconnects.fetch_add(1, Relaxed);
+        }
+        self.sched.cancel(r.gen);
+        let mut generated = 0;
+        while let Some(ev) = self.sched.next_event(r.gen) {
+            if let Event::Done(stats) = ev {
+                generated = stats.generated_tokens;
+                let _ = r.out.send(Out::Done(Finish {
+                    prompt_tokens: stats.prompt_tokens,
+                    completion_tokens: stats.generated_tokens,
+                    reason: StopReason::Cancelled,
+                }));
+            }
+        }
+        self.metrics
+            .completion_tokens
+            .fetch_add(generated as u64, Relaxed);
+    }
+
+    /// Cancels the requests whose clients went away.
+    fn drop_abandoned(&mut self) {
+        self.waiting.retain(|j| !j.out.is_closed());
+        let gone: Vec<u64> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.out.is_closed())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            self.cancel(id, true);
+        }
+    }
+
+    fn admit(&mut self) {
+        while self.running.len() < self.n_parallel {
+            let Some(job) = self.waiting.pop_front() else {
+                return;
+            };
+            match self.sched.submit(&job.prompt, &job.cfg) {
+                Ok(gen) => {
+                    self.metrics
+                        .prompt_tokens
+                        .fetch_add(job.prompt.len() as u64, Relaxed);
+                    self.running.insert(
+                        job.id,
+                        Running {
+                            gen,
+                            out: job.out,
+                            utf8: Utf8Stream::new(),
+                            counted: false,
+                        },
+                    );
+                }
+                Err(e) => {
+                    let _ = job.out.send(Out::Error(e.to_string()));
+                }
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        let t = Instant::now();
+        let failure = self.sched.step().err();
+        self.metrics.observe_step(t.elapsed().as_secs_f64());
+        if let Some(e) = &failure {
+            eprintln!("minfer serve: engine step failed: {e}");
+        }
+        let mut finished = Vec::new();
+        for (&id, r) in self.running.iter_mut() {
+            // Known once the first token is out, and until `Done` is read.
+            if !r.counted {
+                if let Some(t) = self.sched.times(r.gen) {
+                    r.counted = true;
+                    self.metrics
+                        .prefix_reused_tokens
+                        .fetch_add(t.reused_tokens as u64, Relaxed);
+                }
+            }
+            while let Some(ev) = self.sched.next_event(r.gen) {
+                match ev {
+                    Event::Text(bytes) => {
+                        let s = r.utf8.push(&bytes);
+                        if !s.is_empty() {
+                            let _ = r.out.send(Out::Text(s.to_string()));
+                        }
+                    }
+                    Event::Done(stats) => {
+                        let rest = r.utf8.finish();
+                        if !rest.is_empty() {
+                            let _ = r.out.send(Out::Text(rest.to_string()));
+                        }
+                        self.metrics
+                            .completion_tokens
+                            .fetch_add(stats.generated_tokens as u64, Relaxed);
+                        if stats.stop_reason == StopReason::Cancelled {
+                            // Only a failed step cancels on its own (our
+                            // cancels remove the request first).
+                            let msg = failure
+                                .as_ref()
+                                .map_or("the generation was cancelled".to_string(), |e| {
+                                    format!("the engine failed: {e}")
+                                });
+                            let _ = r.out.send(Out::Error(msg));
+                        } else {
+                            let _ = r.out.send(Out::Done(Finish {
+                                prompt_tokens: stats.prompt_tokens,
+                                completion_tokens: stats.generated_tokens,
+                                reason: stats.stop_reason,
+                            }));
+                        }
+                        finished.push(id);
+                        break;
+                    }
+                }
+            }
+        }
+        for id in finished {
+            self.running.remove(&id);
+        }
+    }
+
+    fn publish_gauges(&self) {
+        let m = &self.metrics;
+        let rt = self.sched.runtime();
+        let u = rt.usage();
+        m.active.store(self.running.len() as u64, Relaxed);
+        m.queued.store(self.waiting.len() as u64, Relaxed);
+        m.live_sequences.store(u.live as u64, Relaxed);
+        m.idle_sequences.store(u.idle as u64, Relaxed);
+        m.cells_used.store(u.used as u64, Relaxed);
+        m.cells_free.store(rt.room() as u64, Relaxed);
+    }
+}
