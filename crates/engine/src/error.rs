@@ -91,6 +91,9 @@ pub enum EngineError {
     /// Building or running the compute graph failed.
     #[error(transparent)]
     Graph(#[from] GraphError),
+    /// A session file could not be written, or was refused.
+    #[error(transparent)]
+    Session(#[from] crate::chat::SessionFileError),
     /// The model's metadata or tensors are unusable.
     #[error(transparent)]
     Model(#[from] ModelError),

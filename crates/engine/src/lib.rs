@@ -9,9 +9,12 @@
 //!   through one forward pass.
 //! - [`Scheduler`] runs generations that callers pull events from, batching
 //!   every active one into each step.
+//! - [`ChatSession`] is a conversation on one sequence: delta prefill,
+//!   context shift, session files ([`chat`]).
 //! - [`Engine`] is one sequence on its own runtime, for single-stream work
 //!   such as [`perplexity`].
 
+pub mod chat;
 mod engine;
 mod error;
 pub mod generate;
@@ -20,10 +23,11 @@ pub mod perplexity;
 mod runtime;
 pub mod scheduler;
 
+pub use chat::{ChatSession, ChatStats, TurnStart, TurnStats};
 pub use engine::{Engine, EngineConfig};
 pub use generate::{GenerateConfig, GenerationStats, StopReason, Utf8Stream};
 pub use load::{check_fits, load_tokenizer, LoadedModel, PromptMode};
-pub use runtime::{BatchEntry, CacheUsage, Runtime, SeqId, StepLogits};
+pub use runtime::{BatchEntry, CacheUsage, KvLayout, Runtime, SeqId, SeqSnapshot, StepLogits};
 pub use scheduler::{Event, GenId, GenTimes, Scheduler};
 
 pub use error::{EngineError, Result};

@@ -20,6 +20,8 @@
 //! their cells ([`Runtime::new_sequence_for`]). Idle sequences are evicted,
 //! least recently used first, as soon as their cells or ids are needed.
 
+mod snapshot;
+
 use std::sync::Arc;
 
 use minfer_graph::kv::{BatchPlan, KvCells, MAX_SEQS};
@@ -31,6 +33,8 @@ use minfer_models::Model;
 
 use crate::engine::EngineConfig;
 use crate::error::{EngineError, Result};
+
+pub use snapshot::{KvLayout, SeqSnapshot};
 
 /// A handle to one sequence of a [`Runtime`]: an id the runtime hands out
 /// and checks on every use (a removed sequence's handle is rejected, even

@@ -211,6 +211,25 @@ impl Allocator {
     ) -> Result<()> {
         let n_ctx = params.compute.n_ctx as usize;
         let format = params.compute.kv_format;
+        self.ensure_kv_region(layer, kind, row, n_ctx, format)
+    }
+
+    /// Makes sure layer `layer` has its `kind` region of `n_ctx` cells of
+    /// `row` values in `format` (creating it now rather than at the first
+    /// graph that uses it), or checks that the existing one matches.
+    ///
+    /// # Errors
+    /// [`GraphError::Other`] when an existing region has another shape or
+    /// format, or the region cannot be allocated;
+    /// [`GraphError::BadInput`] for a zero size.
+    pub fn ensure_kv_region(
+        &mut self,
+        layer: usize,
+        kind: KvKind,
+        row: usize,
+        n_ctx: usize,
+        format: KvFormat,
+    ) -> Result<()> {
         if self.kv.len() <= layer {
             self.kv.resize_with(layer + 1, LayerKv::default);
         }

@@ -25,7 +25,7 @@ use crate::exec::ExecCtx;
 use crate::fusion::{fuse, FusionReport};
 use crate::ir::{InputKind, KvKind, NodeId};
 use crate::kv::KvRegion;
-use crate::params::GraphParams;
+use crate::params::{GraphParams, KvFormat};
 use crate::sched::{Schedule, Split, TraceConfig};
 use crate::weights::WeightStore;
 
@@ -220,6 +220,23 @@ impl GraphCache {
     /// Layer `layer`'s K or V region, once a graph has created it.
     pub fn kv_region(&self, layer: usize, kind: KvKind) -> Option<&KvRegion> {
         self.alloc.kv_region(layer, kind)
+    }
+
+    /// Creates layer `layer`'s `kind` region (`n_ctx` cells of `row`
+    /// values in `format`) if no graph has yet, so that cells can be
+    /// restored before the first step; an existing region must match.
+    ///
+    /// # Errors
+    /// As [`Allocator::ensure_kv_region`](crate::alloc::Allocator::ensure_kv_region).
+    pub fn ensure_kv_region(
+        &mut self,
+        layer: usize,
+        kind: KvKind,
+        row: usize,
+        n_ctx: usize,
+        format: KvFormat,
+    ) -> Result<()> {
+        self.alloc.ensure_kv_region(layer, kind, row, n_ctx, format)
     }
 
     /// Layer `layer`'s K or V region for writing, once a graph has created

@@ -193,6 +193,97 @@ impl KvRegion {
         Ok(())
     }
 
+    /// Bytes of one cell's row in the storage format: 4 per value for
+    /// F32, 2 for F16, 34 per block of 32 values for Q8_0.
+    pub fn row_bytes(&self) -> usize {
+        match self.format {
+            KvFormat::F32 => self.row_elems * 4,
+            KvFormat::F16 => self.row_elems * 2,
+            KvFormat::Q8_0 => self.row_elems / QK * std::mem::size_of::<BlockQ8_0>(),
+        }
+    }
+
+    /// Appends the row of `cell` to `out` exactly as stored
+    /// ([`row_bytes`](KvRegion::row_bytes) bytes, little-endian), so that
+    /// [`write_raw_row`](KvRegion::write_raw_row) restores it bit for bit.
+    ///
+    /// # Errors
+    /// [`GraphError::CellOutOfRange`] for `cell >= n_ctx`.
+    pub fn read_raw_row(&self, cell: usize, out: &mut Vec<u8>) -> Result<()> {
+        self.check_cell(cell)?;
+        let n = self.row_elems;
+        match &self.data {
+            Storage::F32(d) => {
+                for v in &d[cell * n..(cell + 1) * n] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+            Storage::F16(d) => {
+                for v in &d[cell * n..(cell + 1) * n] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+            Storage::Q8_0(d) => {
+                let nb = n / QK;
+                for b in &d[cell * nb..(cell + 1) * nb] {
+                    out.extend_from_slice(&b.d);
+                    out.extend(b.qs.iter().map(|&q| q as u8));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Overwrites the row of `cell` with `src`, a row in the storage
+    /// format as [`read_raw_row`](KvRegion::read_raw_row) produced it.
+    ///
+    /// # Errors
+    /// [`GraphError::CellOutOfRange`]; [`GraphError::BadInput`] when `src`
+    /// is not [`row_bytes`](KvRegion::row_bytes) long. Nothing is written
+    /// on error.
+    pub fn write_raw_row(&mut self, cell: usize, src: &[u8]) -> Result<()> {
+        self.check_cell(cell)?;
+        if src.len() != self.row_bytes() {
+            return Err(GraphError::BadInput {
+                what: "kv raw row",
+                msg: format!("expected {} bytes, got {}", self.row_bytes(), src.len()),
+            });
+        }
+        let n = self.row_elems;
+        match &mut self.data {
+            Storage::F32(d) => {
+                for (v, b) in d[cell * n..(cell + 1) * n]
+                    .iter_mut()
+                    .zip(src.chunks_exact(4))
+                {
+                    *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
+            }
+            Storage::F16(d) => {
+                for (v, b) in d[cell * n..(cell + 1) * n]
+                    .iter_mut()
+                    .zip(src.chunks_exact(2))
+                {
+                    *v = u16::from_le_bytes([b[0], b[1]]);
+                }
+            }
+            Storage::Q8_0(d) => {
+                let nb = n / QK;
+                let size = std::mem::size_of::<BlockQ8_0>();
+                for (blk, b) in d[cell * nb..(cell + 1) * nb]
+                    .iter_mut()
+                    .zip(src.chunks_exact(size))
+                {
+                    blk.d = [b[0], b[1]];
+                    for (q, &x) in blk.qs.iter_mut().zip(&b[2..]) {
+                        *q = x as i8;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The row of `cell` without copying, when the region is F32 and the
     /// cell exists; `None` otherwise.
     pub fn row_f32(&self, cell: usize) -> Option<&[f32]> {

@@ -1,0 +1,331 @@
+//! Session files: a conversation and its KV cache on disk.
+//!
+//! Layout (integers little-endian):
+//!
+//! ```text
+//! magic    8 bytes  "MINFCHAT"
+//! version  u32      FORMAT_VERSION
+//! header   u64 length, then JSON: model identity, KV layout, messages,
+//!                   token history
+//! rows     u64 length, then the K/V rows of every position, as stored
+//!                   (see SeqSnapshot)
+//! checksum 32 bytes sha256 of everything above
+//! ```
+//!
+//! A file is written to a temporary file next to its destination, synced,
+//! and renamed over it, so a crash never leaves a half-written session
+//! under the real name. A file is checked whole (magic, version, checksum,
+//! sizes, then the model identity) before anything is taken from it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use minfer_graph::KvFormat;
+use minfer_text::ChatMessage;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::runtime::{KvLayout, SeqSnapshot};
+
+/// The first bytes of every session file.
+pub const MAGIC: &[u8; 8] = b"MINFCHAT";
+/// The version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Why a session file could not be written or was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionFileError {
+    /// Reading or writing the file failed.
+    #[error("session file {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// Not a session file, or cut short.
+    #[error("{} is not a minfer session file ({what})", path.display())]
+    NotASession {
+        /// The file.
+        path: PathBuf,
+        /// What gave it away.
+        what: String,
+    },
+    /// Written by another version of the format.
+    #[error("session file {} has format version {found}; this minfer reads version {FORMAT_VERSION}", path.display())]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// The version in the file.
+        found: u32,
+    },
+    /// The checksum does not match the contents.
+    #[error("session file {} is corrupted (checksum mismatch)", path.display())]
+    Checksum {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Made with another model or another KV cache shape.
+    #[error("session file {} was made with {theirs}; this run uses {ours}", path.display())]
+    OtherModel {
+        /// The file.
+        path: PathBuf,
+        /// What the file was made with.
+        theirs: String,
+        /// What this run has.
+        ours: String,
+    },
+}
+
+/// What identifies the model and cache a session was made with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelIdentity {
+    /// sha256 over every tensor's name, type, shape and data, hex.
+    pub tensor_sha256: String,
+    /// The architecture's name.
+    pub arch: String,
+    /// The model's name (informative; not compared).
+    pub name: String,
+}
+
+/// The KV layout as stored in a file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct LayoutRecord {
+    n_layer: usize,
+    row_elems: usize,
+    n_ctx: u32,
+    kv_format: String,
+}
+
+impl LayoutRecord {
+    fn from_layout(l: &KvLayout) -> Self {
+        LayoutRecord {
+            n_layer: l.n_layer,
+            row_elems: l.row_elems,
+            n_ctx: l.n_ctx,
+            kv_format: format_name(l.format).to_string(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("n_ctx {}, KV format {}", self.n_ctx, self.kv_format)
+    }
+}
+
+fn format_name(f: KvFormat) -> &'static str {
+    match f {
+        KvFormat::F32 => "f32",
+        KvFormat::F16 => "f16",
+        KvFormat::Q8_0 => "q8_0",
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    model: ModelIdentity,
+    layout: LayoutRecord,
+    messages: Vec<ChatMessage>,
+    tokens: Vec<u32>,
+}
+
+/// A conversation as saved: its messages and its cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionData {
+    /// The model it was made with.
+    pub model: ModelIdentity,
+    /// Every message, the system prompt first when there is one.
+    pub messages: Vec<ChatMessage>,
+    /// The sequence's tokens and K/V rows.
+    pub snapshot: SeqSnapshot,
+}
+
+/// The bytes of a session file.
+pub fn encode(data: &SessionData) -> Vec<u8> {
+    let header = Header {
+        model: data.model.clone(),
+        layout: LayoutRecord::from_layout(&data.snapshot.layout),
+        messages: data.messages.clone(),
+        tokens: data.snapshot.tokens.clone(),
+    };
+    // Plain data with string keys: serialization cannot fail.
+    let json = serde_json::to_vec(&header).unwrap_or_default();
+    let rows = &data.snapshot.rows;
+    let mut out = Vec::with_capacity(8 + 4 + 16 + json.len() + rows.len() + 32);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    out.extend_from_slice(&json);
+    out.extend_from_slice(&(rows.len() as u64).to_le_bytes());
+    out.extend_from_slice(rows);
+    let sum = Sha256::digest(&out);
+    out.extend_from_slice(&sum);
+    out
+}
+
+/// Checks and parses the bytes of a session file against the model and
+/// cache of this run. `path` names the file in errors.
+///
+/// # Errors
+/// [`SessionFileError::NotASession`], [`SessionFileError::Version`],
+/// [`SessionFileError::Checksum`], [`SessionFileError::OtherModel`].
+pub fn decode(
+    bytes: &[u8],
+    path: &Path,
+    ours: &ModelIdentity,
+    layout: &KvLayout,
+) -> Result<SessionData, SessionFileError> {
+    let bad = |what: &str| SessionFileError::NotASession {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+    };
+    if bytes.len() < 8 + 4 + 8 + 8 + 32 || &bytes[..8] != MAGIC {
+        return Err(bad("no session header"));
+    }
+    let (body, sum) = bytes.split_at(bytes.len() - 32);
+    if Sha256::digest(body).as_slice() != sum {
+        return Err(SessionFileError::Checksum {
+            path: path.to_path_buf(),
+        });
+    }
+    let version = u32::from_le_bytes(body[8..12].try_into().unwrap_or_default());
+    if version != FORMAT_VERSION {
+        return Err(SessionFileError::Version {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    let mut at = 12;
+    let header_bytes = take_block(body, &mut at).ok_or_else(|| bad("cut-off header"))?;
+    let rows = take_block(body, &mut at).ok_or_else(|| bad("cut-off KV rows"))?;
+    if at != body.len() {
+        return Err(bad("trailing bytes"));
+    }
+    let header: Header =
+        serde_json::from_slice(header_bytes).map_err(|e| bad(&format!("header: {e}")))?;
+    let other = |theirs: String, ours: String| SessionFileError::OtherModel {
+        path: path.to_path_buf(),
+        theirs,
+        ours,
+    };
+    if header.model.tensor_sha256 != ours.tensor_sha256 || header.model.arch != ours.arch {
+        return Err(other(
+            format!(
+                "model {:?} ({}, weights {})",
+                header.model.name,
+                header.model.arch,
+                short(&header.model.tensor_sha256)
+            ),
+            format!(
+                "model {:?} ({}, weights {})",
+                ours.name,
+                ours.arch,
+                short(&ours.tensor_sha256)
+            ),
+        ));
+    }
+    let ours_layout = LayoutRecord::from_layout(layout);
+    if header.layout != ours_layout {
+        return Err(other(header.layout.describe(), ours_layout.describe()));
+    }
+    if rows.len() != header.tokens.len() * layout.position_bytes() {
+        return Err(bad("KV rows do not match the token count"));
+    }
+    Ok(SessionData {
+        model: header.model,
+        messages: header.messages,
+        snapshot: SeqSnapshot {
+            layout: *layout,
+            tokens: header.tokens,
+            rows: rows.to_vec(),
+        },
+    })
+}
+
+fn short(hex: &str) -> &str {
+    &hex[..hex.len().min(12)]
+}
+
+/// A block of `u64` length and bytes starting at `*at`.
+fn take_block<'a>(body: &'a [u8], at: &mut usize) -> Option<&'a [u8]> {
+    let len_bytes = body.get(*at..*at + 8)?;
+    let len = usize::try_from(u64::from_le_bytes(len_bytes.try_into().ok()?)).ok()?;
+    let start = *at + 8;
+    let end = start.checked_add(len)?;
+    let block = body.get(start..end)?;
+    *at = end;
+    Some(block)
+}
+
+/// Reads and checks the session file at `path`.
+///
+/// # Errors
+/// [`SessionFileError::Io`] when it cannot be read; as [`decode`].
+pub fn read(
+    path: &Path,
+    ours: &ModelIdentity,
+    layout: &KvLayout,
+) -> Result<SessionData, SessionFileError> {
+    let bytes = std::fs::read(path).map_err(|source| SessionFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    decode(&bytes, path, ours, layout)
+}
+
+/// Writes `data` to `path` atomically: a temporary file in the same
+/// folder, synced, then renamed over `path` (and the folder synced).
+///
+/// # Errors
+/// [`SessionFileError::Io`]; the old file, if any, is left as it was.
+pub fn write(path: &Path, data: &SessionData) -> Result<(), SessionFileError> {
+    write_with(path, &encode(data), |_| Ok(()))
+}
+
+/// [`write`] of ready bytes, with a hook that runs after the temporary
+/// file is synced and before the rename (tests make it fail to show that
+/// an interrupted write leaves the old file intact).
+pub(crate) fn write_with(
+    path: &Path,
+    bytes: &[u8],
+    before_rename: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> Result<(), SessionFileError> {
+    let io = |source| SessionFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "session".into());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        before_rename(&tmp)?;
+        std::fs::rename(&tmp, path)?;
+        // The rename is durable once the folder is synced; some systems
+        // cannot open a folder for that, which is not worth failing over.
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(io)
+}
+
+/// Tests write through this to simulate a crash before the rename.
+#[doc(hidden)]
+pub fn write_interrupted_for_test(path: &Path, data: &SessionData) -> Result<(), SessionFileError> {
+    write_with(path, &encode(data), |_| {
+        Err(std::io::Error::other("simulated crash before rename"))
+    })
+}

@@ -1,0 +1,13 @@
+//! Conversations: [`ChatSession`] keeps a message list and one sequence's
+//! cache in step (delta prefill, regeneration, undo, context shift), and
+//! [`file`] saves both to a session file and checks one before loading it.
+//! Front ends (the terminal chat, the server) add only their own I/O.
+
+pub mod delta;
+pub mod file;
+mod identity;
+mod session;
+
+pub use file::{ModelIdentity, SessionData, SessionFileError};
+pub use identity::model_identity;
+pub use session::{ChatSession, ChatStats, TurnStart, TurnStats};

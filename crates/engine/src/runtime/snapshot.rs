@@ -1,0 +1,171 @@
+//! A sequence's cache as bytes: its tokens and the K/V rows of its cells,
+//! exactly as stored, so that a session file restores it without
+//! recomputing anything and bit for bit.
+
+use minfer_graph::{KvFormat, KvKind};
+
+use super::Runtime;
+use crate::error::{EngineError, Result};
+use crate::runtime::SeqId;
+
+/// The shape of a runtime's KV cache: what a snapshot's rows must match to
+/// be restored into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvLayout {
+    /// Layers (each has a K and a V region).
+    pub n_layer: usize,
+    /// Values per K or V row.
+    pub row_elems: usize,
+    /// Cells per region (the context window).
+    pub n_ctx: u32,
+    /// Storage format of the rows.
+    pub format: KvFormat,
+}
+
+impl KvLayout {
+    /// Bytes of one stored row (K or V of one layer, one cell).
+    pub fn row_bytes(&self) -> usize {
+        match self.format {
+            KvFormat::F32 => self.row_elems * 4,
+            KvFormat::F16 => self.row_elems * 2,
+            KvFormat::Q8_0 => self.row_elems / 32 * 34,
+        }
+    }
+
+    /// Bytes of one position: K and V rows of every layer.
+    pub fn position_bytes(&self) -> usize {
+        self.n_layer * 2 * self.row_bytes()
+    }
+}
+
+/// A sequence's tokens and cache rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeqSnapshot {
+    /// The layout the rows are in.
+    pub layout: KvLayout,
+    /// The tokens at positions `0..`.
+    pub tokens: Vec<u32>,
+    /// For each position in order, for each layer, its K row then its V
+    /// row, as stored ([`KvLayout::position_bytes`] per position).
+    pub rows: Vec<u8>,
+}
+
+impl Runtime {
+    /// The shape of this runtime's KV cache.
+    pub fn kv_layout(&self) -> KvLayout {
+        KvLayout {
+            n_layer: self.model.hparams.n_layer,
+            row_elems: self.model.hparams.kv_width(),
+            n_ctx: self.cfg.n_ctx,
+            format: self.cfg.kv_format,
+        }
+    }
+
+    /// Copies out the tokens of `seq` and the K/V rows of every cell it
+    /// holds.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`]; [`EngineError::InvalidArgument`]
+    /// when a position has no cell or no region (a broken invariant).
+    pub fn export_sequence(&self, seq: SeqId) -> Result<SeqSnapshot> {
+        let tokens = self.history(seq)?.to_vec();
+        let layout = self.kv_layout();
+        let mut rows = Vec::with_capacity(tokens.len() * layout.position_bytes());
+        for pos in 0..tokens.len() {
+            let cell = self.cells.cell_of(seq.slot, pos as i32).ok_or_else(|| {
+                EngineError::InvalidArgument(format!("{seq} has no cell for position {pos}"))
+            })? as usize;
+            for layer in 0..layout.n_layer {
+                for kind in [KvKind::K, KvKind::V] {
+                    let region = self.cache.kv_region(layer, kind).ok_or_else(|| {
+                        EngineError::InvalidArgument(format!("no KV region for layer {layer}"))
+                    })?;
+                    region.read_raw_row(cell, &mut rows)?;
+                }
+            }
+        }
+        Ok(SeqSnapshot {
+            layout,
+            tokens,
+            rows,
+        })
+    }
+
+    /// Fills `seq`, which must be empty, with a snapshot: fresh cells get
+    /// its rows and the sequence its tokens. Nothing is computed.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`]; [`EngineError::InvalidArgument`]
+    /// when `seq` is not empty or the snapshot's layout or size does not
+    /// match this runtime; [`EngineError::CacheFull`] when there are not
+    /// enough free cells. Nothing changes on error.
+    pub fn import_sequence(&mut self, seq: SeqId, snap: &SeqSnapshot) -> Result<()> {
+        if self.n_past(seq)? != 0 {
+            return Err(EngineError::InvalidArgument(format!(
+                "{seq} is not empty; a snapshot restores into an empty sequence"
+            )));
+        }
+        let layout = self.kv_layout();
+        if snap.layout != layout {
+            return Err(EngineError::InvalidArgument(format!(
+                "the snapshot's KV layout {:?} does not match this runtime's {layout:?}",
+                snap.layout
+            )));
+        }
+        let n = snap.tokens.len();
+        if n > layout.n_ctx as usize || snap.rows.len() != n * layout.position_bytes() {
+            return Err(EngineError::InvalidArgument(format!(
+                "a snapshot of {n} tokens with {} bytes of rows does not fit this runtime",
+                snap.rows.len()
+            )));
+        }
+        if let Some(&token) = snap.tokens.iter().find(|&&t| t as usize >= self.n_vocab()) {
+            return Err(EngineError::TokenOutOfRange {
+                token,
+                n_vocab: self.n_vocab(),
+            });
+        }
+        self.make_room(n);
+        let free = self.cells.n_ctx() - self.cells.used();
+        if n > free {
+            return Err(EngineError::CacheFull { needed: n, free });
+        }
+        for layer in 0..layout.n_layer {
+            for kind in [KvKind::K, KvKind::V] {
+                self.cache.ensure_kv_region(
+                    layer,
+                    kind,
+                    layout.row_elems,
+                    layout.n_ctx as usize,
+                    layout.format,
+                )?;
+            }
+        }
+        let row = layout.row_bytes();
+        let mut chunks = snap.rows.chunks_exact(row);
+        for pos in 0..n {
+            let cell = match self.cells.allocate(seq.slot, pos as i32) {
+                Ok(c) => c as usize,
+                Err(e) => {
+                    let _ = self.cells.remove(seq.slot, 0);
+                    return Err(e.into());
+                }
+            };
+            for layer in 0..layout.n_layer {
+                for kind in [KvKind::K, KvKind::V] {
+                    // Sizes were checked above, so every chunk is there.
+                    let bytes = chunks.next().unwrap_or_default();
+                    if let Some(region) = self.cache.kv_region_mut(layer, kind) {
+                        region.write_raw_row(cell, bytes)?;
+                    }
+                }
+            }
+        }
+        self.tick += 1;
+        let tick = self.tick;
+        let s = self.state_mut(seq)?;
+        s.history.extend_from_slice(&snap.tokens);
+        s.last_used = tick;
+        Ok(())
+    }
+}
