@@ -2,6 +2,8 @@
 
 mod bench;
 mod bench_parallel;
+mod chat;
+mod chat_cmds;
 mod inspect;
 mod perplexity;
 mod run;
@@ -36,6 +38,10 @@ struct Cli {
 enum Command {
     /// Answer one prompt, streaming the text to stdout (rates to stderr).
     Run(run::Args),
+    /// Talk with a model: a multi-turn conversation in the terminal (or
+    /// one message per line of piped stdin), each turn computing only its
+    /// own tokens.
+    Chat(chat::Args),
     /// Print the token ids of a text.
     Tokenize(tokenize::Args),
     /// Measure prompt processing (pp) and generation (tg) speed.
@@ -65,6 +71,7 @@ fn main() -> ExitCode {
     let store = Store::new(cfg);
     let result = match cli.command {
         Command::Run(args) => run::run(&store, args),
+        Command::Chat(args) => chat::run(&store, args),
         Command::Tokenize(args) => tokenize::run(&store, args),
         Command::Bench(args) => bench::run(&store, args),
         Command::Perplexity(args) => perplexity::run(&store, args),

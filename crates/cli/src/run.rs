@@ -69,19 +69,19 @@ fn sampler_value(s: &str, set: fn(&mut SamplerConfig, f32)) -> Result<f32, Strin
     Ok(v)
 }
 
-fn parse_temp(s: &str) -> Result<f32, String> {
+pub(crate) fn parse_temp(s: &str) -> Result<f32, String> {
     sampler_value(s, |c, v| c.temp = v)
 }
 
-fn parse_top_p(s: &str) -> Result<f32, String> {
+pub(crate) fn parse_top_p(s: &str) -> Result<f32, String> {
     sampler_value(s, |c, v| c.top_p = v)
 }
 
-fn parse_min_p(s: &str) -> Result<f32, String> {
+pub(crate) fn parse_min_p(s: &str) -> Result<f32, String> {
     sampler_value(s, |c, v| c.min_p = v)
 }
 
-fn parse_repeat_penalty(s: &str) -> Result<f32, String> {
+pub(crate) fn parse_repeat_penalty(s: &str) -> Result<f32, String> {
     sampler_value(s, |c, v| c.repeat_penalty = v)
 }
 

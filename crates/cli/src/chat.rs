@@ -1,0 +1,500 @@
+//! `minfer chat`: a conversation in the terminal, or over a pipe.
+//!
+//! The conversation itself (delta prefill, context shift, session files)
+//! is the engine's [`ChatSession`]; this file is the terminal around it:
+//! line editing, multi-line input, streaming, colours, Ctrl-C, commands.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use minfer_engine::{
+    ChatSession, GenerateConfig, LoadedModel, SamplerConfig, Scheduler, StopReason, Store,
+    TurnStart, Utf8Stream, DEFAULT_SEED,
+};
+use rustyline::error::ReadlineError;
+use rustyline::{
+    Cmd, ConditionalEventHandler, DefaultEditor, Event, EventContext, EventHandler, KeyEvent,
+    Movement, RepeatCount,
+};
+
+use crate::chat_cmds::{self, Command};
+use crate::run::{parse_min_p, parse_repeat_penalty, parse_temp, parse_top_p, DEFAULT_MODEL};
+use crate::runtime::{self, RuntimeArgs};
+
+/// Arguments of `minfer chat`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The model: a file, a known name or hf:… (default
+    /// qwen2.5-coder-0.5b-instruct, pulled on first use).
+    #[arg(value_name = "MODEL")]
+    model: Option<String>,
+    /// Most tokens per answer (0: until the model stops or the context is full).
+    #[arg(short = 'n', long = "n-predict", default_value_t = 0)]
+    n_predict: usize,
+    /// Stop an answer when this text appears (not printed); repeatable.
+    #[arg(long)]
+    stop: Vec<String>,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.8, value_parser = parse_temp, allow_negative_numbers = true)]
+    temp: f32,
+    /// Keep the k most likely tokens (0: off).
+    #[arg(long = "top-k", default_value_t = 40)]
+    top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches p (1: off).
+    #[arg(long = "top-p", default_value_t = 0.95, value_parser = parse_top_p, allow_negative_numbers = true)]
+    top_p: f32,
+    /// Drop tokens less likely than min-p times the most likely (0: off).
+    #[arg(long = "min-p", default_value_t = 0.05, value_parser = parse_min_p, allow_negative_numbers = true)]
+    min_p: f32,
+    /// Penalty for tokens among the last 64 (1: off).
+    #[arg(long = "repeat-penalty", default_value_t = 1.0, value_parser = parse_repeat_penalty, allow_negative_numbers = true)]
+    repeat_penalty: f32,
+    /// Random seed of the sampler.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
+    /// System prompt (a resumed session keeps its own).
+    #[arg(long)]
+    system: Option<String>,
+    /// Resume the conversation saved in FILE when it exists, and save it
+    /// there after every turn.
+    #[arg(long, value_name = "FILE")]
+    session: Option<PathBuf>,
+    /// Tell on stderr what each turn evaluates, and when the cache had to
+    /// be re-evaluated because the template rewrote earlier text.
+    #[arg(short, long)]
+    verbose: bool,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+impl Args {
+    fn generate_config(&self) -> Result<GenerateConfig> {
+        let cfg = GenerateConfig {
+            max_tokens: self.n_predict,
+            stop: self.stop.clone(),
+            sampler: SamplerConfig {
+                temp: self.temp,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repeat_penalty: self.repeat_penalty,
+                repeat_last_n: 64,
+                seed: self.seed,
+            },
+        };
+        cfg.sampler.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// Terminal styling: ANSI colours on a terminal, plain text otherwise or
+/// when `NO_COLOR` is set.
+#[derive(Clone, Copy)]
+struct Style {
+    color: bool,
+}
+
+impl Style {
+    fn detect() -> Style {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Style {
+            color: std::io::stdout().is_terminal() && !no_color,
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn prompt(&self) -> String {
+        self.paint("1;36", "you>") + " "
+    }
+
+    fn continuation(&self) -> String {
+        self.paint("2", "...>") + " "
+    }
+}
+
+/// What the reader got.
+enum Input {
+    /// A complete message or command.
+    Text(String),
+    /// The input being typed was abandoned (Ctrl-C on a continuation line).
+    Discarded,
+    /// Ctrl-D, or Ctrl-C on an empty prompt.
+    Exit,
+}
+
+/// Ctrl-C at the prompt: leave when the line is empty, else clear it.
+struct CtrlC;
+
+impl ConditionalEventHandler for CtrlC {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
+        if ctx.line().is_empty() {
+            Some(Cmd::Interrupt)
+        } else {
+            Some(Cmd::Kill(Movement::WholeBuffer))
+        }
+    }
+}
+
+/// Reads one message: a line, lines joined by a trailing `\`, or a block
+/// between `"""` lines.
+fn read_input(rl: &mut DefaultEditor, style: Style) -> Result<Input> {
+    let mut buf = String::new();
+    let mut block = false;
+    loop {
+        let prompt = if buf.is_empty() && !block {
+            style.prompt()
+        } else {
+            style.continuation()
+        };
+        let line = match rl.readline(&prompt) {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) if buf.is_empty() && !block => return Ok(Input::Exit),
+            Err(ReadlineError::Interrupted) => return Ok(Input::Discarded),
+            Err(ReadlineError::Eof) => return Ok(Input::Exit),
+            Err(e) => return Err(e.into()),
+        };
+        if block {
+            if let Some(last) = line.trim_end().strip_suffix("\"\"\"") {
+                buf.push_str(last);
+                return Ok(Input::Text(buf.trim_end_matches('\n').to_string()));
+            }
+            buf.push_str(&line);
+            buf.push('\n');
+        } else if let Some(rest) = buf
+            .is_empty()
+            .then(|| line.trim_start().strip_prefix("\"\"\""))
+            .flatten()
+        {
+            if let Some(one) = rest.trim_end().strip_suffix("\"\"\"") {
+                return Ok(Input::Text(one.to_string()));
+            }
+            block = true;
+            if !rest.is_empty() {
+                buf.push_str(rest);
+                buf.push('\n');
+            }
+        } else if let Some(part) = line.strip_suffix('\\') {
+            buf.push_str(part);
+            buf.push('\n');
+        } else {
+            buf.push_str(&line);
+            return Ok(Input::Text(buf));
+        }
+    }
+}
+
+/// The conversation and the terminal it runs in.
+struct Chat<'a> {
+    model: &'a LoadedModel,
+    sched: Scheduler,
+    session: ChatSession,
+    style: Style,
+    interactive: bool,
+    verbose: bool,
+    save_to: Option<PathBuf>,
+    /// Set by Ctrl-C while an answer is being generated.
+    interrupted: Arc<AtomicBool>,
+    /// Whether an answer is being generated (Ctrl-C at other times ends
+    /// the program).
+    generating: Arc<AtomicBool>,
+    shift_told: bool,
+}
+
+/// What to do after an input.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Exit,
+}
+
+impl Chat<'_> {
+    /// A notice on stderr (dim on a terminal).
+    fn notice(&self, msg: &str) {
+        eprintln!("{}", self.style.paint("2", msg));
+    }
+
+    fn error(&self, msg: &str) {
+        eprintln!("{} {msg}", self.style.paint("31", "error:"));
+    }
+
+    /// Output of a command: stdout in a terminal; stderr when piped, so
+    /// that stdout holds only the answers.
+    fn say(&self, msg: &str) {
+        if self.interactive {
+            println!("{msg}");
+        } else {
+            eprintln!("{msg}");
+        }
+    }
+
+    /// Saves to the `--session` file, if any.
+    fn autosave(&mut self) {
+        if let Some(path) = self.save_to.clone() {
+            if let Err(e) = self.session.save(self.model, &self.sched, &path) {
+                self.error(&format!("{e:#}"));
+            }
+        }
+    }
+
+    /// Streams the answer of a started turn. Returns whether it was
+    /// interrupted.
+    fn answer(&mut self, start: TurnStart) -> Result<bool> {
+        if start.dropped_exchanges > 0 && !self.shift_told {
+            self.shift_told = true;
+            self.notice(&format!(
+                "[the conversation no longer fits in {} tokens: the oldest exchanges are dropped from now on; the system prompt stays]",
+                self.sched.runtime().n_ctx()
+            ));
+        }
+        if self.verbose {
+            if let Some(at) = start.mismatch_at {
+                self.notice(&format!(
+                    "[the cache differs from the conversation at token {at}: re-prefilling from there]"
+                ));
+            }
+            self.notice(&format!(
+                "[prefill {} tokens, {} kept from the cache]",
+                start.prefill_tokens, start.kept_tokens
+            ));
+        }
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let mut utf8 = Utf8Stream::new();
+        let mut write_err = None;
+        self.interrupted.store(false, Ordering::SeqCst);
+        self.generating.store(true, Ordering::SeqCst);
+        let interrupted = self.interrupted.clone();
+        let result = self.session.complete(
+            self.model,
+            &mut self.sched,
+            |b| {
+                let s = utf8.push(b);
+                match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        write_err = Some(e);
+                        false
+                    }
+                }
+            },
+            || !interrupted.load(Ordering::SeqCst),
+        );
+        self.generating.store(false, Ordering::SeqCst);
+        if let Some(e) = write_err {
+            return Err(e.into());
+        }
+        write!(out, "{}", utf8.finish())?;
+        writeln!(out)?;
+        out.flush()?;
+        drop(out);
+        let turn = result?;
+        let was_interrupted = self.interrupted.swap(false, Ordering::SeqCst);
+        match turn.stop_reason {
+            StopReason::Eog | StopReason::StopString => {}
+            StopReason::Cancelled if was_interrupted => self.notice("[interrupted]"),
+            reason => self.notice(&format!("[stopped: {reason}]")),
+        }
+        if self.interactive {
+            println!();
+        }
+        self.autosave();
+        Ok(was_interrupted)
+    }
+
+    /// Handles one message or command.
+    fn handle(&mut self, text: &str) -> Result<Flow> {
+        if chat_cmds::is_command(text) {
+            return match chat_cmds::parse(text) {
+                Ok(cmd) => self.command(cmd),
+                Err(msg) => {
+                    self.error(&msg);
+                    Ok(Flow::Continue)
+                }
+            };
+        }
+        if text.trim().is_empty() {
+            return Ok(Flow::Continue);
+        }
+        match self.session.send(self.model, &mut self.sched, text) {
+            Ok(start) => {
+                let interrupted = self.answer(start)?;
+                if interrupted && !self.interactive {
+                    return Ok(Flow::Exit);
+                }
+            }
+            Err(e) => self.error(&e.to_string()),
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn command(&mut self, cmd: Command) -> Result<Flow> {
+        let (m, s) = (self.model, &mut self.sched);
+        let outcome = match cmd {
+            Command::Help => Ok(chat_cmds::HELP.to_string()),
+            Command::Exit => return Ok(Flow::Exit),
+            Command::Stats => self.session.stats(s).map(|st| chat_cmds::format_stats(&st)),
+            Command::Regen => match self.session.regen(m, s) {
+                Ok(start) => {
+                    self.answer(start)?;
+                    return Ok(Flow::Continue);
+                }
+                Err(e) => Err(e),
+            },
+            Command::Undo => self.session.undo(m, s).map(|done| {
+                if done {
+                    "[the last exchange is gone]".to_string()
+                } else {
+                    "[nothing to undo]".to_string()
+                }
+            }),
+            Command::Clear => self
+                .session
+                .clear(m, s)
+                .map(|()| "[conversation cleared; the system prompt stays]".to_string()),
+            Command::System(text) => self
+                .session
+                .set_system(m, s, &text)
+                .map(|()| "[system prompt set]".to_string()),
+            Command::Save(path) => self
+                .session
+                .save(m, s, &path)
+                .map(|()| format!("[saved to {}]", path.display())),
+            Command::Load(path) => self.session.load(m, s, &path).map(|()| {
+                format!(
+                    "[loaded {}: {} messages, {} tokens, nothing recomputed]",
+                    path.display(),
+                    self.session.messages().len(),
+                    s.runtime().n_past(self.session.sequence()).unwrap_or(0)
+                )
+            }),
+        };
+        match outcome {
+            Ok(msg) => {
+                self.say(&msg);
+                if cmd_changes_state(&msg) {
+                    self.autosave();
+                }
+            }
+            Err(e) => self.error(&e.to_string()),
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+/// Whether a command's confirmation means the conversation changed (and
+/// the `--session` file should follow).
+fn cmd_changes_state(msg: &str) -> bool {
+    [
+        "[the last",
+        "[conversation cleared",
+        "[system prompt",
+        "[loaded",
+    ]
+    .iter()
+    .any(|p| msg.starts_with(p))
+}
+
+/// `minfer chat`.
+pub fn run(store: &Store, args: Args) -> Result<()> {
+    let gen = args.generate_config()?;
+    let engine_cfg = args.runtime.engine_config()?;
+    let spec = args
+        .model
+        .clone()
+        .unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    let model = runtime::load(store, &spec)?;
+    let mut sched = model.scheduler(engine_cfg)?;
+    let mut session = ChatSession::new(&model, &mut sched, args.system.as_deref(), gen)?;
+    if let Some(path) = args.session.as_deref().filter(|p| p.exists()) {
+        session.load(&model, &mut sched, path)?;
+    }
+    let interactive = std::io::stdin().is_terminal();
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let generating = Arc::new(AtomicBool::new(false));
+    {
+        let (interrupted, generating) = (interrupted.clone(), generating.clone());
+        ctrlc::set_handler(move || {
+            if generating.load(Ordering::SeqCst) {
+                interrupted.store(true, Ordering::SeqCst);
+            } else {
+                std::process::exit(130);
+            }
+        })
+        .context("cannot install the Ctrl-C handler")?;
+    }
+    let mut chat = Chat {
+        model: &model,
+        sched,
+        session,
+        style: Style::detect(),
+        interactive,
+        verbose: args.verbose,
+        save_to: args.session.clone(),
+        interrupted,
+        generating,
+        shift_told: false,
+    };
+    if interactive {
+        repl(&mut chat, args.session.as_deref())
+    } else {
+        piped(&mut chat)
+    }
+}
+
+fn repl(chat: &mut Chat, session: Option<&Path>) -> Result<()> {
+    let mut rl = DefaultEditor::new()?;
+    rl.bind_sequence(
+        KeyEvent::ctrl('C'),
+        EventHandler::Conditional(Box::new(CtrlC)),
+    );
+    let resumed = match session {
+        Some(p) if !chat.session.messages().is_empty() => {
+            format!(
+                " · resumed {} ({} messages)",
+                p.display(),
+                chat.session.messages().len()
+            )
+        }
+        _ => String::new(),
+    };
+    chat.notice(&format!(
+        "minfer chat · {} · context {} tokens{resumed} · /help for commands, Ctrl-D to leave",
+        chat.model.name(),
+        chat.sched.runtime().n_ctx()
+    ));
+    loop {
+        let text = match read_input(&mut rl, chat.style)? {
+            Input::Text(t) => t,
+            Input::Discarded => continue,
+            Input::Exit => return Ok(()),
+        };
+        if !text.trim().is_empty() {
+            let _ = rl.add_history_entry(text.as_str());
+        }
+        if chat.handle(&text)? == Flow::Exit {
+            return Ok(());
+        }
+    }
+}
+
+/// Piped stdin: every line is a message (or a command); answers go to
+/// stdout, one after the other.
+fn piped(chat: &mut Chat) -> Result<()> {
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        if chat.handle(&line)? == Flow::Exit {
+            break;
+        }
+    }
+    Ok(())
+}
