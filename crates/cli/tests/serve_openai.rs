@@ -1,0 +1,228 @@
+//! `minfer serve` as users run it, tested with the official `openai`
+//! Python client (crates/server/tests/python), then shut down with SIGTERM
+//! while a stream is in flight.
+//!
+//! The Python interpreter with `openai` and `pytest` installed is named by
+//! MINFER_TEST_PYTHON (`.ci/run` makes that venv). Without it the test
+//! fails, unless MINFER_REQUIRE_MODELS=0 turns that into a recorded skip.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running `minfer serve`, killed if the test ends before it exits.
+struct Server {
+    child: Child,
+    /// `host:port`.
+    addr: String,
+    model: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `minfer serve MODEL --port 0 ARGS` and waits (at most two
+    /// minutes) for its ready line.
+    fn start(model: &Path, home: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_minfer"))
+            .arg("serve")
+            .arg(model)
+            .args(["--host", "127.0.0.1", "--port", "0", "-t", "2"])
+            .args(args)
+            .env("MINFER_HOME", home)
+            .env("MINFER_PYTHON", "/nonexistent/python-for-minfer-tests")
+            .env_remove("MINFER_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn minfer serve");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("minfer serve prints its ready line within 2 minutes");
+        // "minfer serve: listening on http://127.0.0.1:PORT with model ID"
+        let rest = line
+            .split("http://")
+            .nth(1)
+            .unwrap_or_else(|| panic!("unexpected ready line {line:?}"));
+        let mut words = rest.split_whitespace();
+        let addr = words.next().expect("an address").to_string();
+        let model = words.last().expect("a model id").to_string();
+        Server { child, addr, model }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGTERM, then the exit status within `limit`.
+    fn terminate(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(ok.success());
+        wait_for(&mut self.child, limit).expect("minfer serve exits after SIGTERM")
+    }
+}
+
+fn wait_for(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// Sends one HTTP/1.1 request and returns the connection, to be read.
+fn send(addr: &str, method: &str, path: &str, body: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    s
+}
+
+fn python() -> Option<PathBuf> {
+    match std::env::var_os("MINFER_TEST_PYTHON") {
+        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
+        _ => {
+            minfer_testutil::skip(
+                "MINFER_TEST_PYTHON (a Python with openai and pytest)",
+                ".ci/run creates it: python3 -m venv target/pyenv && target/pyenv/bin/pip install openai pytest",
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn openai_client_against_minfer_serve() {
+    let Some(model) = minfer_testutil::require_model(minfer_testutil::SMOLLM) else {
+        return;
+    };
+    let Some(python) = python() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let mut open = Server::start(
+        &model,
+        home.path(),
+        &["-np", "4", "--n-ctx", "8192", "--drain-timeout", "5"],
+    );
+    let mut keyed = Server::start(
+        &model,
+        home.path(),
+        &[
+            "-np",
+            "1",
+            "--queue",
+            "1",
+            "--n-ctx",
+            "2048",
+            "--api-key",
+            "sesame",
+        ],
+    );
+    let tests = minfer_testutil::workspace_root().join("crates/server/tests/python");
+    let mut pytest = Command::new(&python)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"])
+        .arg(&tests)
+        .env("MINFER_BASE_URL", open.url())
+        .env("MINFER_KEYED_URL", keyed.url())
+        .env("MINFER_KEY", "sesame")
+        .env("MINFER_MODEL_ID", &open.model)
+        .env("MINFER_BIN", env!("CARGO_BIN_EXE_minfer"))
+        .env("MINFER_MODEL_PATH", &model)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("run pytest");
+    let status = match wait_for(&mut pytest, Duration::from_secs(900)) {
+        Some(s) => s,
+        None => {
+            let _ = pytest.kill();
+            panic!("pytest ran past 15 minutes");
+        }
+    };
+    // pytest's 5 (no tests collected) fails here like any other non-zero.
+    assert_eq!(status.code(), Some(0), "pytest failed: {status}");
+
+    // Drain: a stream in flight when SIGTERM arrives still finishes.
+    let body = format!(
+        r#"{{"model":"{}","messages":[{{"role":"user","content":"Count to twenty."}}],"max_tokens":48,"temperature":0,"stream":true}}"#,
+        open.model
+    );
+    let mut conn = send(&open.addr, "POST", "/v1/chat/completions", &body);
+    let mut first = [0u8; 64];
+    let n = conn.read(&mut first).expect("the stream starts");
+    assert!(n > 0);
+    let status = {
+        let pid = open.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let mut rest = String::new();
+        let _ = conn.read_to_string(&mut rest);
+        assert!(
+            rest.contains("data: [DONE]"),
+            "the drained stream ends properly: {rest}"
+        );
+        wait_for(&mut open.child, Duration::from_secs(30)).expect("exits after draining")
+    };
+    assert!(
+        status.success(),
+        "minfer serve exits 0 after SIGTERM: {status}"
+    );
+    let status = keyed.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn serve_rejects_bad_options_before_loading() {
+    let home = tempfile::tempdir().unwrap();
+    for args in [
+        &["serve", "x.gguf", "-np", "0"][..],
+        &["serve", "x.gguf", "--max-body", "lots"],
+        &["serve", "x.gguf", "--drain-timeout", "soon"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_minfer"))
+            .args(args)
+            .env("MINFER_HOME", home.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    // A missing model file is an error naming it, not a hang.
+    let out = Command::new(env!("CARGO_BIN_EXE_minfer"))
+        .args(["serve", "/nonexistent/model.gguf", "--port", "0"])
+        .env("MINFER_HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("model.gguf"));
+}

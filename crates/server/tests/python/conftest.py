@@ -1,0 +1,70 @@
+"""Fixtures for the OpenAI-client tests of `minfer serve`.
+
+The Rust harness (crates/cli/tests/serve_openai.rs) starts the servers on
+loopback ports and passes their addresses in the environment:
+
+- MINFER_BASE_URL: a server of SmolLM2 without an API key (-np 4);
+- MINFER_KEYED_URL: one with --api-key MINFER_KEY, -np 1 and --queue 1;
+- MINFER_MODEL_ID: the model id both serve;
+- MINFER_BIN and MINFER_MODEL_PATH: the `minfer` binary and the model file,
+  for `minfer tokenize`.
+"""
+
+import os
+
+import openai
+import pytest
+
+
+def env(name):
+    value = os.environ.get(name)
+    if not value:
+        pytest.fail(f"{name} is not set: run these tests through `cargo test` (serve_openai)")
+    return value
+
+
+@pytest.fixture(scope="session")
+def base_url():
+    return env("MINFER_BASE_URL")
+
+
+@pytest.fixture(scope="session")
+def keyed_url():
+    return env("MINFER_KEYED_URL")
+
+
+@pytest.fixture(scope="session")
+def api_key():
+    return env("MINFER_KEY")
+
+
+@pytest.fixture(scope="session")
+def model():
+    return env("MINFER_MODEL_ID")
+
+
+@pytest.fixture(scope="session")
+def client(base_url):
+    # No retries: a 503 must reach the test, not be retried away.
+    return openai.OpenAI(base_url=base_url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def minfer_tokenize():
+    import json
+    import subprocess
+
+    binary = env("MINFER_BIN")
+    path = env("MINFER_MODEL_PATH")
+
+    def tokenize(text):
+        out = subprocess.run(
+            [binary, "tokenize", path, text, "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return json.loads(out.stdout)
+
+    return tokenize
