@@ -1,0 +1,325 @@
+//! `minfer chat` in a real terminal, driven through tmux: three turns with
+//! SmolLM2 at temperature 0, `/stats` after each (every turn keeps the
+//! whole cache and prefills only its own tokens), `/regen` (one token
+//! re-evaluated, the same greedy answer), Ctrl-C in the middle of a long
+//! answer (stopped, kept, back at the prompt), `/save`, one more turn,
+//! `/exit`; then a second process resumes the saved file with `--session`
+//! and must answer that last turn identically, prefilling exactly as much.
+//! Colours show on the terminal, and not with `NO_COLOR`.
+//!
+//! CI installs tmux (`.ci/run`); without it the test fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use minfer_testutil::{require_model, SMOLLM};
+
+/// A tmux server of our own (its own socket), one pane running a command.
+struct Tmux {
+    socket: String,
+    conf: PathBuf,
+}
+
+impl Tmux {
+    fn new(dir: &Path, name: &str) -> Tmux {
+        let conf = dir.join("tmux.conf");
+        std::fs::write(&conf, "set -g history-limit 100000\n").unwrap();
+        Tmux {
+            socket: format!("minfer-chat-test-{}-{name}", std::process::id()),
+            conf,
+        }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("-f")
+            .arg(&self.conf)
+            .args(args)
+            .output()
+            .expect("tmux runs (CI installs it; locally: apt-get install tmux)");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts `cmd` (a shell line) in a 200x50 terminal; the pane stays
+    /// after it ends and shows its exit code.
+    fn start(&self, cmd: &str) {
+        let line = format!("{cmd}; echo EXIT=$?; sleep 600");
+        self.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            &line,
+        ]);
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    /// Types `text` literally, then Enter.
+    fn line(&self, text: &str) {
+        self.keys(&["-l", text]);
+        self.keys(&["Enter"]);
+    }
+
+    /// The whole pane with its history, wrapped lines joined; with escape
+    /// sequences when `escapes`.
+    fn screen(&self, escapes: bool) -> String {
+        let mut args = vec!["capture-pane", "-p", "-J", "-S", "-", "-t", "t"];
+        if escapes {
+            args.push("-e");
+        }
+        self.tmux(&args)
+    }
+
+    /// Waits until `done(screen)` holds; panics with the screen after
+    /// `secs` seconds.
+    fn wait(&self, what: &str, secs: u64, done: impl Fn(&str) -> bool) -> String {
+        let t0 = Instant::now();
+        loop {
+            let s = self.screen(false);
+            if done(&s) {
+                return s;
+            }
+            if t0.elapsed() > Duration::from_secs(secs) {
+                panic!("timed out waiting for {what}; the terminal shows:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for the prompt to come back for the `n`th time.
+    fn prompt(&self, n: usize) -> String {
+        self.wait(&format!("prompt #{n}"), 300, |s| {
+            let last = s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            prompts(s) >= n && last.trim_end() == "you>"
+        })
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+/// Prompts shown so far.
+fn prompts(screen: &str) -> usize {
+    screen.lines().filter(|l| l.starts_with("you>")).count()
+}
+
+/// The answer printed after the prompt line `you> {question}` (the lines
+/// up to the next prompt or notice), the last occurrence.
+fn answer_to(screen: &str, question: &str) -> String {
+    let lines: Vec<&str> = screen.lines().collect();
+    let at = lines
+        .iter()
+        .rposition(|l| l.trim_end() == format!("you> {question}"))
+        .unwrap_or_else(|| panic!("no prompt line for {question:?} in:\n{screen}"));
+    lines[at + 1..]
+        .iter()
+        .take_while(|l| !l.starts_with("you>") && !l.starts_with('['))
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_string()
+}
+
+/// The numbers of the last `/stats` output: (tokens in context, prefill,
+/// kept).
+fn last_stats(screen: &str) -> (usize, usize, usize) {
+    let ctx_line = screen
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("context: "))
+        .unwrap();
+    let turn = screen
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("last turn: "))
+        .unwrap();
+    let num_after = |s: &str, key: &str| -> usize {
+        let i = s
+            .find(key)
+            .unwrap_or_else(|| panic!("{key:?} not in {s:?}"))
+            + key.len();
+        s[i..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap()
+    };
+    (
+        num_after(ctx_line, "context: "),
+        num_after(turn, "prefill "),
+        num_after(turn, "(kept "),
+    )
+}
+
+/// Sends `/stats` and returns its numbers once the prompt is back.
+fn stats(t: &Tmux, n_prompt: &mut usize) -> (usize, usize, usize) {
+    t.line("/stats");
+    *n_prompt += 1;
+    last_stats(&t.prompt(*n_prompt))
+}
+
+#[test]
+fn chat_in_a_terminal_with_regen_interrupt_save_and_resume() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("saved.session");
+    let bin = env!("CARGO_BIN_EXE_minfer");
+    let base = format!(
+        "env -u NO_COLOR MINFER_HOME={home} TERM=xterm-256color {bin} chat {model} --temp 0 -t 2",
+        home = dir.path().display(),
+        model = model.display()
+    );
+
+    let t = Tmux::new(dir.path(), "a");
+    t.start(&base);
+    let mut n = 1;
+    t.prompt(n);
+    assert!(t.screen(true).contains("\x1b["), "no colours on a terminal");
+
+    // Three turns; each keeps all that the cache held and prefills only its
+    // own tokens.
+    let questions = [
+        "What is the capital of France?",
+        "And of Italy?",
+        "What is 2+2?",
+    ];
+    let mut context = 0;
+    for (i, q) in questions.iter().enumerate() {
+        t.line(q);
+        n += 1;
+        let s = t.prompt(n);
+        assert!(!answer_to(&s, q).is_empty(), "no answer to {q:?}");
+        let (ctx, prefill, kept) = stats(&t, &mut n);
+        assert_eq!(kept, context, "turn {i} re-evaluated cached tokens");
+        assert!(
+            prefill > 0 && prefill < if i == 0 { 80 } else { 40 },
+            "turn {i}: prefill {prefill}"
+        );
+        assert!(
+            ctx > kept + prefill,
+            "turn {i}: the answer is not in the cache"
+        );
+        context = ctx;
+    }
+    let s = t.screen(false);
+    assert!(answer_to(&s, questions[0]).contains("Paris"), "{s}");
+    let third = answer_to(&s, questions[2]);
+
+    // /regen: back to the start of the last answer, one token evaluated
+    // again, the same greedy answer.
+    t.line("/regen");
+    n += 1;
+    let s = t.prompt(n);
+    assert_eq!(answer_to(&s, "/regen"), third);
+    let (ctx, prefill, _) = stats(&t, &mut n);
+    assert_eq!((ctx, prefill), (context, 1));
+
+    // Ctrl-C in the middle of a long answer stops it and keeps it.
+    let story = "Write a very long story about a dragon, with many chapters.";
+    t.line(story);
+    t.wait("the story to start", 300, |s| {
+        s.find(story)
+            .is_some_and(|i| s[i + story.len()..].trim().len() > 200)
+    });
+    t.keys(&["C-c"]);
+    n += 1;
+    let s = t.prompt(n);
+    assert!(s.contains("[interrupted]"), "{s}");
+    let (ctx, _, kept) = stats(&t, &mut n);
+    assert_eq!(kept, context);
+    assert!(
+        ctx > context + 40,
+        "the interrupted answer is not in the cache"
+    );
+
+    // /save, one more turn, /exit.
+    t.line(&format!("/save {}", saved.display()));
+    n += 1;
+    t.prompt(n);
+    let (saved_ctx, _, _) = stats(&t, &mut n);
+    let q4 = "What is the capital of Spain?";
+    t.line(q4);
+    n += 1;
+    let s = t.prompt(n);
+    let a4 = answer_to(&s, q4);
+    let (_, prefill4, kept4) = stats(&t, &mut n);
+    t.line("/exit");
+    t.wait("the first chat to end", 60, |s| s.contains("EXIT=0"));
+    drop(t);
+
+    // Resume: nothing is recomputed, and the same question gets the same
+    // answer with the same prefill.
+    let t = Tmux::new(dir.path(), "b");
+    t.start(&format!(
+        "NO_COLOR=1 {} --session {}",
+        base.replace("env -u NO_COLOR ", "env "),
+        saved.display()
+    ));
+    let mut n = 1;
+    let s = t.prompt(n);
+    assert!(s.contains("resumed"), "{s}");
+    assert!(
+        !t.screen(true).contains("\x1b[3"),
+        "colours despite NO_COLOR"
+    );
+    let (ctx, _, _) = {
+        t.line("/stats");
+        n += 1;
+        let s = t.prompt(n);
+        let ctx_line = s
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("context: "))
+            .unwrap()
+            .to_string();
+        let ctx: usize = ctx_line["context: ".len()..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        (ctx, 0, 0)
+    };
+    assert_eq!(
+        ctx, saved_ctx,
+        "the resumed cache differs from the saved one"
+    );
+    t.line(q4);
+    n += 1;
+    let s = t.prompt(n);
+    assert_eq!(
+        answer_to(&s, q4),
+        a4,
+        "the resumed session answers differently"
+    );
+    let (_, prefill, kept) = stats(&t, &mut n);
+    assert_eq!((prefill, kept), (prefill4, kept4));
+    t.keys(&["C-d"]);
+    t.wait("the second chat to end", 60, |s| s.contains("EXIT=0"));
+}
