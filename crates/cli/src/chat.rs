@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use minfer_engine::{
-    ChatSession, GenerateConfig, LoadedModel, SamplerConfig, Scheduler, StopReason, Store,
-    TurnStart, Utf8Stream, DEFAULT_SEED,
+    ChatSession, EngineError, GenerateConfig, LoadedModel, SamplerConfig, Scheduler, StopReason,
+    Store, TurnStart, Utf8Stream, DEFAULT_SEED,
 };
 use rustyline::error::ReadlineError;
 use rustyline::{
@@ -414,7 +414,13 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         .unwrap_or_else(|| DEFAULT_MODEL.to_string());
     let model = runtime::load(store, &spec)?;
     let mut sched = model.scheduler(engine_cfg)?;
-    let mut session = ChatSession::new(&model, &mut sched, args.system.as_deref(), gen)?;
+    let mut session = match ChatSession::new(&model, &mut sched, args.system.as_deref(), gen) {
+        Err(EngineError::NoTemplate) => bail!(
+            "{} has no chat template, which minfer chat needs (minfer run --no-template sends raw text)",
+            model.name()
+        ),
+        r => r?,
+    };
     if let Some(path) = args.session.as_deref().filter(|p| p.exists()) {
         session.load(&model, &mut sched, path)?;
     }

@@ -149,6 +149,37 @@ fn delta_prefill_matches_a_fresh_full_prefill_bit_for_bit() {
 }
 
 #[test]
+fn a_cache_that_differs_is_re_prefilled_from_the_first_difference() {
+    let Some(m) = load(minfer_testutil::SMOLLM) else {
+        return;
+    };
+    let mut s = m.scheduler(cfg(1024)).unwrap();
+    let mut chat = ChatSession::new(&m, &mut s, Some(SYSTEM), greedy(16)).unwrap();
+    turn(&m, &mut s, &mut chat, "Say hello.");
+    // Make the cache hold something the conversation does not render from
+    // position 5 on (as a template that rewrites earlier text would).
+    let seq = chat.sequence();
+    let rt = s.runtime_mut();
+    let n = rt.n_past(seq).unwrap() as usize;
+    let mut other = rt.history(seq).unwrap()[5..].to_vec();
+    other[0] = if other[0] == 42 { 43 } else { 42 };
+    rt.rollback(seq, 5).unwrap();
+    rt.step(&[BatchEntry::none(seq, &other)]).unwrap();
+    assert_eq!(rt.n_past(seq).unwrap() as usize, n);
+
+    let (_, t) = turn(&m, &mut s, &mut chat, "Again.");
+    assert_eq!(t.start.mismatch_at, Some(5));
+    assert_eq!(t.start.kept_tokens, 5);
+    let h = s.runtime().history(chat.sequence()).unwrap().to_vec();
+    let rendered = m.tokenize(&m.render_chat(chat.messages(), false).unwrap());
+    assert_eq!(rendered[..h.len()], h[..]);
+    assert_eq!(
+        bits(&cached_logits(&mut s, &chat)),
+        bits(&fresh_logits(&m, &h))
+    );
+}
+
+#[test]
 fn a_session_file_resumes_with_zero_prefill_and_the_same_answer() {
     let Some(m) = load(minfer_testutil::SMOLLM) else {
         return;
