@@ -257,10 +257,14 @@ impl Chat<'_> {
             ));
         }
         if self.verbose {
-            if let Some(at) = start.mismatch_at {
-                self.notice(&format!(
+            match (start.mismatch_at, start.dropped_exchanges) {
+                (Some(at), 0) => self.notice(&format!(
                     "[the cache differs from the conversation at token {at}: re-prefilling from there]"
-                ));
+                )),
+                (Some(at), n) => self.notice(&format!(
+                    "[{n} old exchange(s) dropped: re-prefilling from token {at}]"
+                )),
+                (None, _) => {}
             }
             self.notice(&format!(
                 "[prefill {} tokens, {} kept from the cache]",
@@ -297,7 +301,14 @@ impl Chat<'_> {
         writeln!(out)?;
         out.flush()?;
         drop(out);
-        let turn = result?;
+        let turn = match result {
+            Ok(turn) => turn,
+            Err(e) => {
+                // The answer so far is kept; the conversation goes on.
+                self.error(&e.to_string());
+                return Ok(false);
+            }
+        };
         let was_interrupted = self.interrupted.swap(false, Ordering::SeqCst);
         match turn.stop_reason {
             StopReason::Eog | StopReason::StopString => {}
