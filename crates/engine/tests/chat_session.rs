@@ -202,6 +202,28 @@ fn a_session_file_resumes_with_zero_prefill_and_the_same_answer() {
     assert_eq!(tb.start.prefill_tokens, ta.start.prefill_tokens);
     assert_eq!(tb.start.kept_tokens, ta.start.kept_tokens);
     assert_eq!(tb.start.mismatch_at, None);
+
+    // With sampling on, each answer has its own seed (the count of answers
+    // is saved too), so a resumed session also draws the same answer.
+    let sampled = GenerateConfig {
+        max_tokens: 16,
+        stop: Vec::new(),
+        sampler: SamplerConfig {
+            temp: 0.9,
+            seed: 7,
+            ..SamplerConfig::default()
+        },
+    };
+    let mut s = m.scheduler(cfg(1024)).unwrap();
+    let mut chat = ChatSession::new(&m, &mut s, None, sampled.clone()).unwrap();
+    turn(&m, &mut s, &mut chat, "Name a colour.");
+    chat.save(&m, &s, &path).unwrap();
+    let (a, _) = turn(&m, &mut s, &mut chat, "Name another.");
+    let mut s2 = m.scheduler(cfg(1024)).unwrap();
+    let mut resumed = ChatSession::new(&m, &mut s2, None, sampled).unwrap();
+    resumed.load(&m, &mut s2, &path).unwrap();
+    let (b, _) = turn(&m, &mut s2, &mut resumed, "Name another.");
+    assert_eq!(a, b, "a resumed sampled session answers differently");
 }
 
 /// The error of loading `path` into a fresh SmolLM session, checking that

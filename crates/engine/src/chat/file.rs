@@ -126,6 +126,8 @@ struct Header {
     layout: LayoutRecord,
     messages: Vec<ChatMessage>,
     tokens: Vec<u32>,
+    #[serde(default)]
+    turns: u64,
 }
 
 /// A conversation as saved: its messages and its cache.
@@ -135,6 +137,10 @@ pub struct SessionData {
     pub model: ModelIdentity,
     /// Every message, the system prompt first when there is one.
     pub messages: Vec<ChatMessage>,
+    /// Answers sampled so far (each turn's sampler seed is the configured
+    /// seed plus this count, so `/regen` draws a new answer and a resumed
+    /// session draws what the original would have).
+    pub turns: u64,
     /// The sequence's tokens and K/V rows.
     pub snapshot: SeqSnapshot,
 }
@@ -146,6 +152,7 @@ pub fn encode(data: &SessionData) -> Vec<u8> {
         layout: LayoutRecord::from_layout(&data.snapshot.layout),
         messages: data.messages.clone(),
         tokens: data.snapshot.tokens.clone(),
+        turns: data.turns,
     };
     // Plain data with string keys: serialization cannot fail.
     let json = serde_json::to_vec(&header).unwrap_or_default();
@@ -233,6 +240,7 @@ pub fn decode(
     Ok(SessionData {
         model: header.model,
         messages: header.messages,
+        turns: header.turns,
         snapshot: SeqSnapshot {
             layout: *layout,
             tokens: header.tokens,

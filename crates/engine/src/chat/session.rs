@@ -108,6 +108,9 @@ pub struct ChatSession {
     running: Option<TurnStart>,
     last: Option<TurnStats>,
     identity: Option<ModelIdentity>,
+    /// Answers started so far; each one samples with the configured seed
+    /// plus this count.
+    turns: u64,
 }
 
 impl ChatSession {
@@ -137,6 +140,7 @@ impl ChatSession {
             running: None,
             last: None,
             identity: None,
+            turns: 0,
         })
     }
 
@@ -226,7 +230,12 @@ impl ChatSession {
             mismatch_at,
         } = delta::plan(rt.history(self.seq)?, &tokens);
         rt.rollback(self.seq, keep as u32)?;
-        let id = sched.submit_on(self.seq, &feed, &self.gen)?;
+        // A new seed per answer: with sampling on, /regen draws another
+        // answer, and the sequence of answers is still reproducible.
+        let mut gen = self.gen.clone();
+        gen.sampler.seed = gen.sampler.seed.wrapping_add(self.turns);
+        let id = sched.submit_on(self.seq, &feed, &gen)?;
+        self.turns += 1;
         self.messages = msgs;
         let start = TurnStart {
             id,
@@ -454,6 +463,7 @@ impl ChatSession {
         Ok(SessionData {
             model: self.identity(model),
             messages: self.messages.clone(),
+            turns: self.turns,
             snapshot: sched.runtime().export_sequence(self.seq)?,
         })
     }
@@ -501,6 +511,7 @@ impl ChatSession {
             return Err(e);
         }
         self.messages = data.messages;
+        self.turns = data.turns;
         self.last = None;
         Ok(())
     }
