@@ -1,6 +1,6 @@
 //! Conversations: [`ChatSession`] keeps a message list and one sequence's
 //! cache in step (delta prefill, regeneration, undo, context shift), and
-//! [`file`] saves both to a session file and checks one before loading it.
+//! [`file`](mod@file) saves both to a session file and checks one before loading it.
 //! Front ends (the terminal chat, the server) add only their own I/O.
 
 pub mod delta;

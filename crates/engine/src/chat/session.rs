@@ -363,7 +363,7 @@ impl ChatSession {
     /// to what the remaining conversation renders.
     ///
     /// # Errors
-    /// As [`sync_cache`](ChatSession::clear).
+    /// As [`clear`](ChatSession::clear).
     pub fn undo(&mut self, model: &LoadedModel, sched: &mut Scheduler) -> Result<bool> {
         self.check_idle()?;
         let Some(i) = self.messages.iter().rposition(|m| m.role == "user") else {
