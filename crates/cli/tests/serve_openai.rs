@@ -157,6 +157,8 @@ fn openai_client_against_minfer_serve() {
         .env("MINFER_MODEL_ID", &open.model)
         .env("MINFER_BIN", env!("CARGO_BIN_EXE_minfer"))
         .env("MINFER_MODEL_PATH", &model)
+        .env("MINFER_SERVER_PID", open.child.id().to_string())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
         .spawn()
         .expect("run pytest");

@@ -503,6 +503,20 @@ impl Runtime {
         }
     }
 
+    /// Cells held by at least one live (not released) sequence; the other
+    /// used cells belong to idle sequences and are evicted when needed.
+    pub fn live_cells(&self) -> usize {
+        let live: u64 = self
+            .seqs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.as_ref().is_some_and(|s| !s.idle))
+            .fold(0, |m, (i, _)| m | (1u64 << i));
+        (0..self.cells.n_ctx())
+            .filter(|&c| self.cells.cell_seqs(c) & live != 0)
+            .count()
+    }
+
     /// Cells a step of `n_new` tokens could use right now: free ones plus
     /// those only idle sequences hold.
     pub fn room(&self) -> usize {

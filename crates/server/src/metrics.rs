@@ -35,6 +35,8 @@ pub struct Metrics {
     pub idle_sequences: AtomicU64,
     /// KV cells held by any sequence (idle ones included).
     pub cells_used: AtomicU64,
+    /// KV cells held by a live sequence.
+    pub cells_live: AtomicU64,
     /// KV cells a new step could use: free ones and those only idle
     /// sequences hold.
     pub cells_free: AtomicU64,
@@ -137,6 +139,11 @@ impl Metrics {
                 "minfer_kv_cells_used",
                 "KV cells held by a sequence (idle ones included).",
                 &self.cells_used,
+            ),
+            (
+                "minfer_kv_cells_live",
+                "KV cells held by a running generation.",
+                &self.cells_live,
             ),
             (
                 "minfer_kv_cells_free",

@@ -155,6 +155,9 @@ impl Worker {
     fn cancel(&mut self, id: u64, disconnect: bool) {
         if let Some(pos) = self.waiting.iter().position(|j| j.id == id) {
             self.waiting.remove(pos);
+            if disconnect {
+                self.metrics.disconnects.fetch_add(1, Relaxed);
+            }
             return;
         }
         let Some(r) = self.running.remove(&id) else {
@@ -182,7 +185,10 @@ impl Worker {
 
     /// Cancels the requests whose clients went away.
     fn drop_abandoned(&mut self) {
+        let before = self.waiting.len();
         self.waiting.retain(|j| !j.out.is_closed());
+        let gone = (before - self.waiting.len()) as u64;
+        self.metrics.disconnects.fetch_add(gone, Relaxed);
         let gone: Vec<u64> = self
             .running
             .iter()
@@ -292,5 +298,6 @@ impl Worker {
         m.idle_sequences.store(u.idle as u64, Relaxed);
         m.cells_used.store(u.used as u64, Relaxed);
         m.cells_free.store(rt.room() as u64, Relaxed);
+        m.cells_live.store(rt.live_cells() as u64, Relaxed);
     }
 }
