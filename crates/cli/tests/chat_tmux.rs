@@ -1,7 +1,7 @@
 //! `minfer chat` in a real terminal, driven through tmux: three turns with
 //! SmolLM2 at temperature 0, `/stats` after each (every turn keeps the
-//! whole cache and prefills only its own tokens), `/regen` (one token
-//! re-evaluated, the same greedy answer), Ctrl-C in the middle of a long
+//! whole cache and prefills only its own tokens), `/regen` (nothing
+//! evaluated before the new answer, the same greedy answer), Ctrl-C in the middle of a long
 //! answer (stopped, kept, back at the prompt), `/save`, one more turn,
 //! `/exit`; then a second process resumes the saved file with `--session`
 //! and must answer that last turn identically, prefilling exactly as much.
@@ -231,14 +231,14 @@ fn chat_in_a_terminal_with_regen_interrupt_save_and_resume() {
     assert!(answer_to(&s, questions[0]).contains("Paris"), "{s}");
     let third = answer_to(&s, questions[2]);
 
-    // /regen: back to the start of the last answer, one token evaluated
-    // again, the same greedy answer.
+    // /regen: back to the start of the last answer, nothing prefilled (the
+    // logits that followed the prompt are kept), the same greedy answer.
     t.line("/regen");
     n += 1;
     let s = t.prompt(n);
     assert_eq!(answer_to(&s, "/regen"), third);
     let (ctx, prefill, _) = stats(&t, &mut n);
-    assert_eq!((ctx, prefill), (context, 1));
+    assert_eq!((ctx, prefill), (context, 0));
 
     // Ctrl-C in the middle of a long answer stops it and keeps it.
     let story = "Write a very long story about a dragon, with many chapters.";

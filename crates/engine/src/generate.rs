@@ -313,6 +313,11 @@ impl Gate {
         self.history.len()
     }
 
+    /// The tokens seen so far, as in [`history_len`](Gate::history_len).
+    pub(crate) fn history(&self) -> &[u32] {
+        &self.history
+    }
+
     /// Ends the stream: without a stop string, bytes held back as a
     /// possible start of one are ordinary output.
     pub(crate) fn finish(&mut self, reason: StopReason, on_text: &mut impl FnMut(&[u8]) -> bool) {

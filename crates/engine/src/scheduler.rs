@@ -49,6 +49,8 @@ pub enum Event {
 enum Phase {
     /// Prompt tokens `fed..` are still to be evaluated.
     Prefill { fed: usize },
+    /// The first token is drawn from logits saved earlier (no forward).
+    Sample { logits: Vec<f32> },
     /// `next` was sampled and must be evaluated to continue.
     Decode { next: u32 },
     /// Over; the events hold the rest.
@@ -72,6 +74,71 @@ struct Gen {
     t_first: Option<Instant>,
 }
 
+impl Gen {
+    /// Samples from `logits` and runs the gates; returns the reason when the
+    /// generation ends. The logits its first token is drawn from are kept
+    /// in `saved` for a caller-owned sequence (see
+    /// [`Scheduler::prompt_logits`]).
+    fn advance(
+        &mut self,
+        logits: &[f32],
+        tok: &Tokenizer,
+        n_ctx: u32,
+        saved: &mut Vec<SavedLogits>,
+    ) -> Result<Option<StopReason>> {
+        if self.t_first.is_none() {
+            self.t_first = Some(Instant::now());
+            if !self.owns_seq {
+                save_logits(saved, self.seq, self.gate.history(), logits);
+            }
+        }
+        // Every token the gate has seen is in the cache: the next one would
+        // be written at this position.
+        let n_past = self.gate.history_len() as u32;
+        let events = &mut self.events;
+        let mut emit = |b: &[u8]| {
+            events.push_back(Event::Text(b.to_vec()));
+            true
+        };
+        match self.gate.advance(logits, tok, n_past, n_ctx, &mut emit)? {
+            Next::Eval(t) => {
+                self.phase = Phase::Decode { next: t };
+                Ok(None)
+            }
+            Next::Stop(reason) => Ok(Some(reason)),
+        }
+    }
+}
+
+/// The logits that followed a caller-owned sequence's tokens, kept so that
+/// a new answer from the same point needs no forward pass.
+#[derive(Debug)]
+struct SavedLogits {
+    seq: SeqId,
+    tokens: Vec<u32>,
+    logits: Vec<f32>,
+}
+
+/// Records `logits` as what follows `tokens` on `seq`, replacing (and
+/// reusing the buffers of) the sequence's earlier record.
+fn save_logits(saved: &mut Vec<SavedLogits>, seq: SeqId, tokens: &[u32], logits: &[f32]) {
+    let entry = match saved.iter_mut().position(|s| s.seq == seq) {
+        Some(i) => &mut saved[i],
+        None => {
+            saved.push(SavedLogits {
+                seq,
+                tokens: Vec::new(),
+                logits: Vec::new(),
+            });
+            saved.last_mut().expect("just pushed")
+        }
+    };
+    entry.tokens.clear();
+    entry.tokens.extend_from_slice(tokens);
+    entry.logits.clear();
+    entry.logits.extend_from_slice(logits);
+}
+
 /// Counters and timings of one generation, beyond [`GenerationStats`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GenTimes {
@@ -88,6 +155,7 @@ pub struct Scheduler {
     gens: Vec<Gen>,
     next_id: u64,
     chunk: usize,
+    saved: Vec<SavedLogits>,
     // Per-step buffers.
     decode_tokens: Vec<u32>,
 }
@@ -112,6 +180,7 @@ impl Scheduler {
             gens: Vec::new(),
             next_id: 1,
             chunk: DEFAULT_CHUNK,
+            saved: Vec::new(),
             decode_tokens: Vec::new(),
         }
     }
@@ -184,6 +253,59 @@ impl Scheduler {
         }
         let gate = Gate::new(cfg, before, prompt, self.rt.n_ctx())?;
         Ok(self.push(seq, false, prompt, 0, gate))
+    }
+
+    /// The logits that followed exactly `tokens` on `seq`, when the last
+    /// generation on that caller-owned sequence drew its first token from
+    /// them. Logits depend only on the tokens (batch invariance), so they
+    /// are valid whenever the sequence holds `tokens` again.
+    pub fn prompt_logits(&self, seq: SeqId, tokens: &[u32]) -> Option<&[f32]> {
+        self.saved
+            .iter()
+            .find(|s| s.seq == seq && s.tokens == tokens)
+            .map(|s| s.logits.as_slice())
+    }
+
+    /// Starts generating on `seq` (which the caller keeps) from `logits`,
+    /// the logits that follow what the sequence holds (as
+    /// [`prompt_logits`](Scheduler::prompt_logits) gives them): the first
+    /// token is drawn without any forward pass, so answering again from
+    /// the same point costs no prefill.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`]; [`EngineError::InvalidArgument`]
+    /// for logits of the wrong width, an empty sequence, or a generation
+    /// already running on `seq`; a bad sampler configuration.
+    pub fn submit_sampled(
+        &mut self,
+        seq: SeqId,
+        logits: Vec<f32>,
+        cfg: &GenerateConfig,
+    ) -> Result<GenId> {
+        let before = self.rt.history(seq)?;
+        if logits.len() != self.rt.n_vocab() || before.is_empty() {
+            return Err(EngineError::InvalidArgument(format!(
+                "{} logits for a vocabulary of {} after {} tokens",
+                logits.len(),
+                self.rt.n_vocab(),
+                before.len()
+            )));
+        }
+        if self
+            .gens
+            .iter()
+            .any(|g| g.seq == seq && !matches!(g.phase, Phase::Done))
+        {
+            return Err(EngineError::InvalidArgument(format!(
+                "a generation is already running on {seq}"
+            )));
+        }
+        let gate = Gate::new(cfg, before, &[], self.rt.n_ctx())?;
+        let id = self.push(seq, false, &[], 0, gate);
+        if let Some(g) = self.gens.last_mut() {
+            g.phase = Phase::Sample { logits };
+        }
+        Ok(id)
     }
 
     fn check_prompt(&self, before: usize, prompt: &[u32]) -> Result<()> {
@@ -289,6 +411,42 @@ impl Scheduler {
         }
     }
 
+    /// Draws the first token of every generation that starts from saved
+    /// logits ([`submit_sampled`](Scheduler::submit_sampled)); returns
+    /// whether there was any.
+    fn sample_saved(&mut self) -> Result<bool> {
+        let n_ctx = self.rt.n_ctx();
+        let mut ended = Vec::new();
+        let mut failure = None;
+        let mut any = false;
+        for i in 0..self.gens.len() {
+            if !matches!(self.gens[i].phase, Phase::Sample { .. }) {
+                continue;
+            }
+            any = true;
+            // `advance` sets the next phase when the generation goes on.
+            let Phase::Sample { logits } = std::mem::replace(&mut self.gens[i].phase, Phase::Done)
+            else {
+                continue;
+            };
+            match self.gens[i].advance(&logits, &self.tok, n_ctx, &mut self.saved) {
+                Ok(None) => {}
+                Ok(Some(reason)) => ended.push((i, reason)),
+                Err(e) => {
+                    ended.push((i, StopReason::Cancelled));
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        for (i, reason) in ended.into_iter().rev() {
+            self.finish(i, reason);
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(any),
+        }
+    }
+
     /// Runs one step: a decode row for every generation that has a token
     /// to evaluate, then prompt chunks while the step has room (at most
     /// `n_batch` rows in all), as one batch. Returns `false` when no
@@ -303,6 +461,7 @@ impl Scheduler {
     /// [`StopReason::Cancelled`] so a retry does not loop on the same
     /// failure).
     pub fn step(&mut self) -> Result<bool> {
+        let sampled = self.sample_saved()?;
         let budget_total = self.rt.config().n_batch;
         let mut room = self.rt.room();
         let mut budget = budget_total;
@@ -354,7 +513,7 @@ impl Scheduler {
             for i in stuck {
                 self.finish(i, StopReason::CacheFull);
             }
-            return Ok(any);
+            return Ok(any || sampled);
         }
         let mut entries = Vec::with_capacity(plan.len());
         let mut d = 0;
@@ -397,20 +556,9 @@ impl Scheduler {
             let Some(logits) = out.last(k) else {
                 continue;
             };
-            if g.t_first.is_none() {
-                g.t_first = Some(Instant::now());
-            }
-            // Every token the gate has seen is in the cache now: the next
-            // one would be written at this position.
-            let n_past = g.gate.history_len() as u32;
-            let events = &mut g.events;
-            let mut emit = |b: &[u8]| {
-                events.push_back(Event::Text(b.to_vec()));
-                true
-            };
-            match g.gate.advance(logits, tok, n_past, n_ctx, &mut emit) {
-                Ok(Next::Eval(t)) => g.phase = Phase::Decode { next: t },
-                Ok(Next::Stop(reason)) => ended.push((*i, reason)),
+            match g.advance(logits, tok, n_ctx, &mut self.saved) {
+                Ok(None) => {}
+                Ok(Some(reason)) => ended.push((*i, reason)),
                 Err(e) => {
                     ended.push((*i, StopReason::Cancelled));
                     failure.get_or_insert(e);

@@ -128,13 +128,21 @@ fn delta_prefill_matches_a_fresh_full_prefill_bit_for_bit() {
         );
         prev_len = h.len();
     }
-    // /regen: back to the start of the last answer; only the prompt's last
-    // token is evaluated again, and greedy decoding answers the same.
+    // /regen: back to the start of the last answer; nothing is evaluated
+    // before the new answer (the logits that followed the prompt were
+    // kept), and greedy decoding answers the same.
     let last = chat.messages().last().unwrap().content.clone();
-    chat.regen(&m, &mut s).unwrap();
+    let builds = s.runtime().graph_builds() + s.runtime().graph_reuses();
+    let start = chat.regen(&m, &mut s).unwrap();
+    assert_eq!(start.prefill_tokens, 0);
     let t = chat.complete(&m, &mut s, |_| true, || true).unwrap();
-    assert_eq!(t.start.prefill_tokens, 1);
+    assert_eq!(t.start.prefill_tokens, 0);
     assert_eq!(chat.messages().last().unwrap().content, last);
+    let answer_steps = t.generated_tokens as u64 + u64::from(t.eog_written);
+    assert!(
+        s.runtime().graph_builds() + s.runtime().graph_reuses() <= builds + answer_steps,
+        "the regenerated answer ran a prefill step"
+    );
     // /undo and /clear roll the cache back; the system prompt's cells stay.
     assert!(chat.undo(&m, &mut s).unwrap());
     assert_eq!(chat.messages().len(), 5);

@@ -223,18 +223,35 @@ impl ChatSession {
             n_ctx / 4
         };
         let (tokens, dropped) = fit(model, &mut msgs, n_ctx, reserve)?;
-        let rt = sched.runtime_mut();
-        let Delta {
-            keep,
-            feed,
-            mismatch_at,
-        } = delta::plan(rt.history(self.seq)?, &tokens);
-        rt.rollback(self.seq, keep as u32)?;
         // A new seed per answer: with sampling on, /regen draws another
         // answer, and the sequence of answers is still reproducible.
         let mut gen = self.gen.clone();
         gen.sampler.seed = gen.sampler.seed.wrapping_add(self.turns);
-        let id = sched.submit_on(self.seq, &feed, &gen)?;
+        let cached = sched.runtime().history(self.seq)?;
+        let whole_cached = cached.len() >= tokens.len() && cached[..tokens.len()] == tokens[..];
+        let saved = whole_cached
+            .then(|| sched.prompt_logits(self.seq, &tokens).map(<[f32]>::to_vec))
+            .flatten();
+        let (id, keep, feed, mismatch_at) = if let Some(logits) = saved {
+            // The cache holds the whole rendering and the logits that
+            // followed it are known (a /regen): answer again with no
+            // forward pass at all.
+            sched
+                .runtime_mut()
+                .rollback(self.seq, tokens.len() as u32)?;
+            let id = sched.submit_sampled(self.seq, logits, &gen)?;
+            (id, tokens.len(), Vec::new(), None)
+        } else {
+            let rt = sched.runtime_mut();
+            let Delta {
+                keep,
+                feed,
+                mismatch_at,
+            } = delta::plan(rt.history(self.seq)?, &tokens);
+            rt.rollback(self.seq, keep as u32)?;
+            let id = sched.submit_on(self.seq, &feed, &gen)?;
+            (id, keep, feed, mismatch_at)
+        };
         self.turns += 1;
         self.messages = msgs;
         let start = TurnStart {
