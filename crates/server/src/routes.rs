@@ -136,14 +136,31 @@ fn chat_prompt(served: &Served, req: &ChatRequest) -> Result<Vec<u32>, ApiError>
     Ok(served.loaded.tokenize(&text))
 }
 
+/// Runs CPU-heavy request work (parsing, template rendering, tokenizing a
+/// body of up to `--max-body`) off the async workers, so that other
+/// connections keep being served meanwhile.
+async fn off_thread<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| ApiError::internal("preparing the prompt failed"))?
+}
+
 async fn chat(State(shared): St, body: Body) -> Result<Response, ApiError> {
     let body = read_body(&shared, body).await?;
-    let req: ChatRequest = api::parse(&body)?;
+    let s = shared.clone();
+    let (req, cfg, ids) = off_thread(move || {
+        let req: ChatRequest = api::parse(&body)?;
+        let served = s.served()?;
+        served.check_model(&req.sampling.model)?;
+        let cfg = req.sampling.to_config(0)?;
+        let ids = chat_prompt(served, &req)?;
+        check_prompt(&ids, s.cfg.engine.n_ctx, "messages")?;
+        Ok((req, cfg, ids))
+    })
+    .await?;
     let served = shared.served()?;
-    served.check_model(&req.sampling.model)?;
-    let cfg = req.sampling.to_config(0)?;
-    let ids = chat_prompt(served, &req)?;
-    check_prompt(&ids, shared.cfg.engine.n_ctx, "messages")?;
     let (ticket, rx) = shared.submit(ids, cfg)?;
     let shape = Shape::new(
         Api::Chat,
@@ -163,23 +180,31 @@ const COMPLETIONS_DEFAULT_MAX: usize = 16;
 
 async fn completions(State(shared): St, body: Body) -> Result<Response, ApiError> {
     let body = read_body(&shared, body).await?;
-    let req: CompletionRequest = api::parse(&body)?;
+    let s = shared.clone();
+    let (req, cfg, ids) = off_thread(move || {
+        let req: CompletionRequest = api::parse(&body)?;
+        let served = s.served()?;
+        served.check_model(&req.sampling.model)?;
+        if req.echo {
+            return Err(ApiError::unsupported("echo", "only false"));
+        }
+        if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::unsupported("suffix", "no fill-in-the-middle"));
+        }
+        let cfg = req.sampling.to_config(COMPLETIONS_DEFAULT_MAX)?;
+        let prompt = match &req.prompt {
+            Prompt::Text(t) => t.as_str(),
+            Prompt::Batch(v) if v.len() == 1 => v[0].as_str(),
+            Prompt::Batch(_) => {
+                return Err(ApiError::unsupported("prompt", "one prompt per request"))
+            }
+        };
+        let ids = served.loaded.tokenize(prompt);
+        check_prompt(&ids, s.cfg.engine.n_ctx, "prompt")?;
+        Ok((req, cfg, ids))
+    })
+    .await?;
     let served = shared.served()?;
-    served.check_model(&req.sampling.model)?;
-    if req.echo {
-        return Err(ApiError::unsupported("echo", "only false"));
-    }
-    if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::unsupported("suffix", "no fill-in-the-middle"));
-    }
-    let cfg = req.sampling.to_config(COMPLETIONS_DEFAULT_MAX)?;
-    let prompt = match &req.prompt {
-        Prompt::Text(t) => t.clone(),
-        Prompt::Batch(v) if v.len() == 1 => v[0].clone(),
-        Prompt::Batch(_) => return Err(ApiError::unsupported("prompt", "one prompt per request")),
-    };
-    let ids = served.loaded.tokenize(&prompt);
-    check_prompt(&ids, shared.cfg.engine.n_ctx, "prompt")?;
     let (ticket, rx) = shared.submit(ids, cfg)?;
     let shape = Shape::new(
         Api::Text,
