@@ -148,6 +148,7 @@ fn openai_client_against_minfer_serve() {
         ],
     );
     let tests = minfer_testutil::workspace_root().join("crates/server/tests/python");
+    let soak_summary = home.path().join("soak-summary.json");
     let mut pytest = Command::new(&python)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"])
         .arg(&tests)
@@ -159,6 +160,7 @@ fn openai_client_against_minfer_serve() {
         .env("MINFER_MODEL_PATH", &model)
         .env("MINFER_SERVER_PID", open.child.id().to_string())
         .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("MINFER_SOAK_SUMMARY", &soak_summary)
         .stdin(Stdio::null())
         .spawn()
         .expect("run pytest");
@@ -171,6 +173,10 @@ fn openai_client_against_minfer_serve() {
     };
     // pytest's 5 (no tests collected) fails here like any other non-zero.
     assert_eq!(status.code(), Some(0), "pytest failed: {status}");
+    match std::fs::read_to_string(&soak_summary) {
+        Ok(s) => eprintln!("soak summary: {s}"),
+        Err(e) => panic!("the soak test wrote no summary ({e})"),
+    }
 
     // Drain: a stream in flight when SIGTERM arrives still finishes.
     let body = format!(
