@@ -138,11 +138,11 @@ fn openai_client_against_minfer_serve() {
         home.path(),
         &[
             "-np",
-            "1",
+            "2",
             "--queue",
             "1",
             "--n-ctx",
-            "2048",
+            "512",
             "--api-key",
             "sesame",
         ],

@@ -17,6 +17,10 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::metrics::Metrics;
 
+/// KV cells kept free for each running answer to grow into when deciding
+/// whether another request can start.
+const GROWTH_ROOM: usize = 32;
+
 /// A request to the model thread.
 #[derive(Debug)]
 pub enum Cmd {
@@ -79,8 +83,11 @@ struct Running {
     gen: GenId,
     out: UnboundedSender<Out>,
     utf8: Utf8Stream,
-    /// Whether its prefix-cache hit has been counted.
+    /// Whether its prompt is in the cache (its first token is out) and
+    /// its prefix-cache hit has been counted.
     counted: bool,
+    /// Tokens of its prompt.
+    prompt_len: usize,
 }
 
 /// The model thread's state.
@@ -200,8 +207,31 @@ impl Worker {
         }
     }
 
+    /// Starts waiting requests while there are free slots and KV room.
+    ///
+    /// A request is started only when the cells it needs fit beside the
+    /// prompts still being prefilled and some growth room for each running
+    /// answer: the scheduler would otherwise start it on whatever room is
+    /// left, and two prompts that do not fit together would end each other
+    /// with "cache full" instead of one waiting for the other. A request
+    /// alone always starts (its prompt fits the context; the handler checked).
     fn admit(&mut self) {
         while self.running.len() < self.n_parallel {
+            let Some(job) = self.waiting.front() else {
+                return;
+            };
+            if !self.running.is_empty() {
+                let pending: usize = self
+                    .running
+                    .values()
+                    .filter(|r| !r.counted)
+                    .map(|r| r.prompt_len)
+                    .sum();
+                let growth = GROWTH_ROOM * (self.running.len() + 1);
+                if pending + job.prompt.len() + growth > self.sched.runtime().room() {
+                    return;
+                }
+            }
             let Some(job) = self.waiting.pop_front() else {
                 return;
             };
@@ -217,6 +247,7 @@ impl Worker {
                             out: job.out,
                             utf8: Utf8Stream::new(),
                             counted: false,
+                            prompt_len: job.prompt.len(),
                         },
                     );
                 }

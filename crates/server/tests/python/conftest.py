@@ -4,7 +4,8 @@ The Rust harness (crates/cli/tests/serve_openai.rs) starts the servers on
 loopback ports and passes their addresses in the environment:
 
 - MINFER_BASE_URL: a server of SmolLM2 without an API key (-np 4);
-- MINFER_KEYED_URL: one with --api-key MINFER_KEY, -np 1 and --queue 1;
+- MINFER_KEYED_URL: one with --api-key MINFER_KEY, -np 2, --queue 1 and
+  --n-ctx 512;
 - MINFER_MODEL_ID: the model id both serve;
 - MINFER_BIN and MINFER_MODEL_PATH: the `minfer` binary and the model file,
   for `minfer tokenize`.

@@ -266,10 +266,10 @@ def test_api_key(keyed_url, api_key, model):
 
 
 def test_full_queue_gets_503(keyed_url, api_key, model):
-    """-np 1 --queue 1: with one running and one waiting, a third is refused."""
+    """-np 2 --queue 1: with two running and one waiting, a fourth is refused."""
     client = openai.OpenAI(base_url=keyed_url + "/v1", api_key=api_key, max_retries=0, timeout=120)
     streams = []
-    for _ in range(2):
+    for _ in range(3):
         s = chat(client, model, max_tokens=200, stream=True)
         streams.append(s)
     try:
@@ -291,3 +291,24 @@ def test_full_queue_gets_503(keyed_url, api_key, model):
             time.sleep(0.1)
     else:
         pytest.fail("the queue did not drain after its clients left")
+
+
+def test_prompts_that_do_not_fit_together_take_turns(keyed_url, api_key, model):
+    """--n-ctx 512: two prompts of ~300 tokens cannot share the cache, so
+    one waits for the other instead of both ending early."""
+    import concurrent.futures
+
+    client = openai.OpenAI(base_url=keyed_url + "/v1", api_key=api_key, max_retries=0, timeout=300)
+
+    def complete(i):
+        return client.completions.create(
+            model=model, prompt=f"{i} " + "stone " * 290, max_tokens=40, temperature=0
+        )
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(complete, [1, 2]))
+    for r in results:
+        assert r.usage.prompt_tokens > 256
+        assert r.usage.prompt_tokens + 40 < 512
+        assert r.usage.completion_tokens == 40, r
+        assert r.choices[0].finish_reason == "length"
