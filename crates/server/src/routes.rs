@@ -298,3 +298,120 @@ async fn wrong_method(req: Request) -> ApiError {
 async fn fallback(req: Request) -> ApiError {
     ApiError::not_found(req.uri().path())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::metrics::Metrics;
+    use crate::ServerConfig;
+
+    /// One HTTP/1.1 request over a fresh connection: (status, body).
+    async fn request(
+        addr: &str,
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        body: &str,
+    ) -> (u16, String) {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let auth = key.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out))
+            .await
+            .expect("the server answers")
+            .unwrap();
+        let status = out
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+        (status, body)
+    }
+
+    /// A server whose model never finishes loading.
+    async fn loading_server(
+        key: Option<&str>,
+    ) -> (String, std::sync::mpsc::Receiver<crate::worker::Cmd>) {
+        let cfg = ServerConfig {
+            model: "m".into(),
+            n_parallel: 1,
+            queue: 1,
+            max_body: 1024,
+            api_key: key.map(str::to_string),
+            drain_timeout: Duration::from_secs(1),
+            engine: minfer_engine::EngineConfig::default(),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shared = Arc::new(Shared::new(cfg, tx, Arc::new(Metrics::default())));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, router(shared)).await });
+        (addr, rx)
+    }
+
+    #[tokio::test]
+    async fn while_loading_health_is_503_and_requests_get_503() {
+        let (addr, _rx) = loading_server(None).await;
+        let (status, body) = request(&addr, "GET", "/health", None, "").await;
+        assert_eq!((status, body.as_str()), (503, r#"{"status":"loading"}"#));
+        let chat = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+        let (status, body) = request(&addr, "POST", "/v1/chat/completions", None, chat).await;
+        assert_eq!(status, 503);
+        assert!(
+            body.contains("loading") && body.contains("server_error"),
+            "{body}"
+        );
+        // Checks that need no model still answer.
+        let (status, _) = request(&addr, "POST", "/v1/chat/completions", None, "{").await;
+        assert_eq!(status, 400);
+        let (status, body) =
+            request(&addr, "POST", "/v1/completions", None, &"x".repeat(2000)).await;
+        assert_eq!(status, 413, "{body}");
+        let (status, body) = request(&addr, "GET", "/metrics", None, "").await;
+        assert_eq!(status, 200);
+        assert!(
+            body.contains("minfer_requests_total{endpoint=\"/health\",status=\"503\"} 1"),
+            "{body}"
+        );
+    }
+
+    #[tokio::test]
+    async fn api_key_guards_everything_but_health() {
+        let (addr, _rx) = loading_server(Some("k3y")).await;
+        assert_eq!(request(&addr, "GET", "/health", None, "").await.0, 503);
+        for (method, path) in [
+            ("GET", "/v1/models"),
+            ("GET", "/metrics"),
+            ("POST", "/v1/chat/completions"),
+            ("POST", "/tokenize"),
+            ("GET", "/nowhere"),
+        ] {
+            let (status, body) = request(&addr, method, path, None, "").await;
+            assert_eq!(status, 401, "{path}");
+            assert!(body.contains("authentication_error"), "{body}");
+            assert_eq!(
+                request(&addr, method, path, Some("k3y-not"), "").await.0,
+                401
+            );
+        }
+        assert_eq!(
+            request(&addr, "GET", "/metrics", Some("k3y"), "").await.0,
+            200
+        );
+        assert_eq!(
+            request(&addr, "GET", "/v1/models", Some("k3y"), "").await.0,
+            503
+        );
+    }
+}
