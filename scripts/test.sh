@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: installs what the tests need
+# (the Python gguf reference, tmux for the chat's terminal test, a venv with
+# the official openai client for the server's test), fetches the models
+# with minfer itself, runs every test, then lists any recorded skips.
+# A missing model or reference fails a test unless MINFER_REQUIRE_MODELS=0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v tmux >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && apt-get install -y -qq tmux
+    else
+        echo "tmux is missing: install it (e.g. apt-get install tmux) for the chat's terminal test" >&2
+        exit 1
+    fi
+fi
+
+python3 -m pip install -q gguf==0.19.0
+
+python3 -m venv target/pyenv
+target/pyenv/bin/pip install -q openai==1.109.1 pytest==8.3.4
+export MINFER_TEST_PYTHON="$PWD/target/pyenv/bin/python"
+
+rm -f target/minfer-skipped.txt
+cargo run --release --bin minfer -- pull
+cargo test --workspace --release
+scripts/test-summary.sh
