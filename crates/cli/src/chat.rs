@@ -83,6 +83,7 @@ impl Args {
                 repeat_penalty: self.repeat_penalty,
                 repeat_last_n: 64,
                 seed: self.seed,
+                ..SamplerConfig::default()
             },
         };
         cfg.sampler.validate()?;

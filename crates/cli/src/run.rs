@@ -167,6 +167,7 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
             repeat_penalty: args.repeat_penalty,
             repeat_last_n: 64,
             seed: args.seed,
+            ..SamplerConfig::default()
         },
     };
     cfg.sampler.validate()?;

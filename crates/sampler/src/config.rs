@@ -25,8 +25,21 @@ pub struct SamplerConfig {
     /// Penalty for tokens seen in the last `repeat_last_n` tokens: positive
     /// logits are divided by it, negative ones multiplied; `1` is off.
     pub repeat_penalty: f32,
-    /// How many of the most recent history tokens the penalty looks at.
+    /// Subtracted once from the logit of every token seen in the last
+    /// `repeat_last_n` tokens (OpenAI's and llama.cpp's presence penalty);
+    /// in [-2, 2], `0` is off.
+    pub presence_penalty: f32,
+    /// Subtracted from a token's logit once per occurrence in the last
+    /// `repeat_last_n` tokens (OpenAI's and llama.cpp's frequency penalty);
+    /// in [-2, 2], `0` is off.
+    pub frequency_penalty: f32,
+    /// How many of the most recent history tokens the penalties look at.
     pub repeat_last_n: usize,
+    /// `(token id, bias)` pairs added to the logits before every other
+    /// stage; biases in [-100, 100]. An id appearing twice gets both
+    /// biases. Ids outside the vocabulary are refused by
+    /// [`validate_vocab`](SamplerConfig::validate_vocab) and by the sampler.
+    pub logit_bias: Vec<(u32, f32)>,
     /// Seed of the random generator behind the draw.
     pub seed: u64,
 }
@@ -39,7 +52,10 @@ impl Default for SamplerConfig {
             top_p: 0.95,
             min_p: 0.05,
             repeat_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
             repeat_last_n: 64,
+            logit_bias: Vec::new(),
             seed: DEFAULT_SEED,
         }
     }
@@ -73,7 +89,33 @@ impl SamplerConfig {
         if !(self.repeat_penalty > 0.0 && self.repeat_penalty.is_finite()) {
             return Err(SamplerError::InvalidRepeatPenalty(self.repeat_penalty));
         }
+        if !(-2.0..=2.0).contains(&self.presence_penalty) {
+            return Err(SamplerError::InvalidPresencePenalty(self.presence_penalty));
+        }
+        if !(-2.0..=2.0).contains(&self.frequency_penalty) {
+            return Err(SamplerError::InvalidFrequencyPenalty(
+                self.frequency_penalty,
+            ));
+        }
+        for &(id, bias) in &self.logit_bias {
+            if !(-100.0..=100.0).contains(&bias) {
+                return Err(SamplerError::InvalidLogitBias { id, bias });
+            }
+        }
         Ok(())
+    }
+
+    /// Checks that every [`logit_bias`](SamplerConfig::logit_bias) id names
+    /// a token of a vocabulary of `n_vocab` tokens.
+    pub fn validate_vocab(&self, n_vocab: usize) -> Result<(), SamplerError> {
+        match self
+            .logit_bias
+            .iter()
+            .find(|&&(id, _)| id as usize >= n_vocab)
+        {
+            Some(&(id, _)) => Err(SamplerError::LogitBiasIdOutOfRange { id, n_vocab }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -90,6 +132,9 @@ mod tests {
         assert_eq!(c.min_p, 0.05);
         assert_eq!(c.repeat_penalty, 1.0);
         assert_eq!(c.repeat_last_n, 64);
+        assert_eq!(c.presence_penalty, 0.0);
+        assert_eq!(c.frequency_penalty, 0.0);
+        assert!(c.logit_bias.is_empty());
         assert_eq!(c.seed, DEFAULT_SEED);
         assert!(SamplerConfig::greedy().is_greedy());
         SamplerConfig::greedy().validate().unwrap();
@@ -131,6 +176,46 @@ mod tests {
             SamplerError::InvalidRepeatPenalty(-1.0)
         );
 
+        assert_eq!(
+            bad(|c| c.presence_penalty = 2.5),
+            SamplerError::InvalidPresencePenalty(2.5)
+        );
+        assert!(matches!(
+            bad(|c| c.presence_penalty = f32::NAN),
+            SamplerError::InvalidPresencePenalty(_)
+        ));
+        assert_eq!(
+            bad(|c| c.frequency_penalty = -2.01),
+            SamplerError::InvalidFrequencyPenalty(-2.01)
+        );
+        assert!(matches!(
+            bad(|c| c.frequency_penalty = f32::INFINITY),
+            SamplerError::InvalidFrequencyPenalty(_)
+        ));
+        assert_eq!(
+            bad(|c| c.logit_bias = vec![(3, 1.0), (4, -100.5)]),
+            SamplerError::InvalidLogitBias {
+                id: 4,
+                bias: -100.5
+            }
+        );
+        assert!(matches!(
+            bad(|c| c.logit_bias = vec![(3, f32::NAN)]),
+            SamplerError::InvalidLogitBias { id: 3, .. }
+        ));
+
+        // Bias ids are checked against the vocabulary separately.
+        let c = SamplerConfig {
+            logit_bias: vec![(0, 1.0), (9, -1.0)],
+            ..SamplerConfig::default()
+        };
+        c.validate().unwrap();
+        c.validate_vocab(10).unwrap();
+        assert_eq!(
+            c.validate_vocab(9).unwrap_err(),
+            SamplerError::LogitBiasIdOutOfRange { id: 9, n_vocab: 9 }
+        );
+
         // Boundary values that are allowed.
         let mut c = SamplerConfig {
             top_p: 1.0,
@@ -140,6 +225,10 @@ mod tests {
         };
         c.validate().unwrap();
         c.min_p = 1.0;
+        c.validate().unwrap();
+        c.presence_penalty = -2.0;
+        c.frequency_penalty = 2.0;
+        c.logit_bias = vec![(1, 100.0), (2, -100.0)];
         c.validate().unwrap();
     }
 }

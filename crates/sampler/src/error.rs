@@ -17,6 +17,30 @@ pub enum SamplerError {
     /// The repeat penalty is not a positive number.
     #[error("invalid repeat penalty {0}: must be > 0 (1 = off)")]
     InvalidRepeatPenalty(f32),
+    /// The presence penalty is outside [-2, 2].
+    #[error("invalid presence penalty {0}: must be in [-2, 2] (0 = off)")]
+    InvalidPresencePenalty(f32),
+    /// The frequency penalty is outside [-2, 2].
+    #[error("invalid frequency penalty {0}: must be in [-2, 2] (0 = off)")]
+    InvalidFrequencyPenalty(f32),
+    /// A logit bias is outside [-100, 100].
+    #[error("invalid logit bias {bias} for token {id}: must be in [-100, 100]")]
+    InvalidLogitBias {
+        /// The token id.
+        id: u32,
+        /// The bias.
+        bias: f32,
+    },
+    /// A logit bias names a token id the vocabulary does not have.
+    #[error(
+        "logit bias for token {id}, but the vocabulary has {n_vocab} tokens (ids 0..{n_vocab})"
+    )]
+    LogitBiasIdOutOfRange {
+        /// The token id.
+        id: u32,
+        /// The vocabulary size (the logits row's length).
+        n_vocab: usize,
+    },
     /// The logits row handed to the sampler is empty.
     #[error("cannot sample from an empty logits row")]
     EmptyLogits,

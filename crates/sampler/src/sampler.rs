@@ -16,9 +16,11 @@ pub(crate) struct Candidate {
 
 /// Turns logits into token ids.
 ///
-/// The stages run in llama.cpp's default order: repeat penalty → top-k →
-/// top-p → min-p → temperature → softmax → draw. With a temperature of 0 the
-/// sampler instead returns the argmax of the penalised logits.
+/// The stages run in llama.cpp's default order: logit bias → penalties
+/// (repeat, frequency, presence) → top-k → top-p → min-p → temperature →
+/// softmax → draw. With a temperature of 0 the sampler instead returns the
+/// argmax of the biased and penalised logits (llama.cpp also applies bias
+/// and penalties before its greedy pick).
 ///
 /// The buffers the stages work in live in the sampler and keep their
 /// capacity, so after the first call sampling does not allocate.
@@ -26,7 +28,7 @@ pub(crate) struct Candidate {
 pub struct Sampler {
     cfg: SamplerConfig,
     rng: ChaCha8Rng,
-    /// The logits after NaN clean-up and penalties.
+    /// The logits after NaN clean-up, bias and penalties.
     work: Vec<f32>,
     /// The candidates still in play.
     cands: Vec<Candidate>,
@@ -61,9 +63,11 @@ impl Sampler {
     /// Picks the next token from one row of `logits`.
     ///
     /// `history` is every token before this one (prompt and generated); the
-    /// repeat penalty looks at its last `repeat_last_n` entries. Ids outside
-    /// the logits row are ignored, and NaN logits are treated as `-inf` so a
-    /// broken row can never be chosen from.
+    /// penalties look at its last `repeat_last_n` entries. History ids
+    /// outside the logits row are ignored, and NaN logits are treated as
+    /// `-inf` so a broken row can never be chosen from. A logit bias id
+    /// outside the row is an error
+    /// ([`SamplerError::LogitBiasIdOutOfRange`]).
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> Result<u32, SamplerError> {
         if logits.is_empty() {
             return Err(SamplerError::EmptyLogits);
@@ -72,6 +76,8 @@ impl Sampler {
             return Err(SamplerError::VocabTooLarge(logits.len()));
         }
 
+        self.cfg.validate_vocab(logits.len())?;
+
         self.work.clear();
         self.work.extend(
             logits
@@ -79,11 +85,16 @@ impl Sampler {
                 .map(|&l| if l.is_nan() { f32::NEG_INFINITY } else { l }),
         );
 
+        apply_logit_bias(&mut self.work, &self.cfg.logit_bias);
         let window = &history[history.len().saturating_sub(self.cfg.repeat_last_n)..];
-        apply_repeat_penalty(
+        apply_penalties(
             &mut self.work,
             window,
-            self.cfg.repeat_penalty,
+            Penalties {
+                repeat: self.cfg.repeat_penalty,
+                frequency: self.cfg.frequency_penalty,
+                presence: self.cfg.presence_penalty,
+            },
             &mut self.seen,
         );
 
@@ -123,32 +134,57 @@ pub(crate) fn argmax(values: &[f32]) -> u32 {
     best as u32
 }
 
-/// llama.cpp's repeat penalty: each distinct id in `window` has its logit
-/// divided by `penalty` when positive and multiplied when not, once however
-/// often it occurs.
-pub(crate) fn apply_repeat_penalty(
+/// Adds each `(id, bias)` to its logit; the ids were checked against the
+/// row by [`SamplerConfig::validate_vocab`].
+pub(crate) fn apply_logit_bias(logits: &mut [f32], bias: &[(u32, f32)]) {
+    for &(id, b) in bias {
+        if let Some(l) = logits.get_mut(id as usize) {
+            *l += b;
+        }
+    }
+}
+
+/// The three history penalties of llama.cpp's `penalties` sampler.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Penalties {
+    /// Divides positive / multiplies non-positive logits; `1` is off.
+    pub(crate) repeat: f32,
+    /// Subtracted once per occurrence; `0` is off.
+    pub(crate) frequency: f32,
+    /// Subtracted once for any occurrence; `0` is off.
+    pub(crate) presence: f32,
+}
+
+/// llama.cpp's penalties: for each distinct id seen `c` times in `window`,
+/// the repeat penalty divides its logit when positive and multiplies it when
+/// not (once, however often it occurs), then
+/// `c * frequency + presence` is subtracted.
+pub(crate) fn apply_penalties(
     logits: &mut [f32],
     window: &[u32],
-    penalty: f32,
+    p: Penalties,
     seen: &mut Vec<u32>,
 ) {
-    if penalty == 1.0 || window.is_empty() {
+    if window.is_empty() || (p.repeat == 1.0 && p.frequency == 0.0 && p.presence == 0.0) {
         return;
     }
     // Sorting a copy of the window is O(n log n) and reuses `seen`'s
-    // capacity, where a hash set would allocate.
+    // capacity, where a hash map of counts would allocate.
     seen.clear();
     seen.extend_from_slice(window);
     seen.sort_unstable();
-    seen.dedup();
-    for &id in seen.iter() {
-        if let Some(l) = logits.get_mut(id as usize) {
+    for run in seen.chunk_by(|a, b| a == b) {
+        let Some(l) = logits.get_mut(run[0] as usize) else {
+            continue;
+        };
+        if p.repeat != 1.0 {
             if *l <= 0.0 {
-                *l *= penalty;
+                *l *= p.repeat;
             } else {
-                *l /= penalty;
+                *l /= p.repeat;
             }
         }
+        *l -= run.len() as f32 * p.frequency + p.presence;
     }
 }
 

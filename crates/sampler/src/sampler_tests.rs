@@ -32,8 +32,16 @@ fn plain(temp: f32, seed: u64) -> SamplerConfig {
         top_p: 1.0,
         min_p: 0.0,
         repeat_penalty: 1.0,
-        repeat_last_n: 64,
         seed,
+        ..SamplerConfig::default()
+    }
+}
+
+fn repeat_only(repeat: f32) -> Penalties {
+    Penalties {
+        repeat,
+        frequency: 0.0,
+        presence: 0.0,
     }
 }
 
@@ -110,11 +118,11 @@ fn repeat_penalty_divides_positive_and_multiplies_negative_once() {
     let mut logits = vec![2.0, -2.0, 1.0, 4.0];
     let mut seen = Vec::new();
     // Id 0 occurs twice but is penalised once; 99 is outside the row.
-    apply_repeat_penalty(&mut logits, &[0, 1, 0, 99], 2.0, &mut seen);
+    apply_penalties(&mut logits, &[0, 1, 0, 99], repeat_only(2.0), &mut seen);
     assert_eq!(logits, vec![1.0, -4.0, 1.0, 4.0]);
 
     let mut logits = vec![2.0, -2.0];
-    apply_repeat_penalty(&mut logits, &[0, 1], 1.0, &mut seen);
+    apply_penalties(&mut logits, &[0, 1], repeat_only(1.0), &mut seen);
     assert_eq!(logits, vec![2.0, -2.0], "penalty 1 is off");
 }
 
@@ -129,6 +137,160 @@ fn repeat_penalty_changes_the_greedy_choice_within_the_window() {
     assert_eq!(s.sample(&logits, &[5, 0]).unwrap(), 1);
     // Token 0 only outside the last two: no penalty.
     assert_eq!(s.sample(&logits, &[0, 5, 6]).unwrap(), 0);
+}
+
+#[test]
+fn frequency_and_presence_subtract_per_count_and_once() {
+    let mut seen = Vec::new();
+    // Id 0 three times, id 1 once, id 3 never; 99 is outside the row.
+    let window = [0, 1, 0, 99, 0];
+    let mut logits = vec![2.0, -2.0, 1.0, 4.0];
+    let p = Penalties {
+        repeat: 1.0,
+        frequency: 0.5,
+        presence: 0.0,
+    };
+    apply_penalties(&mut logits, &window, p, &mut seen);
+    assert_eq!(logits, vec![0.5, -2.5, 1.0, 4.0]);
+
+    let mut logits = vec![2.0, -2.0, 1.0, 4.0];
+    let p = Penalties {
+        repeat: 1.0,
+        frequency: 0.0,
+        presence: 1.5,
+    };
+    apply_penalties(&mut logits, &window, p, &mut seen);
+    assert_eq!(logits, vec![0.5, -3.5, 1.0, 4.0]);
+
+    // All three, in llama.cpp's order: repeat first, then
+    // `c * frequency + presence` subtracted; negative values reward.
+    let mut logits = vec![2.0, -2.0, 1.0, 4.0];
+    let p = Penalties {
+        repeat: 2.0,
+        frequency: -0.25,
+        presence: 1.0,
+    };
+    apply_penalties(&mut logits, &window, p, &mut seen);
+    // id 0: 2 / 2 = 1, - (3 * -0.25 + 1) = 0.75; id 1: -2 * 2 = -4,
+    // - (-0.25 + 1) = -4.75.
+    assert_eq!(logits, vec![0.75, -4.75, 1.0, 4.0]);
+}
+
+#[test]
+fn penalties_only_count_the_last_repeat_last_n_tokens() {
+    let logits = [3.0, 2.5, 0.0];
+    let cfg = SamplerConfig {
+        frequency_penalty: 0.4,
+        repeat_last_n: 2,
+        ..SamplerConfig::greedy()
+    };
+    let mut s = Sampler::new(cfg).unwrap();
+    // Token 0 once in the window: 3 - 0.4 = 2.6 > 2.5, still wins.
+    assert_eq!(s.sample(&logits, &[0, 0, 0, 5, 0]).unwrap(), 0);
+    // Twice: 3 - 0.8 = 2.2 < 2.5.
+    assert_eq!(s.sample(&logits, &[0, 0]).unwrap(), 1);
+
+    let cfg = SamplerConfig {
+        presence_penalty: 0.6,
+        repeat_last_n: 3,
+        ..SamplerConfig::greedy()
+    };
+    let mut s = Sampler::new(cfg).unwrap();
+    assert_eq!(s.sample(&logits, &[0, 7, 8, 9]).unwrap(), 0);
+    assert_eq!(s.sample(&logits, &[7, 8, 0]).unwrap(), 1);
+}
+
+#[test]
+fn logit_bias_is_added_before_the_penalties_and_seen_by_greedy() {
+    let logits = [3.0, 2.0, 0.0, -1.0];
+    let greedy = |bias: Vec<(u32, f32)>, repeat: f32, history: &[u32]| {
+        let cfg = SamplerConfig {
+            logit_bias: bias,
+            repeat_penalty: repeat,
+            ..SamplerConfig::greedy()
+        };
+        Sampler::new(cfg).unwrap().sample(&logits, history).unwrap()
+    };
+    assert_eq!(greedy(vec![], 1.0, &[]), 0);
+    assert_eq!(greedy(vec![(0, -100.0)], 1.0, &[]), 1);
+    assert_eq!(greedy(vec![(3, 100.0)], 1.0, &[]), 3);
+    // Two entries for one id add up.
+    assert_eq!(greedy(vec![(2, 1.6), (2, 1.6)], 1.0, &[]), 2);
+    assert_eq!(greedy(vec![(1, 2.0)], 1.0, &[]), 1);
+    // Bias first, then the repeat penalty: token 1 is (2 + 3) / 2 = 2.5 < 3
+    // (penalty first would give 2 / 2 + 3 = 4 and pick it).
+    assert_eq!(greedy(vec![(1, 3.0)], 2.0, &[1]), 0);
+    // Token 2 is (0 + 2.5) / 2 = 1.25 < 2 (penalty first: 0 * 2 + 2.5).
+    assert_eq!(greedy(vec![(2, 2.5), (0, -5.0)], 2.0, &[2]), 1);
+}
+
+#[test]
+fn logit_bias_out_of_the_row_is_an_error() {
+    let cfg = SamplerConfig {
+        logit_bias: vec![(4, 1.0)],
+        ..SamplerConfig::default()
+    };
+    let mut s = Sampler::new(cfg).unwrap();
+    assert_eq!(
+        s.sample(&[0.0; 4], &[]),
+        Err(SamplerError::LogitBiasIdOutOfRange { id: 4, n_vocab: 4 })
+    );
+    assert!(s.sample(&[0.0; 5], &[]).is_ok());
+}
+
+#[test]
+fn logit_bias_shifts_the_sampled_distribution() {
+    // +ln(3) on token 1 of a uniform pair: p = (1/4, 3/4).
+    let cfg = SamplerConfig {
+        logit_bias: vec![(1, 3f32.ln())],
+        ..plain(1.0, 5)
+    };
+    let f = frequencies(cfg, &[0.0, 0.0], 20_000);
+    assert!((f[1] - 0.75).abs() < 0.015, "{f:?}");
+}
+
+#[test]
+fn defaults_leave_the_old_chain_unchanged() {
+    // The same draws as a chain with the new stages spelled out as off.
+    let logits: Vec<f32> = (0..300).map(|i| ((i * 53 % 97) as f32) / 20.0).collect();
+    let history: Vec<u32> = (0..100).map(|i| (i * 7) % 300).collect();
+    let run = |cfg: SamplerConfig| {
+        let mut s = Sampler::new(cfg).unwrap();
+        (0..32)
+            .map(|_| s.sample(&logits, &history).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let base = SamplerConfig {
+        temp: 1.0,
+        repeat_penalty: 1.3,
+        seed: 11,
+        ..SamplerConfig::default()
+    };
+    let off = SamplerConfig {
+        presence_penalty: 0.0,
+        frequency_penalty: 0.0,
+        logit_bias: vec![(5, 0.0)],
+        ..base.clone()
+    };
+    assert_eq!(run(base.clone()), run(off));
+
+    // And the penalties with zero frequency and presence are exactly the
+    // repeat penalty alone.
+    let mut seen = Vec::new();
+    let mut a = logits.clone();
+    apply_penalties(&mut a, &history, repeat_only(1.3), &mut seen);
+    let mut b = logits.clone();
+    for id in 0..300u32 {
+        if history.contains(&id) {
+            let l = &mut b[id as usize];
+            if *l <= 0.0 {
+                *l *= 1.3;
+            } else {
+                *l /= 1.3;
+            }
+        }
+    }
+    assert_eq!(a, b);
 }
 
 #[test]
@@ -256,6 +418,9 @@ fn buffers_are_reused_between_calls() {
         temp: 0.7,
         top_k: 0,
         repeat_penalty: 1.1,
+        presence_penalty: 0.3,
+        frequency_penalty: 0.2,
+        logit_bias: vec![(3, 2.0), (4000, -5.0)],
         ..SamplerConfig::default()
     };
     let mut s = Sampler::new(cfg).unwrap();
