@@ -99,13 +99,16 @@ pub struct Sampling {
     /// Number of choices; only 1 is supported.
     #[serde(default)]
     pub n: Option<u32>,
-    /// Presence penalty (only 0 is supported yet).
+    /// Presence penalty, -2 to 2: subtracted once from the logit of every
+    /// token among the last 64 of the sequence.
     #[serde(default)]
     pub presence_penalty: Option<f32>,
-    /// Frequency penalty (only 0 is supported yet).
+    /// Frequency penalty, -2 to 2: subtracted from a token's logit once per
+    /// occurrence among the last 64 tokens of the sequence.
     #[serde(default)]
     pub frequency_penalty: Option<f32>,
-    /// Token id → bias (only an empty map is supported yet).
+    /// Token id (a decimal string) → bias in [-100, 100], added to that
+    /// token's logit before everything else.
     #[serde(default)]
     pub logit_bias: Option<HashMap<String, f32>>,
     /// Return log probabilities (not supported yet).
@@ -227,6 +230,43 @@ fn fresh_seed() -> u64 {
     z ^ (z >> 31)
 }
 
+/// OpenAI's `logit_bias` (token id as a decimal string → bias in
+/// [-100, 100]) as the sampler's pairs, sorted by id so the order never
+/// depends on the map's.
+fn logit_bias(map: &HashMap<String, f32>) -> Result<Vec<(u32, f32)>, ApiError> {
+    let mut out = Vec::with_capacity(map.len());
+    for (key, &bias) in map {
+        let id: u32 = key.trim().parse().map_err(|_| {
+            ApiError::bad_param(
+                "logit_bias",
+                format!("logit_bias keys must be token ids, got `{key}`"),
+            )
+        })?;
+        if !(-100.0..=100.0).contains(&bias) {
+            return Err(ApiError::bad_param(
+                "logit_bias",
+                format!(
+                    "logit_bias values must be between -100 and 100, got {bias} for token {id}"
+                ),
+            ));
+        }
+        out.push((id, bias));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    Ok(out)
+}
+
+/// Checks that every `logit_bias` id of `cfg` is a token of a vocabulary of
+/// `n_vocab` tokens.
+///
+/// # Errors
+/// A 400 naming `logit_bias`.
+pub fn check_vocab(cfg: &GenerateConfig, n_vocab: usize) -> Result<(), ApiError> {
+    cfg.sampler
+        .validate_vocab(n_vocab)
+        .map_err(|e| ApiError::bad_param("logit_bias", format!("logit_bias: {e}")))
+}
+
 impl Sampling {
     /// Whether the final streamed chunk carries usage.
     pub fn include_usage(&self) -> bool {
@@ -245,25 +285,6 @@ impl Sampling {
             if n != 1 {
                 return Err(ApiError::unsupported("n", "only n = 1"));
             }
-        }
-        let nonzero = |v: Option<f32>| v.is_some_and(|v| v != 0.0);
-        if nonzero(self.presence_penalty) {
-            return Err(ApiError::unsupported(
-                "presence_penalty",
-                "the sampler has no presence penalty; only 0",
-            ));
-        }
-        if nonzero(self.frequency_penalty) {
-            return Err(ApiError::unsupported(
-                "frequency_penalty",
-                "the sampler has no frequency penalty; only 0",
-            ));
-        }
-        if self.logit_bias.as_ref().is_some_and(|b| !b.is_empty()) {
-            return Err(ApiError::unsupported(
-                "logit_bias",
-                "the sampler has no bias stage",
-            ));
         }
         match &self.logprobs {
             None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => {}
@@ -316,6 +337,31 @@ impl Sampling {
                 ));
             }
             sampler.top_p = p;
+        }
+        for (param, value, slot) in [
+            (
+                "presence_penalty",
+                self.presence_penalty,
+                &mut sampler.presence_penalty,
+            ),
+            (
+                "frequency_penalty",
+                self.frequency_penalty,
+                &mut sampler.frequency_penalty,
+            ),
+        ] {
+            if let Some(v) = value {
+                if !(-2.0..=2.0).contains(&v) {
+                    return Err(ApiError::bad_param(
+                        param,
+                        format!("{param} must be between -2 and 2, got {v}"),
+                    ));
+                }
+                *slot = v;
+            }
+        }
+        if let Some(bias) = &self.logit_bias {
+            sampler.logit_bias = logit_bias(bias)?;
         }
         sampler.seed = match self.seed {
             Some(s) => s as u64,
@@ -392,11 +438,13 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_fields_are_refused_by_name() {
+    fn unsupported_or_invalid_fields_are_refused_by_name() {
         for (body, param) in [
-            (r#""logit_bias":{"5":1.0}"#, "logit_bias"),
-            (r#""presence_penalty":0.5"#, "presence_penalty"),
-            (r#""frequency_penalty":-1"#, "frequency_penalty"),
+            (r#""logit_bias":{"x5":1.0}"#, "logit_bias"),
+            (r#""logit_bias":{"-1":1.0}"#, "logit_bias"),
+            (r#""logit_bias":{"5":101}"#, "logit_bias"),
+            (r#""presence_penalty":2.5"#, "presence_penalty"),
+            (r#""frequency_penalty":-2.01"#, "frequency_penalty"),
             (r#""logprobs":true"#, "logprobs"),
             (r#""top_logprobs":2"#, "top_logprobs"),
             (r#""n":2"#, "n"),
@@ -413,6 +461,32 @@ mod tests {
             assert_eq!(e.status, 400, "{body}");
             assert_eq!(e.param.as_deref(), Some(param), "{body}");
         }
+    }
+
+    #[test]
+    fn penalties_and_logit_bias_map_to_the_sampler() {
+        let c = chat(
+            r#"{"model":"m","messages":[],"presence_penalty":-2,"frequency_penalty":1.5,
+                "logit_bias":{"42":-100,"7":100,"0":0.5}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.sampler.presence_penalty, -2.0);
+        assert_eq!(c.sampler.frequency_penalty, 1.5);
+        assert_eq!(
+            c.sampler.logit_bias,
+            vec![(0, 0.5), (7, 100.0), (42, -100.0)]
+        );
+        c.sampler.validate().unwrap();
+        check_vocab(&c, 43).unwrap();
+        let e = check_vocab(&c, 42).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert_eq!(e.param.as_deref(), Some("logit_bias"));
+        assert!(e.message.contains("42"), "{}", e.message);
+
+        let c = chat(r#"{"model":"m","messages":[]}"#).unwrap();
+        assert_eq!(c.sampler.presence_penalty, 0.0);
+        assert_eq!(c.sampler.frequency_penalty, 0.0);
+        assert!(c.sampler.logit_bias.is_empty());
     }
 
     #[test]

@@ -136,6 +136,62 @@ def test_seed_and_temperature_zero_are_deterministic(client, model):
     assert a == b
 
 
+def tokens_of(base_url, text):
+    status, r = http(base_url + "/tokenize", json.dumps({"content": text, "add_special": False}), method="POST")
+    assert status == 200, r
+    return r["tokens"]
+
+
+def text_of(base_url, tokens):
+    status, r = http(base_url + "/detokenize", json.dumps({"tokens": tokens}), method="POST")
+    assert status == 200, r
+    return r["content"]
+
+
+def test_logit_bias_steers_the_first_token(base_url, client, model):
+    first = chat(client, model, max_tokens=1).choices[0].message.content
+    ids = tokens_of(base_url, first)
+    assert len(ids) == 1, (first, ids)
+    # A -100 bias on the greedy answer's first token removes it.
+    banned = chat(client, model, max_tokens=1, logit_bias={str(ids[0]): -100})
+    assert banned.choices[0].message.content != first
+    streamed = "".join(
+        ch.choices[0].delta.content or ""
+        for ch in chat(client, model, max_tokens=1, logit_bias={str(ids[0]): -100}, stream=True)
+        if ch.choices
+    )
+    assert streamed == banned.choices[0].message.content
+    # A +100 bias on an unlikely token makes it the answer, on both endpoints.
+    (banana,) = tokens_of(base_url, " banana")
+    word = text_of(base_url, [banana])
+    forced = chat(client, model, max_tokens=1, logit_bias={str(banana): 100})
+    assert forced.choices[0].message.content == word
+    r = client.completions.create(
+        model=model, prompt="The sky is", max_tokens=1, temperature=0, logit_bias={str(banana): 100}
+    )
+    assert r.choices[0].text == word
+    # Sampling (temperature 1) sees the bias too.
+    sampled = chat(client, model, max_tokens=2, temperature=1.0, seed=9, logit_bias={str(banana): 100})
+    assert sampled.choices[0].message.content == word * 2
+
+
+def test_frequency_and_presence_penalties_change_and_repeat(client, model):
+    plain = chat(client, model, max_tokens=48).choices[0].message.content
+    freq = chat(client, model, max_tokens=48, frequency_penalty=2.0).choices[0].message.content
+    assert freq != plain
+    assert chat(client, model, max_tokens=48, frequency_penalty=2.0).choices[0].message.content == freq
+    pres = chat(client, model, max_tokens=48, presence_penalty=2.0).choices[0].message.content
+    assert pres != plain
+    # Zero penalties are the default chain.
+    zero = chat(client, model, max_tokens=48, frequency_penalty=0, presence_penalty=0)
+    assert zero.choices[0].message.content == plain
+    # Sampled with a seed: the same seed, the same text.
+    kw = dict(temperature=1.0, seed=42, max_tokens=32, frequency_penalty=1.0, presence_penalty=-0.5)
+    a = chat(client, model, **kw).choices[0].message.content
+    b = chat(client, model, **kw).choices[0].message.content
+    assert a == b
+
+
 def test_stop_strings_cut_the_answer(client, model):
     full = chat(client, model, max_tokens=32).choices[0].message.content
     words = full.split()
@@ -158,9 +214,11 @@ def test_errors_are_the_clients_own_exceptions(client, model):
     assert e.value.status_code == 404 and e.value.code == "model_not_found"
     cases = [
         ({"n": 2}, "n"),
-        ({"logit_bias": {"42": 5}}, "logit_bias"),
-        ({"presence_penalty": 0.5}, "presence_penalty"),
-        ({"frequency_penalty": 0.5}, "frequency_penalty"),
+        ({"logit_bias": {"42": 500}}, "logit_bias"),
+        ({"logit_bias": {"forty-two": 5}}, "logit_bias"),
+        ({"logit_bias": {str(10**9): 5}}, "logit_bias"),
+        ({"presence_penalty": 2.5}, "presence_penalty"),
+        ({"frequency_penalty": -3}, "frequency_penalty"),
         ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
         ({"temperature": 5}, "temperature"),
