@@ -1,6 +1,8 @@
-//! The repository's copy of the golden data must match its upstream
-//! (`../shared/golden`) whenever the upstream is present, so that an update
-//! there is noticed instead of silently testing against stale references.
+//! The repository's copy of the golden data must match its upstream (the
+//! shared golden folder beside the checkout, see
+//! `minfer_testutil::upstream_golden_dir`) whenever the upstream is
+//! present, so that an update there is noticed instead of silently testing
+//! against stale references.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -16,7 +18,7 @@ fn names(dir: &Path) -> BTreeSet<String> {
 fn golden_copy_matches_upstream_when_present() {
     let ours = minfer_testutil::workspace_root().join("tests/golden");
     let Some(upstream) = minfer_testutil::upstream_golden_dir() else {
-        eprintln!("no ../shared/golden beside the checkout: nothing to compare");
+        eprintln!("no upstream golden folder beside the checkout: nothing to compare");
         return;
     };
     let (a, b) = (names(&upstream), names(&ours));
@@ -24,15 +26,17 @@ fn golden_copy_matches_upstream_when_present() {
     let extra: Vec<_> = b.difference(&a).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "tests/golden differs from ../shared/golden: missing {missing:?}, extra {extra:?}; \
-         copy the upstream files in (never edit them)"
+        "tests/golden differs from {}: missing {missing:?}, extra {extra:?}; \
+         copy the upstream files in (never edit them)",
+        upstream.display()
     );
     for name in &a {
         let x = std::fs::read(upstream.join(name)).unwrap();
         let y = std::fs::read(ours.join(name)).unwrap();
         assert!(
             x == y,
-            "tests/golden/{name} differs from ../shared/golden/{name}; copy the upstream file in"
+            "tests/golden/{name} differs from {}; copy the upstream file in",
+            upstream.join(name).display()
         );
     }
 }
