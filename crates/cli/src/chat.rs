@@ -85,6 +85,7 @@ impl Args {
                 seed: self.seed,
                 ..SamplerConfig::default()
             },
+            logprobs: None,
         };
         cfg.sampler.validate()?;
         Ok(cfg)

@@ -169,6 +169,7 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
             seed: args.seed,
             ..SamplerConfig::default()
         },
+        logprobs: None,
     };
     cfg.sampler.validate()?;
     let mut sched = loaded.scheduler(engine_cfg)?;
@@ -188,7 +189,7 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
                         sched.cancel(id);
                     }
                 }
-                Event::Text(_) => {}
+                Event::Text(_) | Event::Logprobs(_) => {}
                 Event::Done(stats) => break 'run stats,
             }
         }

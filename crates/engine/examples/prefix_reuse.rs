@@ -31,6 +31,7 @@ fn first_token(s: &mut Scheduler, prompt: &[u32]) -> (f64, usize) {
         max_tokens: 4,
         stop: Vec::new(),
         sampler: SamplerConfig::greedy(),
+        logprobs: None,
     };
     let t = Instant::now();
     let id = s.submit(prompt, &cfg).expect("submit");

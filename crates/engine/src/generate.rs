@@ -35,6 +35,73 @@ pub struct GenerateConfig {
     pub stop: Vec<String>,
     /// Sampling parameters.
     pub sampler: SamplerConfig,
+    /// Report the log-probability of every generated token and of its
+    /// `n` most likely alternatives (`Some(n)`, `n` at most
+    /// [`MAX_TOP_LOGPROBS`]) as [`Event::Logprobs`](crate::Event::Logprobs)
+    /// events of the [`Scheduler`](crate::Scheduler); `None` is off.
+    ///
+    /// The probabilities are the log-softmax of the model's raw logits, before
+    /// logit bias, penalties and temperature, as llama-server's `n_probs`
+    /// reports them by default.
+    pub logprobs: Option<u8>,
+}
+
+/// The most alternatives [`GenerateConfig::logprobs`] may ask for (OpenAI's
+/// `top_logprobs` limit).
+pub const MAX_TOP_LOGPROBS: u8 = 20;
+
+/// The log-probabilities around one generated token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprobs {
+    /// The generated token.
+    pub token: u32,
+    /// Its log-probability under the raw logits (`<= 0`).
+    pub logprob: f32,
+    /// The most likely tokens with their log-probabilities, most likely
+    /// first (equal ones by lowest id); as many as asked for, fewer only
+    /// when the vocabulary is smaller.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// The log-softmax of `logits` at `token` and its `n` most likely entries
+/// (NaN counts as `-inf`). `top` is cleared and refilled, best first.
+pub(crate) fn logprobs_of(logits: &[f32], token: u32, n: usize, top: &mut Vec<(u32, f32)>) -> f32 {
+    let clean = |l: f32| if l.is_nan() { f32::NEG_INFINITY } else { l };
+    let max = logits
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &l| m.max(clean(l)));
+    let log_z = if max.is_finite() {
+        let sum: f64 = logits
+            .iter()
+            .map(|&l| f64::from(clean(l) - max).exp())
+            .sum();
+        f64::from(max) + sum.ln()
+    } else {
+        f64::from(max)
+    };
+    let lp = |l: f32| (f64::from(clean(l)) - log_z) as f32;
+    top.clear();
+    if n > 0 {
+        // A sorted insertion into at most `n` (<= 20) entries: better
+        // means a larger logit, or an equal one with a lower id.
+        for (i, &l) in logits.iter().enumerate() {
+            let l = clean(l);
+            if top.len() == n && l <= top[n - 1].1 {
+                continue;
+            }
+            let at = top.partition_point(|&(_, b)| b >= l);
+            if top.len() == n {
+                top.pop();
+            }
+            top.insert(at, (i as u32, l));
+        }
+        for e in top.iter_mut() {
+            e.1 = lp(e.1);
+        }
+    }
+    logits
+        .get(token as usize)
+        .map_or(f32::NEG_INFINITY, |&l| lp(l))
 }
 
 /// Why generation ended.
@@ -235,6 +302,10 @@ pub(crate) struct Gate {
     pub(crate) tokens: Vec<u32>,
     /// The penalty window's source: the sequence's tokens so far.
     history: Vec<u32>,
+    /// How many alternatives to report per token, when reporting.
+    logprobs: Option<usize>,
+    /// The report of the last generated token, until taken.
+    last_logprobs: Option<TokenLogprobs>,
 }
 
 impl Gate {
@@ -251,6 +322,13 @@ impl Gate {
     ) -> Result<Gate> {
         let sampler = Sampler::new(cfg.sampler.clone())
             .map_err(|e| EngineError::InvalidArgument(format!("sampler: {e}")))?;
+        if let Some(n) = cfg.logprobs {
+            if n > MAX_TOP_LOGPROBS {
+                return Err(EngineError::InvalidArgument(format!(
+                    "logprobs: at most {MAX_TOP_LOGPROBS} alternatives, got {n}"
+                )));
+            }
+        }
         let max_tokens = if cfg.max_tokens == 0 {
             usize::MAX
         } else {
@@ -268,6 +346,8 @@ impl Gate {
             max_tokens,
             tokens: Vec::with_capacity(room.min(max_tokens).min(1 << 16)),
             history,
+            logprobs: cfg.logprobs.map(usize::from),
+            last_logprobs: None,
         })
     }
 
@@ -289,6 +369,15 @@ impl Gate {
         if vocab.is_eog(token) {
             return Ok(Next::Stop(StopReason::Eog));
         }
+        if let Some(n) = self.logprobs {
+            let mut top = Vec::with_capacity(n);
+            let logprob = logprobs_of(logits, token, n, &mut top);
+            self.last_logprobs = Some(TokenLogprobs {
+                token,
+                logprob,
+                top,
+            });
+        }
         self.tokens.push(token);
         self.history.push(token);
         let pushed = self.stops.push(vocab.token_bytes(token));
@@ -305,6 +394,13 @@ impl Gate {
             return Ok(Next::Stop(StopReason::ContextFull));
         }
         Ok(Next::Eval(token))
+    }
+
+    /// The log-probabilities of the token the last
+    /// [`advance`](Gate::advance) generated, when they are reported (the
+    /// end-of-generation token has none).
+    pub(crate) fn take_logprobs(&mut self) -> Option<TokenLogprobs> {
+        self.last_logprobs.take()
     }
 
     /// Tokens seen so far: the sequence before the prompt, the prompt and
@@ -430,6 +526,7 @@ mod tests {
             max_tokens,
             stop: stop.iter().map(|s| s.to_string()).collect(),
             sampler: SamplerConfig::greedy(),
+            logprobs: None,
         }
     }
 
@@ -620,6 +717,7 @@ mod real_model {
             max_tokens,
             stop: stop.iter().map(|s| s.to_string()).collect(),
             sampler: SamplerConfig::greedy(),
+            logprobs: None,
         }
     }
 
@@ -709,5 +807,36 @@ mod real_model {
             stats.stop_reason
         );
         assert_eq!(stats.graph_builds, 2);
+    }
+}
+
+#[cfg(test)]
+mod logprob_tests {
+    use super::logprobs_of;
+
+    #[test]
+    fn log_softmax_and_the_best_n() {
+        let logits = [1.0f32, 3.0, f32::NAN, 3.0, 0.0];
+        let mut top = Vec::new();
+        let lp = logprobs_of(&logits, 4, 3, &mut top);
+        let z: f64 = [1.0f64, 3.0, 3.0, 0.0].iter().map(|l| l.exp()).sum();
+        let want = |l: f64| (l - z.ln()) as f32;
+        assert!((lp - want(0.0)).abs() < 1e-6, "{lp}");
+        // Ties by lowest id; NaN never makes the list.
+        assert_eq!(top.iter().map(|e| e.0).collect::<Vec<_>>(), vec![1, 3, 0]);
+        assert!((top[0].1 - want(3.0)).abs() < 1e-6);
+        assert_eq!(top[0].1, top[1].1);
+        assert!((top[2].1 - want(1.0)).abs() < 1e-6);
+        let total: f32 = [0usize, 1, 3, 4]
+            .iter()
+            .map(|&i| logprobs_of(&logits, i as u32, 0, &mut top).exp())
+            .sum();
+        assert!((total - 1.0).abs() < 1e-5, "{total}");
+        assert!(top.is_empty());
+        assert_eq!(logprobs_of(&logits, 2, 0, &mut top), f32::NEG_INFINITY);
+        // More alternatives than tokens: all of them.
+        logprobs_of(&[0.5, 0.25], 0, 20, &mut top);
+        assert_eq!(top.len(), 2);
+        assert_eq!(top[0].0, 0);
     }
 }

@@ -25,7 +25,9 @@ pub mod scheduler;
 
 pub use chat::{ChatSession, ChatStats, TurnStart, TurnStats};
 pub use engine::{Engine, EngineConfig};
-pub use generate::{GenerateConfig, GenerationStats, StopReason, Utf8Stream};
+pub use generate::{
+    GenerateConfig, GenerationStats, StopReason, TokenLogprobs, Utf8Stream, MAX_TOP_LOGPROBS,
+};
 pub use load::{check_fits, load_tokenizer, LoadedModel, PromptMode};
 pub use runtime::{BatchEntry, CacheUsage, KvLayout, Runtime, SeqId, SeqSnapshot, StepLogits};
 pub use scheduler::{Event, GenId, GenTimes, Scheduler};

@@ -22,7 +22,7 @@ use std::time::Instant;
 use minfer_text::Tokenizer;
 
 use crate::error::{EngineError, Result};
-use crate::generate::{Gate, GenerateConfig, GenerationStats, Next, StopReason};
+use crate::generate::{Gate, GenerateConfig, GenerationStats, Next, StopReason, TokenLogprobs};
 use crate::runtime::{BatchEntry, Runtime, SeqId};
 
 /// Default prompt chunk: tokens of one prompt evaluated in one step.
@@ -40,6 +40,11 @@ pub enum Event {
     /// character, which [`Utf8Stream`](crate::generate::Utf8Stream)
     /// reassembles).
     Text(Vec<u8>),
+    /// The log-probabilities of one generated token, when
+    /// [`GenerateConfig::logprobs`](crate::GenerateConfig::logprobs) asks for
+    /// them; it comes before any [`Event::Text`] of that token's bytes. The
+    /// end-of-generation token has none; tokens of a stop string do.
+    Logprobs(TokenLogprobs),
     /// The generation is over; no event follows.
     Done(GenerationStats),
 }
@@ -96,11 +101,16 @@ impl Gen {
         // be written at this position.
         let n_past = self.gate.history_len() as u32;
         let events = &mut self.events;
+        let before = events.len();
         let mut emit = |b: &[u8]| {
             events.push_back(Event::Text(b.to_vec()));
             true
         };
-        match self.gate.advance(logits, tok, n_past, n_ctx, &mut emit)? {
+        let next = self.gate.advance(logits, tok, n_past, n_ctx, &mut emit)?;
+        if let Some(lp) = self.gate.take_logprobs() {
+            self.events.insert(before, Event::Logprobs(lp));
+        }
+        match next {
             Next::Eval(t) => {
                 self.phase = Phase::Decode { next: t };
                 Ok(None)

@@ -30,6 +30,7 @@ fn greedy(n: usize) -> GenerateConfig {
         max_tokens: n,
         stop: Vec::new(),
         sampler: SamplerConfig::greedy(),
+        logprobs: None,
     }
 }
 
@@ -221,6 +222,7 @@ fn a_session_file_resumes_with_zero_prefill_and_the_same_answer() {
             seed: 7,
             ..SamplerConfig::default()
         },
+        logprobs: None,
     };
     let mut s = m.scheduler(cfg(1024)).unwrap();
     let mut chat = ChatSession::new(&m, &mut s, None, sampled.clone()).unwrap();

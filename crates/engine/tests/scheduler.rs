@@ -29,6 +29,7 @@ fn greedy(n: usize) -> GenerateConfig {
         max_tokens: n,
         stop: Vec::new(),
         sampler: SamplerConfig::greedy(),
+        logprobs: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn drain(s: &mut Scheduler, ids: &[GenId]) -> Vec<(Vec<u8>, GenerationStats)> {
             while let Some(ev) = s.next_event(id) {
                 match ev {
                     Event::Text(b) => text[k].extend_from_slice(&b),
+                    Event::Logprobs(_) => {}
                     Event::Done(st) => done[k] = Some(st),
                 }
             }
@@ -193,4 +195,53 @@ fn full_cache_ends_one_generation_not_the_others() {
         let (_, stats) = alone(&m, prompt, g.1.tokens.len().max(1));
         assert_eq!(g.1.tokens[..], stats.tokens[..g.1.tokens.len()]);
     }
+}
+
+#[test]
+fn logprobs_report_every_generated_token_before_its_text() {
+    let Some(m) = loaded() else { return };
+    let p = prompt(&m, "Name three colours.");
+    let mut s = m.scheduler(cfg(1024)).unwrap();
+    let with = GenerateConfig {
+        logprobs: Some(3),
+        ..greedy(12)
+    };
+    let id = s.submit(&p, &with).unwrap();
+    let mut reports = Vec::new();
+    let mut text = Vec::new();
+    let stats = 'run: loop {
+        s.step().unwrap();
+        while let Some(ev) = s.next_event(id) {
+            match ev {
+                Event::Text(b) => {
+                    // Every byte shown belongs to a token already reported.
+                    assert!(!reports.is_empty());
+                    text.extend_from_slice(&b);
+                }
+                Event::Logprobs(lp) => reports.push(lp),
+                Event::Done(st) => break 'run st,
+            }
+        }
+    };
+    assert_eq!(
+        reports.iter().map(|r| r.token).collect::<Vec<_>>(),
+        stats.tokens
+    );
+    for r in &reports {
+        assert!(r.logprob <= 0.0 && r.logprob.is_finite(), "{r:?}");
+        assert_eq!(r.top.len(), 3);
+        assert!(r.top.windows(2).all(|w| w[0].1 >= w[1].1), "{r:?}");
+        // Greedy on the raw logits: the chosen token is the top one.
+        assert_eq!(r.top[0], (r.token, r.logprob), "{r:?}");
+    }
+    // Reporting changes nothing else.
+    let (plain_text, plain) = alone(&m, &p, 12);
+    assert_eq!(stats.tokens, plain.tokens);
+    assert_eq!(text, plain_text);
+
+    let too_many = GenerateConfig {
+        logprobs: Some(21),
+        ..greedy(4)
+    };
+    assert!(s.submit(&p, &too_many).is_err());
 }

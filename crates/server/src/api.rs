@@ -402,6 +402,7 @@ impl Sampling {
             max_tokens,
             stop,
             sampler,
+            logprobs: None,
         })
     }
 }

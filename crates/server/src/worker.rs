@@ -284,6 +284,7 @@ impl Worker {
                             let _ = r.out.send(Out::Text(s.to_string()));
                         }
                     }
+                    Event::Logprobs(_) => {}
                     Event::Done(stats) => {
                         let rest = r.utf8.finish();
                         if !rest.is_empty() {

@@ -357,6 +357,7 @@ impl ChatSession {
                             sched.cancel(id);
                         }
                     }
+                    Event::Logprobs(_) => {}
                     Event::Done(stats) => break 'turn stats,
                 }
             }
