@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use minfer_engine::{GenerateConfig, SamplerConfig};
+use minfer_engine::{GenerateConfig, SamplerConfig, MAX_TOP_LOGPROBS};
 use serde::Deserialize;
 
 use crate::error::ApiError;
@@ -111,10 +111,11 @@ pub struct Sampling {
     /// token's logit before everything else.
     #[serde(default)]
     pub logit_bias: Option<HashMap<String, f32>>,
-    /// Return log probabilities (not supported yet).
+    /// Return the log probability of every generated token (chat: `true`;
+    /// the text completions' numeric form is refused).
     #[serde(default)]
     pub logprobs: Option<serde_json::Value>,
-    /// How many alternatives per token (not supported yet).
+    /// How many alternatives per token, 0 to 20; needs `logprobs`.
     #[serde(default)]
     pub top_logprobs: Option<u32>,
     /// Output format; only `text` until grammars exist.
@@ -286,22 +287,34 @@ impl Sampling {
                 return Err(ApiError::unsupported("n", "only n = 1"));
             }
         }
-        match &self.logprobs {
-            None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => {}
-            Some(serde_json::Value::Number(n)) if n.as_u64() == Some(0) => {}
+        let logprobs = match &self.logprobs {
+            None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => false,
+            Some(serde_json::Value::Bool(true)) => true,
+            Some(serde_json::Value::Number(n)) if n.as_u64() == Some(0) => false,
             Some(_) => {
-                return Err(ApiError::unsupported(
+                return Err(ApiError::bad_param(
                     "logprobs",
-                    "log probabilities are not reported yet",
+                    "logprobs must be true or false",
                 ))
             }
-        }
-        if self.top_logprobs.is_some_and(|n| n > 0) {
-            return Err(ApiError::unsupported(
-                "top_logprobs",
-                "log probabilities are not reported yet",
-            ));
-        }
+        };
+        let top = match self.top_logprobs {
+            None => 0,
+            Some(n) if n > u32::from(MAX_TOP_LOGPROBS) => {
+                return Err(ApiError::bad_param(
+                    "top_logprobs",
+                    format!("top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}, got {n}"),
+                ))
+            }
+            Some(n) if n > 0 && !logprobs => {
+                return Err(ApiError::bad_param(
+                    "top_logprobs",
+                    "top_logprobs needs logprobs: true",
+                ))
+            }
+            // At most MAX_TOP_LOGPROBS, so it fits.
+            Some(n) => n as u8,
+        };
         if let Some(f) = &self.response_format {
             match f.kind.as_str() {
                 "text" => {}
@@ -402,7 +415,7 @@ impl Sampling {
             max_tokens,
             stop,
             sampler,
-            logprobs: None,
+            logprobs: logprobs.then_some(top),
         })
     }
 }
@@ -446,8 +459,9 @@ mod tests {
             (r#""logit_bias":{"5":101}"#, "logit_bias"),
             (r#""presence_penalty":2.5"#, "presence_penalty"),
             (r#""frequency_penalty":-2.01"#, "frequency_penalty"),
-            (r#""logprobs":true"#, "logprobs"),
+            (r#""logprobs":3"#, "logprobs"),
             (r#""top_logprobs":2"#, "top_logprobs"),
+            (r#""logprobs":true,"top_logprobs":21"#, "top_logprobs"),
             (r#""n":2"#, "n"),
             (
                 r#""response_format":{"type":"json_object"}"#,
@@ -488,6 +502,16 @@ mod tests {
         assert_eq!(c.sampler.presence_penalty, 0.0);
         assert_eq!(c.sampler.frequency_penalty, 0.0);
         assert!(c.sampler.logit_bias.is_empty());
+    }
+
+    #[test]
+    fn logprobs_map_to_the_engine() {
+        let c = chat(r#"{"model":"m","messages":[],"logprobs":true,"top_logprobs":5}"#).unwrap();
+        assert_eq!(c.logprobs, Some(5));
+        let c = chat(r#"{"model":"m","messages":[],"logprobs":true}"#).unwrap();
+        assert_eq!(c.logprobs, Some(0));
+        let c = chat(r#"{"model":"m","messages":[],"logprobs":false,"top_logprobs":0}"#).unwrap();
+        assert_eq!(c.logprobs, None);
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct Shape {
     pub model: String,
     /// Whether streamed chunks carry `usage` (null until the last one).
     pub include_usage: bool,
+    /// Whether choices carry `logprobs.content` (chat only).
+    pub logprobs: bool,
 }
 
 fn usage(f: &Finish) -> Value {
@@ -61,6 +63,23 @@ impl Shape {
             created,
             model: model.to_string(),
             include_usage,
+            logprobs: false,
+        }
+    }
+
+    /// The same shape with `logprobs.content` in the chat choices.
+    pub fn with_logprobs(mut self, on: bool) -> Shape {
+        self.logprobs = on;
+        self
+    }
+
+    /// A choice's `logprobs`: null unless asked for, then
+    /// `{"content": entries}`.
+    fn logprobs_value(&self, entries: Vec<Value>) -> Value {
+        if self.logprobs && self.api == Api::Chat {
+            json!({"content": entries, "refusal": null})
+        } else {
+            Value::Null
         }
     }
 
@@ -73,12 +92,12 @@ impl Shape {
     }
 
     /// The whole answer as one object.
-    pub fn complete(&self, text: &str, f: &Finish) -> Value {
+    pub fn complete(&self, text: &str, logprobs: Vec<Value>, f: &Finish) -> Value {
         let choice = match self.api {
             Api::Chat => json!({
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
-                "logprobs": null,
+                "logprobs": self.logprobs_value(logprobs),
                 "finish_reason": f.finish_reason(),
             }),
             Api::Text => json!({
@@ -99,10 +118,11 @@ impl Shape {
     }
 
     /// A streamed chunk with one choice.
-    fn chunk(&self, delta: Value, text: &str, finish: Option<&str>) -> Value {
+    fn chunk(&self, delta: Value, text: &str, lp: Vec<Value>, finish: Option<&str>) -> Value {
         let choice = match self.api {
             Api::Chat => {
-                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+                let lp = self.logprobs_value(lp);
+                json!({"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish})
             }
             Api::Text => {
                 json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
@@ -123,18 +143,26 @@ impl Shape {
 
     /// The chunk that opens a chat stream (the role), if the API has one.
     pub fn opening(&self) -> Option<Value> {
-        (self.api == Api::Chat)
-            .then(|| self.chunk(json!({"role": "assistant", "content": ""}), "", None))
+        (self.api == Api::Chat).then(|| {
+            self.chunk(
+                json!({"role": "assistant", "content": ""}),
+                "",
+                Vec::new(),
+                None,
+            )
+        })
     }
 
-    /// A chunk of text.
-    pub fn text(&self, s: &str) -> Value {
-        self.chunk(json!({"content": s}), s, None)
+    /// A chunk of text, with the log probabilities of the tokens reported
+    /// since the last chunk.
+    pub fn text(&self, s: &str, lp: Vec<Value>) -> Value {
+        self.chunk(json!({"content": s}), s, lp, None)
     }
 
-    /// The chunk that carries the finish reason.
-    pub fn closing(&self, f: &Finish) -> Value {
-        self.chunk(json!({}), "", Some(f.finish_reason()))
+    /// The chunk that carries the finish reason (and the log probabilities
+    /// of tokens whose text was never shown, such as a stop string's).
+    pub fn closing(&self, f: &Finish, lp: Vec<Value>) -> Value {
+        self.chunk(json!({}), "", lp, Some(f.finish_reason()))
     }
 
     /// The usage chunk (no choices) sent last when asked for.
@@ -153,9 +181,11 @@ impl Shape {
 /// Waits for the whole generation and answers it as one JSON object.
 pub async fn collect(shape: Shape, ticket: Ticket, mut rx: UnboundedReceiver<Out>) -> Response {
     let mut text = String::new();
+    let mut logprobs = Vec::new();
     let result = loop {
         match rx.recv().await {
             Some(Out::Text(s)) => text.push_str(&s),
+            Some(Out::Logprobs(v)) => logprobs.push(v),
             Some(Out::Done(f)) => break Ok(f),
             Some(Out::Error(e)) => break Err(ApiError::internal(e)),
             None => break Err(ApiError::internal("the model thread stopped")),
@@ -163,7 +193,7 @@ pub async fn collect(shape: Shape, ticket: Ticket, mut rx: UnboundedReceiver<Out
     };
     drop(ticket);
     match result {
-        Ok(f) => axum::Json(shape.complete(&text, &f)).into_response(),
+        Ok(f) => axum::Json(shape.complete(&text, logprobs, &f)).into_response(),
         Err(e) => e.into_response(),
     }
 }
@@ -174,6 +204,8 @@ struct StreamState {
     /// Dropped with the stream: a client that goes away cancels.
     ticket: Option<Ticket>,
     pending: VecDeque<String>,
+    /// Log probabilities not yet sent with a chunk.
+    logprobs: Vec<Value>,
     done: bool,
 }
 
@@ -192,6 +224,7 @@ pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Respo
         rx,
         ticket: Some(ticket),
         pending,
+        logprobs: Vec::new(),
         done: false,
     };
     let events = futures_util::stream::unfold(st, |mut st| async move {
@@ -203,9 +236,14 @@ pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Respo
                 return None;
             }
             match st.rx.recv().await {
-                Some(Out::Text(s)) => st.pending.push_back(data(&st.shape.text(&s))),
+                Some(Out::Text(s)) => {
+                    let lp = std::mem::take(&mut st.logprobs);
+                    st.pending.push_back(data(&st.shape.text(&s, lp)));
+                }
+                Some(Out::Logprobs(v)) => st.logprobs.push(v),
                 Some(Out::Done(f)) => {
-                    st.pending.push_back(data(&st.shape.closing(&f)));
+                    let lp = std::mem::take(&mut st.logprobs);
+                    st.pending.push_back(data(&st.shape.closing(&f, lp)));
                     if st.shape.include_usage {
                         st.pending.push_back(data(&st.shape.usage_chunk(&f)));
                     }

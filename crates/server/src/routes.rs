@@ -162,13 +162,15 @@ async fn chat(State(shared): St, body: Body) -> Result<Response, ApiError> {
     })
     .await?;
     let served = shared.served()?;
+    let logprobs = cfg.logprobs.is_some();
     let (ticket, rx) = shared.submit(ids, cfg)?;
     let shape = Shape::new(
         Api::Chat,
         ticket.id(),
         &served.id,
         req.sampling.include_usage(),
-    );
+    )
+    .with_logprobs(logprobs);
     Ok(if req.sampling.stream {
         respond::stream(shape, ticket, rx)
     } else {
@@ -193,6 +195,12 @@ async fn completions(State(shared): St, body: Body) -> Result<Response, ApiError
             return Err(ApiError::unsupported("suffix", "no fill-in-the-middle"));
         }
         let cfg = req.sampling.to_config(COMPLETIONS_DEFAULT_MAX)?;
+        if cfg.logprobs.is_some() {
+            return Err(ApiError::unsupported(
+                "logprobs",
+                "log probabilities are reported on /v1/chat/completions only",
+            ));
+        }
         api::check_vocab(&cfg, served.loaded.model().n_vocab())?;
         let prompt = match &req.prompt {
             Prompt::Text(t) => t.as_str(),

@@ -12,7 +12,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use minfer_engine::{Event, GenId, GenerateConfig, Scheduler, StopReason, Utf8Stream};
+use minfer_engine::{
+    Event, GenId, GenerateConfig, Scheduler, StopReason, TokenLogprobs, Tokenizer, Utf8Stream,
+};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::metrics::Metrics;
@@ -52,6 +54,10 @@ pub struct Job {
 pub enum Out {
     /// More text (whole UTF-8 characters).
     Text(String),
+    /// One generated token's entry of OpenAI's `logprobs.content` (only
+    /// when the request asked for log probabilities); it comes before the
+    /// text that holds the token.
+    Logprobs(serde_json::Value),
     /// The generation ended.
     Done(Finish),
     /// The generation failed; nothing follows.
@@ -88,6 +94,24 @@ struct Running {
     counted: bool,
     /// Tokens of its prompt.
     prompt_len: usize,
+}
+
+/// OpenAI's `{token, logprob, bytes, top_logprobs: [{token, logprob,
+/// bytes}]}` for one generated token; `token` is the token's bytes as
+/// UTF-8 (lossy for a token that holds part of a character, which `bytes`
+/// gives exactly).
+pub fn logprob_entry(tok: &Tokenizer, lp: &TokenLogprobs) -> serde_json::Value {
+    let one = |id: u32, logprob: f32| {
+        let bytes = tok.decode_token(id);
+        serde_json::json!({
+            "token": String::from_utf8_lossy(bytes),
+            "logprob": logprob,
+            "bytes": bytes,
+        })
+    };
+    let mut entry = one(lp.token, lp.logprob);
+    entry["top_logprobs"] = lp.top.iter().map(|&(id, l)| one(id, l)).collect();
+    entry
 }
 
 /// The model thread's state.
@@ -284,7 +308,10 @@ impl Worker {
                             let _ = r.out.send(Out::Text(s.to_string()));
                         }
                     }
-                    Event::Logprobs(_) => {}
+                    Event::Logprobs(lp) => {
+                        let entry = logprob_entry(self.sched.tokenizer(), &lp);
+                        let _ = r.out.send(Out::Logprobs(entry));
+                    }
                     Event::Done(stats) => {
                         let rest = r.utf8.finish();
                         if !rest.is_empty() {

@@ -192,6 +192,38 @@ def test_frequency_and_presence_penalties_change_and_repeat(client, model):
     assert a == b
 
 
+def test_chat_logprobs_sync_and_stream(client, model):
+    r = chat(client, model, max_tokens=12, logprobs=True, top_logprobs=3)
+    c = r.choices[0]
+    content = c.logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    assert "".join(e.token for e in content) == c.message.content
+    for e in content:
+        assert e.logprob <= 0
+        assert bytes(e.bytes).decode("utf-8", "replace") == e.token
+        assert len(e.top_logprobs) == 3
+        lps = [t.logprob for t in e.top_logprobs]
+        assert lps == sorted(lps, reverse=True)
+        # Greedy: the chosen token is the most likely one.
+        assert e.top_logprobs[0].token == e.token
+        assert e.top_logprobs[0].logprob == e.logprob
+    # Without top_logprobs: the chosen tokens only.
+    r0 = chat(client, model, max_tokens=12, logprobs=True)
+    assert [e.token for e in r0.choices[0].logprobs.content] == [e.token for e in content]
+    assert all(e.top_logprobs == [] for e in r0.choices[0].logprobs.content)
+    # Not asked for: null.
+    assert chat(client, model, max_tokens=4).choices[0].logprobs is None
+    # Streamed: the same entries, spread over the chunks.
+    chunks = list(chat(client, model, max_tokens=12, logprobs=True, top_logprobs=3, stream=True))
+    streamed = [e for ch in chunks if ch.choices and ch.choices[0].logprobs for e in ch.choices[0].logprobs.content]
+    assert [(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in content]
+    assert [len(e.top_logprobs) for e in streamed] == [3] * len(content)
+    # The legacy completions form is refused by name.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=model, prompt="Hi", max_tokens=2, logprobs=2)
+    assert e.value.param == "logprobs"
+
+
 def test_stop_strings_cut_the_answer(client, model):
     full = chat(client, model, max_tokens=32).choices[0].message.content
     words = full.split()
@@ -219,7 +251,8 @@ def test_errors_are_the_clients_own_exceptions(client, model):
         ({"logit_bias": {str(10**9): 5}}, "logit_bias"),
         ({"presence_penalty": 2.5}, "presence_penalty"),
         ({"frequency_penalty": -3}, "frequency_penalty"),
-        ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+        ({"top_logprobs": 2}, "top_logprobs"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
         ({"temperature": 5}, "temperature"),
         ({"max_tokens": 0}, "max_tokens"),
