@@ -116,3 +116,15 @@ fn usage_error(e: clap::Error) -> ExitCode {
     }
     e.exit()
 }
+
+#[cfg(test)]
+mod tests {
+    /// clap checks a definition (duplicate short flags, bad defaults) only
+    /// when it is first parsed in a debug build; this runs those checks in
+    /// every profile, for every subcommand.
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

@@ -8,8 +8,11 @@ use minfer_engine::Store;
 
 use crate::runtime::{self, RuntimeArgs};
 
-/// Arguments of `minfer perplexity`.
+/// Arguments of `minfer perplexity`. `-c` is the chunk size here, as in
+/// llama-perplexity (the context is set to it), so the runtime options'
+/// `-c` short form of `--n-ctx` is taken away.
 #[derive(clap::Args)]
+#[command(mut_arg("n_ctx", |a| a.short(None)))]
 pub struct Args {
     /// Model file, known name or hf:OWNER/REPO/FILE.gguf.
     #[arg(default_value = "qwen2.5-coder-0.5b-instruct")]
