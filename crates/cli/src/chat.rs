@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use minfer_engine::{
-    ChatSession, EngineError, GenerateConfig, LoadedModel, SamplerConfig, Scheduler, StopReason,
-    Store, TurnStart, Utf8Stream, DEFAULT_SEED,
+    ChatSession, EngineError, LoadedModel, Scheduler, StopReason, Store, TurnStart, Utf8Stream,
 };
 use rustyline::error::ReadlineError;
 use rustyline::{
@@ -21,8 +20,9 @@ use rustyline::{
 };
 
 use crate::chat_cmds::{self, Command};
-use crate::run::{parse_min_p, parse_repeat_penalty, parse_temp, parse_top_p, DEFAULT_MODEL};
+use crate::run::DEFAULT_MODEL;
 use crate::runtime::{self, RuntimeArgs};
+use crate::sampling::SamplingArgs;
 
 /// Arguments of `minfer chat`.
 #[derive(clap::Args)]
@@ -31,30 +31,8 @@ pub struct Args {
     /// qwen2.5-coder-0.5b-instruct, pulled on first use).
     #[arg(value_name = "MODEL")]
     model: Option<String>,
-    /// Most tokens per answer (0: until the model stops or the context is full).
-    #[arg(short = 'n', long = "n-predict", default_value_t = 0)]
-    n_predict: usize,
-    /// Stop an answer when this text appears (not printed); repeatable.
-    #[arg(long)]
-    stop: Vec<String>,
-    /// Sampling temperature; 0 is greedy.
-    #[arg(long, default_value_t = 0.8, value_parser = parse_temp, allow_negative_numbers = true)]
-    temp: f32,
-    /// Keep the k most likely tokens (0: off).
-    #[arg(long = "top-k", default_value_t = 40)]
-    top_k: usize,
-    /// Keep the smallest set of tokens whose probability reaches p (1: off).
-    #[arg(long = "top-p", default_value_t = 0.95, value_parser = parse_top_p, allow_negative_numbers = true)]
-    top_p: f32,
-    /// Drop tokens less likely than min-p times the most likely (0: off).
-    #[arg(long = "min-p", default_value_t = 0.05, value_parser = parse_min_p, allow_negative_numbers = true)]
-    min_p: f32,
-    /// Penalty for tokens among the last 64 (1: off).
-    #[arg(long = "repeat-penalty", default_value_t = 1.0, value_parser = parse_repeat_penalty, allow_negative_numbers = true)]
-    repeat_penalty: f32,
-    /// Random seed of the sampler.
-    #[arg(long, default_value_t = DEFAULT_SEED)]
-    seed: u64,
+    #[command(flatten)]
+    sampling: SamplingArgs,
     /// System prompt (a resumed session keeps its own).
     #[arg(long)]
     system: Option<String>,
@@ -68,28 +46,6 @@ pub struct Args {
     verbose: bool,
     #[command(flatten)]
     runtime: RuntimeArgs,
-}
-
-impl Args {
-    fn generate_config(&self) -> Result<GenerateConfig> {
-        let cfg = GenerateConfig {
-            max_tokens: self.n_predict,
-            stop: self.stop.clone(),
-            sampler: SamplerConfig {
-                temp: self.temp,
-                top_k: self.top_k,
-                top_p: self.top_p,
-                min_p: self.min_p,
-                repeat_penalty: self.repeat_penalty,
-                repeat_last_n: 64,
-                seed: self.seed,
-                ..SamplerConfig::default()
-            },
-            logprobs: None,
-        };
-        cfg.sampler.validate()?;
-        Ok(cfg)
-    }
 }
 
 /// Terminal styling: ANSI colours on a terminal, plain text otherwise or
@@ -419,7 +375,7 @@ fn cmd_changes_state(msg: &str) -> bool {
 
 /// `minfer chat`.
 pub fn run(store: &Store, args: Args) -> Result<()> {
-    let gen = args.generate_config()?;
+    let gen = args.sampling.generate_config()?;
     let engine_cfg = args.runtime.engine_config()?;
     let spec = args
         .model

@@ -8,6 +8,7 @@ mod inspect;
 mod perplexity;
 mod run;
 mod runtime;
+mod sampling;
 mod serve;
 mod store_cmds;
 mod tokenize;

@@ -3,12 +3,11 @@
 use std::io::{IsTerminal, Read, Write};
 
 use anyhow::{bail, Context, Result};
-use minfer_engine::{
-    Event, GenerateConfig, PromptMode, SamplerConfig, Store, Utf8Stream, DEFAULT_SEED,
-};
+use minfer_engine::{Event, PromptMode, Store, Utf8Stream};
 use minfer_store::ModelSpec;
 
 use crate::runtime::{self, RuntimeArgs};
+use crate::sampling::SamplingArgs;
 
 /// The model used when none is named.
 pub const DEFAULT_MODEL: &str = "qwen2.5-coder-0.5b-instruct";
@@ -24,30 +23,8 @@ pub struct Args {
     /// Read the prompt from a file ("-" for stdin).
     #[arg(short = 'f', long = "file")]
     file: Option<std::path::PathBuf>,
-    /// Most tokens to generate (0: until the model stops or the context is full).
-    #[arg(short = 'n', long = "n-predict", default_value_t = 0)]
-    n_predict: usize,
-    /// Stop when this text appears (not printed); repeatable.
-    #[arg(long)]
-    stop: Vec<String>,
-    /// Sampling temperature; 0 is greedy.
-    #[arg(long, default_value_t = 0.8, value_parser = parse_temp, allow_negative_numbers = true)]
-    temp: f32,
-    /// Keep the k most likely tokens (0: off).
-    #[arg(long = "top-k", default_value_t = 40)]
-    top_k: usize,
-    /// Keep the smallest set of tokens whose probability reaches p (1: off).
-    #[arg(long = "top-p", default_value_t = 0.95, value_parser = parse_top_p, allow_negative_numbers = true)]
-    top_p: f32,
-    /// Drop tokens less likely than min-p times the most likely (0: off).
-    #[arg(long = "min-p", default_value_t = 0.05, value_parser = parse_min_p, allow_negative_numbers = true)]
-    min_p: f32,
-    /// Penalty for tokens among the last 64 (1: off).
-    #[arg(long = "repeat-penalty", default_value_t = 1.0, value_parser = parse_repeat_penalty, allow_negative_numbers = true)]
-    repeat_penalty: f32,
-    /// Random seed of the sampler.
-    #[arg(long, default_value_t = DEFAULT_SEED)]
-    seed: u64,
+    #[command(flatten)]
+    sampling: SamplingArgs,
     /// System message (needs a chat template).
     #[arg(long)]
     system: Option<String>,
@@ -57,32 +34,6 @@ pub struct Args {
     no_template: bool,
     #[command(flatten)]
     runtime: RuntimeArgs,
-}
-
-/// Parses one sampler setting and checks it with the sampler's own rule, so
-/// that a bad value is reported (naming its flag) before a model is loaded.
-fn sampler_value(s: &str, set: fn(&mut SamplerConfig, f32)) -> Result<f32, String> {
-    let v: f32 = s.trim().parse().map_err(|_| "not a number".to_string())?;
-    let mut cfg = SamplerConfig::default();
-    set(&mut cfg, v);
-    cfg.validate().map_err(|e| e.to_string())?;
-    Ok(v)
-}
-
-pub(crate) fn parse_temp(s: &str) -> Result<f32, String> {
-    sampler_value(s, |c, v| c.temp = v)
-}
-
-pub(crate) fn parse_top_p(s: &str) -> Result<f32, String> {
-    sampler_value(s, |c, v| c.top_p = v)
-}
-
-pub(crate) fn parse_min_p(s: &str) -> Result<f32, String> {
-    sampler_value(s, |c, v| c.min_p = v)
-}
-
-pub(crate) fn parse_repeat_penalty(s: &str) -> Result<f32, String> {
-    sampler_value(s, |c, v| c.repeat_penalty = v)
 }
 
 /// Splits `[MODEL] [PROMPT]`.
@@ -156,22 +107,7 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         PromptMode::Chat
     };
     let ids = loaded.prompt(args.system.as_deref(), &prompt, mode, engine_cfg.n_ctx)?;
-    let cfg = GenerateConfig {
-        max_tokens: args.n_predict,
-        stop: args.stop.clone(),
-        sampler: SamplerConfig {
-            temp: args.temp,
-            top_k: args.top_k,
-            top_p: args.top_p,
-            min_p: args.min_p,
-            repeat_penalty: args.repeat_penalty,
-            repeat_last_n: 64,
-            seed: args.seed,
-            ..SamplerConfig::default()
-        },
-        logprobs: None,
-    };
-    cfg.sampler.validate()?;
+    let cfg = args.sampling.generate_config()?;
     let mut sched = loaded.scheduler(engine_cfg)?;
     let id = sched.submit(&ids, &cfg)?;
     let stdout = std::io::stdout();
