@@ -33,7 +33,16 @@ pub fn minfer_stdin(args: &[&str], home: &Path, input: &str) -> Output {
         .spawn()
         .expect("spawn minfer");
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).unwrap();
+    // A command that fails before reading its input (a missing model, say)
+    // may have exited already: a closed pipe here is its answer, not an
+    // error of the test.
+    if let Err(e) = stdin.write_all(input.as_bytes()) {
+        assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::BrokenPipe,
+            "writing stdin: {e}"
+        );
+    }
     drop(stdin);
     child.wait_with_output().expect("wait for minfer")
 }
