@@ -167,7 +167,8 @@ impl GenerationStats {
     }
 }
 
-fn rate(n: usize, secs: f64) -> f64 {
+/// `n` per second over `secs` (0 when no time passed).
+pub(crate) fn rate(n: usize, secs: f64) -> f64 {
     if secs > 0.0 {
         n as f64 / secs
     } else {

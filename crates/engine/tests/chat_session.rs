@@ -4,6 +4,8 @@
 //! caches, and survive an interrupted write), and a small context shifts
 //! old exchanges out without ever failing.
 
+mod common;
+
 use std::path::Path;
 
 use minfer_engine::chat::file;
@@ -12,27 +14,7 @@ use minfer_engine::{
     SamplerConfig, Scheduler, TurnStats,
 };
 
-fn load(file: &str) -> Option<LoadedModel> {
-    let path = minfer_testutil::require_model(file)?;
-    Some(LoadedModel::open(&path).expect("the model loads"))
-}
-
-fn cfg(n_ctx: u32) -> EngineConfig {
-    EngineConfig {
-        n_ctx,
-        n_threads: 2,
-        ..EngineConfig::default()
-    }
-}
-
-fn greedy(n: usize) -> GenerateConfig {
-    GenerateConfig {
-        max_tokens: n,
-        stop: Vec::new(),
-        sampler: SamplerConfig::greedy(),
-        logprobs: None,
-    }
-}
+use common::{cfg, greedy, loaded as load};
 
 const SYSTEM: &str = "You are a terse assistant.";
 

@@ -7,30 +7,13 @@ mod common;
 
 use minfer_engine::generate::generate;
 use minfer_engine::{
-    Engine, EngineConfig, Event, GenId, GenerateConfig, GenerationStats, LoadedModel,
-    SamplerConfig, Scheduler, StopReason,
+    Engine, Event, GenId, GenerateConfig, GenerationStats, LoadedModel, Scheduler, StopReason,
 };
 
+use common::{cfg, greedy};
+
 fn loaded() -> Option<LoadedModel> {
-    let path = minfer_testutil::require_model(minfer_testutil::SMOLLM)?;
-    Some(LoadedModel::open(&path).expect("the model loads"))
-}
-
-fn cfg(n_ctx: u32) -> EngineConfig {
-    EngineConfig {
-        n_ctx,
-        n_threads: 2,
-        ..EngineConfig::default()
-    }
-}
-
-fn greedy(n: usize) -> GenerateConfig {
-    GenerateConfig {
-        max_tokens: n,
-        stop: Vec::new(),
-        sampler: SamplerConfig::greedy(),
-        logprobs: None,
-    }
+    common::loaded(minfer_testutil::SMOLLM)
 }
 
 /// The closed loop on a single-sequence engine: the reference.

@@ -19,7 +19,7 @@ use super::delta::{self, Delta};
 use super::file::{self, ModelIdentity, SessionData};
 use super::identity::model_identity;
 use crate::error::{EngineError, Result};
-use crate::generate::{GenerateConfig, GenerationStats, StopReason};
+use crate::generate::{rate, GenerateConfig, GenerationStats, StopReason};
 use crate::load::LoadedModel;
 use crate::runtime::{BatchEntry, SeqId};
 use crate::scheduler::{Event, GenId, Scheduler};
@@ -69,14 +69,6 @@ impl TurnStats {
     /// Decode rate, tokens per second.
     pub fn decode_rate(&self) -> f64 {
         rate(self.generated_tokens, self.decode_secs)
-    }
-}
-
-fn rate(n: usize, secs: f64) -> f64 {
-    if secs > 0.0 {
-        n as f64 / secs
-    } else {
-        0.0
     }
 }
 

@@ -4,8 +4,34 @@
 
 use std::sync::Arc;
 
-use minfer_engine::{Engine, EngineConfig};
+use minfer_engine::{Engine, EngineConfig, GenerateConfig, LoadedModel, SamplerConfig};
 use minfer_models::Model;
+
+/// Loads a real model with its tokenizer and template (the front door), or
+/// `None` when it is absent and skipping is allowed.
+pub fn loaded(file: &str) -> Option<LoadedModel> {
+    let path = minfer_testutil::require_model(file)?;
+    Some(LoadedModel::open(&path).expect("the model loads"))
+}
+
+/// Runtime settings for the real-model tests: two threads, `n_ctx` cells.
+pub fn cfg(n_ctx: u32) -> EngineConfig {
+    EngineConfig {
+        n_ctx,
+        n_threads: 2,
+        ..EngineConfig::default()
+    }
+}
+
+/// Greedy generation of at most `n` tokens.
+pub fn greedy(n: usize) -> GenerateConfig {
+    GenerateConfig {
+        max_tokens: n,
+        stop: Vec::new(),
+        sampler: SamplerConfig::greedy(),
+        logprobs: None,
+    }
+}
 
 /// Loads a real model from the store, or `None` (the test is skipped
 /// locally, fails in CI) when it is absent.
