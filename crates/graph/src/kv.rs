@@ -381,6 +381,9 @@ pub struct KvCells {
     /// Per sequence: one past its highest position holding a cell (0 when
     /// it holds none).
     seq_end: Vec<usize>,
+    /// Per sequence: cells it alone holds (kept up to date on every
+    /// change, so that asking costs nothing).
+    exclusive: Vec<usize>,
     used: usize,
     /// Every cell below this index is in use; the free-cell search starts
     /// here.
@@ -397,6 +400,7 @@ impl KvCells {
             seqs: vec![0; n_ctx],
             by_pos: vec![Vec::new(); MAX_SEQS as usize],
             seq_end: vec![0; MAX_SEQS as usize],
+            exclusive: vec![0; MAX_SEQS as usize],
             used: 0,
             low_free: 0,
         }
@@ -485,6 +489,7 @@ impl KvCells {
         }
         self.pos[cell] = pos;
         self.seqs[cell] = 1 << s;
+        self.exclusive[s] += 1;
         // `cell < n_ctx <= i32::MAX` (see `new`).
         self.by_pos[s][p] = cell as i32;
         self.seq_end[s] = self.seq_end[s].max(p + 1);
@@ -504,6 +509,12 @@ impl KvCells {
         };
         *slot = NO_CELL;
         self.seqs[cell] &= !(1u64 << s);
+        match self.seqs[cell] {
+            0 => self.exclusive[s] -= 1,
+            // The one sequence left now holds the cell alone.
+            m if m.is_power_of_two() => self.exclusive[m.trailing_zeros() as usize] += 1,
+            _ => {}
+        }
         if self.seqs[cell] == 0 {
             self.pos[cell] = FREE;
             self.used -= 1;
@@ -562,6 +573,11 @@ impl KvCells {
         for p in 0..end {
             let c = self.by_pos[s][p];
             if let Ok(cell) = usize::try_from(c) {
+                let m = self.seqs[cell];
+                if m.is_power_of_two() {
+                    // Its one holder no longer holds it alone.
+                    self.exclusive[m.trailing_zeros() as usize] -= 1;
+                }
                 self.seqs[cell] |= 1 << d;
                 self.by_pos[d][p] = c;
                 self.seq_end[d] = self.seq_end[d].max(p + 1);
@@ -572,17 +588,7 @@ impl KvCells {
 
     /// Cells that `seq` alone holds: those its removal would free.
     pub fn exclusive_cells(&self, seq: u32) -> usize {
-        let Ok(s) = Self::check_seq(seq) else {
-            return 0;
-        };
-        let Some(table) = self.by_pos.get(s) else {
-            return 0;
-        };
-        table[..self.seq_end[s]]
-            .iter()
-            .filter_map(|&c| usize::try_from(c).ok())
-            .filter(|&c| self.seqs[c] == 1u64 << s)
-            .count()
+        self.exclusive.get(seq as usize).copied().unwrap_or(0)
     }
 
     /// Frees every cell.
@@ -593,6 +599,7 @@ impl KvCells {
             table.fill(NO_CELL);
         }
         self.seq_end.fill(0);
+        self.exclusive.fill(0);
         self.used = 0;
         self.low_free = 0;
     }

@@ -465,6 +465,8 @@ proptest! {
             for s in 0..4u32 {
                 let max = m.cells.iter().flatten().filter(|x| x.1 & (1 << s) != 0).map(|x| x.0).max();
                 prop_assert_eq!(c.max_pos(s), max);
+                let alone = m.cells.iter().flatten().filter(|x| x.1 == 1 << s).count();
+                prop_assert_eq!(c.exclusive_cells(s), alone, "cells sequence {} holds alone", s);
                 for p in [-1, 0, 3, 7, 11, 20] {
                     prop_assert_eq!(window(&c, s, p), m.window(s, p));
                 }
