@@ -148,6 +148,20 @@ pub fn run(loaded: &LoadedModel, args: &RuntimeArgs, opts: &Opts) -> Result<()> 
     print(loaded, threads, opts, &rows)
 }
 
+/// A row's measured columns as the md and csv tables show them: B, N_KV,
+/// T_PP, S_PP, T_TG, S_TG and S_TG per sequence.
+fn columns(r: &Row, pp: usize, tg: usize) -> [String; 7] {
+    [
+        r.n_seq.to_string(),
+        r.n_kv.to_string(),
+        format!("{:.3}", r.t_pp),
+        format!("{:.2}", r.s_pp(pp)),
+        format!("{:.3}", r.t_tg),
+        format!("{:.2}", r.s_tg(tg)),
+        format!("{:.2}", r.s_tg(tg) / r.n_seq as f64),
+    ]
+}
+
 fn print(loaded: &LoadedModel, threads: usize, opts: &Opts, rows: &[Row]) -> Result<()> {
     let name = file_name(loaded);
     let base = rows
@@ -178,18 +192,9 @@ fn print(loaded: &LoadedModel, threads: usize, opts: &Opts, rows: &[Row]) -> Res
                 "model,threads,PP,TG,B,N_KV,T_PP,S_PP,T_TG,S_TG,S_TG_per_seq,speedup"
             )?;
             for r in rows {
-                writeln!(
-                    out,
-                    "{name},{threads},{pp},{tg},{},{},{:.3},{:.2},{:.3},{:.2},{:.2},{:.2}",
-                    r.n_seq,
-                    r.n_kv,
-                    r.t_pp,
-                    r.s_pp(pp),
-                    r.t_tg,
-                    r.s_tg(tg),
-                    r.s_tg(tg) / r.n_seq as f64,
-                    base.map_or(0.0, |b| r.s_tg(tg) / b)
-                )?;
+                let speedup = base.map_or(0.0, |b| r.s_tg(tg) / b);
+                let cols = columns(r, pp, tg).join(",");
+                writeln!(out, "{name},{threads},{pp},{tg},{cols},{speedup:.2}")?;
             }
         }
         _ => {
@@ -204,18 +209,9 @@ fn print(loaded: &LoadedModel, threads: usize, opts: &Opts, rows: &[Row]) -> Res
                 "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
             )?;
             for r in rows {
-                writeln!(
-                    out,
-                    "| {pp} | {tg} | {} | {} | {:.3} | {:.2} | {:.3} | {:.2} | {:.2} | {} |",
-                    r.n_seq,
-                    r.n_kv,
-                    r.t_pp,
-                    r.s_pp(pp),
-                    r.t_tg,
-                    r.s_tg(tg),
-                    r.s_tg(tg) / r.n_seq as f64,
-                    base.map_or("-".to_string(), |b| format!("{:.2}×", r.s_tg(tg) / b))
-                )?;
+                let speedup = base.map_or("-".to_string(), |b| format!("{:.2}×", r.s_tg(tg) / b));
+                let cols = columns(r, pp, tg).join(" | ");
+                writeln!(out, "| {pp} | {tg} | {cols} | {speedup} |")?;
             }
         }
     }

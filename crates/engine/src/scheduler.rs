@@ -120,6 +120,29 @@ impl Gen {
     }
 }
 
+/// What the sampling of one step decided: the generations that ended (by
+/// index, in increasing order) and the first error.
+#[derive(Debug, Default)]
+struct Outcomes {
+    ended: Vec<(usize, StopReason)>,
+    failure: Option<EngineError>,
+}
+
+impl Outcomes {
+    /// Records what [`Gen::advance`] returned for generation `i`; a failed
+    /// generation ends as cancelled.
+    fn record(&mut self, i: usize, r: Result<Option<StopReason>>) {
+        match r {
+            Ok(None) => {}
+            Ok(Some(reason)) => self.ended.push((i, reason)),
+            Err(e) => {
+                self.ended.push((i, StopReason::Cancelled));
+                self.failure.get_or_insert(e);
+            }
+        }
+    }
+}
+
 /// The logits that followed a caller-owned sequence's tokens, kept so that
 /// a new answer from the same point needs no forward pass.
 #[derive(Debug)]
@@ -421,13 +444,21 @@ impl Scheduler {
         }
     }
 
+    /// Ends the generations `outcomes` says stopped (a failed one as
+    /// cancelled) and returns the first failure.
+    fn settle(&mut self, outcomes: Outcomes) -> Result<()> {
+        for (i, reason) in outcomes.ended.into_iter().rev() {
+            self.finish(i, reason);
+        }
+        outcomes.failure.map_or(Ok(()), Err)
+    }
+
     /// Draws the first token of every generation that starts from saved
     /// logits ([`submit_sampled`](Scheduler::submit_sampled)); returns
     /// whether there was any.
     fn sample_saved(&mut self) -> Result<bool> {
         let n_ctx = self.rt.n_ctx();
-        let mut ended = Vec::new();
-        let mut failure = None;
+        let mut outcomes = Outcomes::default();
         let mut any = false;
         for i in 0..self.gens.len() {
             if !matches!(self.gens[i].phase, Phase::Sample { .. }) {
@@ -439,22 +470,11 @@ impl Scheduler {
             else {
                 continue;
             };
-            match self.gens[i].advance(&logits, &self.tok, n_ctx, &mut self.saved) {
-                Ok(None) => {}
-                Ok(Some(reason)) => ended.push((i, reason)),
-                Err(e) => {
-                    ended.push((i, StopReason::Cancelled));
-                    failure.get_or_insert(e);
-                }
-            }
+            let r = self.gens[i].advance(&logits, &self.tok, n_ctx, &mut self.saved);
+            outcomes.record(i, r);
         }
-        for (i, reason) in ended.into_iter().rev() {
-            self.finish(i, reason);
-        }
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(any),
-        }
+        self.settle(outcomes)?;
+        Ok(any)
     }
 
     /// Runs one step: a decode row for every generation that has a token
@@ -553,8 +573,7 @@ impl Scheduler {
         };
         drop(entries);
         let tok = &self.tok;
-        let mut ended = Vec::new();
-        let mut failure = None;
+        let mut outcomes = Outcomes::default();
         for (k, (i, range, last)) in plan.iter().enumerate() {
             let g = &mut self.gens[*i];
             if let Some(r) = range {
@@ -566,21 +585,9 @@ impl Scheduler {
             let Some(logits) = out.last(k) else {
                 continue;
             };
-            match g.advance(logits, tok, n_ctx, &mut self.saved) {
-                Ok(None) => {}
-                Ok(Some(reason)) => ended.push((*i, reason)),
-                Err(e) => {
-                    ended.push((*i, StopReason::Cancelled));
-                    failure.get_or_insert(e);
-                }
-            }
+            outcomes.record(*i, g.advance(logits, tok, n_ctx, &mut self.saved));
         }
-        for (i, reason) in ended.into_iter().rev() {
-            self.finish(i, reason);
-        }
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(true),
-        }
+        self.settle(outcomes)?;
+        Ok(true)
     }
 }
