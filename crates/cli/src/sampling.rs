@@ -4,7 +4,7 @@
 //! model is loaded.
 
 use anyhow::Result;
-use minfer_engine::{GenerateConfig, SamplerConfig, DEFAULT_SEED};
+use minfer_engine::{GenerateConfig, SamplingParams, DEFAULT_SEED};
 
 /// How to generate an answer.
 #[derive(clap::Args, Clone, Debug)]
@@ -41,7 +41,7 @@ impl SamplingArgs {
         let cfg = GenerateConfig {
             max_tokens: self.n_predict,
             stop: self.stop.clone(),
-            sampler: SamplerConfig {
+            sampler: SamplingParams {
                 temp: self.temp,
                 top_k: self.top_k,
                 top_p: self.top_p,
@@ -49,7 +49,7 @@ impl SamplingArgs {
                 repeat_penalty: self.repeat_penalty,
                 repeat_last_n: 64,
                 seed: self.seed,
-                ..SamplerConfig::default()
+                ..SamplingParams::default()
             },
             logprobs: None,
         };
@@ -59,9 +59,9 @@ impl SamplingArgs {
 }
 
 /// Parses one sampler setting and checks it with the sampler's own rule.
-fn sampler_value(s: &str, set: fn(&mut SamplerConfig, f32)) -> Result<f32, String> {
+fn sampler_value(s: &str, set: fn(&mut SamplingParams, f32)) -> Result<f32, String> {
     let v: f32 = s.trim().parse().map_err(|_| "not a number".to_string())?;
-    let mut cfg = SamplerConfig::default();
+    let mut cfg = SamplingParams::default();
     set(&mut cfg, v);
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(v)

@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use minfer_engine::{EngineConfig, Event, GenerateConfig, LoadedModel, SamplerConfig, Scheduler};
+use minfer_engine::{EngineConfig, Event, GenerateConfig, LoadedModel, SamplingParams, Scheduler};
 
 fn tokens(seed: u64, n: usize, n_vocab: usize) -> Vec<u32> {
     let mut s = seed | 1;
@@ -30,7 +30,7 @@ fn first_token(s: &mut Scheduler, prompt: &[u32]) -> (f64, usize) {
     let cfg = GenerateConfig {
         max_tokens: 4,
         stop: Vec::new(),
-        sampler: SamplerConfig::greedy(),
+        sampler: SamplingParams::greedy(),
         logprobs: None,
     };
     let t = Instant::now();

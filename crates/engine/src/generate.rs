@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use minfer_sampler::{Sampler, SamplerConfig, StopMatcher};
+use minfer_sampler::{Sampler, SamplingParams, StopMatcher};
 use minfer_text::Tokenizer;
 
 use crate::{Engine, EngineError, Result};
@@ -34,7 +34,7 @@ pub struct GenerateConfig {
     /// emitted. Empty strings are ignored.
     pub stop: Vec<String>,
     /// Sampling parameters.
-    pub sampler: SamplerConfig,
+    pub sampler: SamplingParams,
     /// Report the log-probability of every generated token and of its
     /// `n` most likely alternatives (`Some(n)`, `n` at most
     /// [`MAX_TOP_LOGPROBS`]) as [`Event::Logprobs`](crate::Event::Logprobs)
@@ -526,7 +526,7 @@ mod tests {
         GenerateConfig {
             max_tokens,
             stop: stop.iter().map(|s| s.to_string()).collect(),
-            sampler: SamplerConfig::greedy(),
+            sampler: SamplingParams::greedy(),
             logprobs: None,
         }
     }
@@ -717,7 +717,7 @@ mod real_model {
         GenerateConfig {
             max_tokens,
             stop: stop.iter().map(|s| s.to_string()).collect(),
-            sampler: SamplerConfig::greedy(),
+            sampler: SamplingParams::greedy(),
             logprobs: None,
         }
     }

@@ -35,7 +35,7 @@ pub use scheduler::{Event, GenId, GenTimes, Scheduler};
 pub use error::{EngineError, Result};
 /// The types front ends pass to the engine, re-exported so that they need
 /// no other crate of the workspace.
-pub use minfer_sampler::{SamplerConfig, DEFAULT_SEED};
+pub use minfer_sampler::{SamplingParams, DEFAULT_SEED};
 pub use minfer_store::{Store, StoreConfig};
 pub use minfer_text::{ChatMessage, ChatTemplate, Tokenizer};
 pub use perplexity::{perplexity, PplResult};

@@ -11,7 +11,7 @@ use std::path::Path;
 use minfer_engine::chat::file;
 use minfer_engine::{
     BatchEntry, ChatSession, EngineConfig, EngineError, GenerateConfig, KvFormat, LoadedModel,
-    SamplerConfig, Scheduler, TurnStats,
+    SamplingParams, Scheduler, TurnStats,
 };
 
 use common::{cfg, greedy, loaded as load};
@@ -199,10 +199,10 @@ fn a_session_file_resumes_with_zero_prefill_and_the_same_answer() {
     let sampled = GenerateConfig {
         max_tokens: 16,
         stop: Vec::new(),
-        sampler: SamplerConfig {
+        sampler: SamplingParams {
             temp: 0.9,
             seed: 7,
-            ..SamplerConfig::default()
+            ..SamplingParams::default()
         },
         logprobs: None,
     };

@@ -41,6 +41,26 @@ pub enum SamplerError {
         /// The vocabulary size (the logits row's length).
         n_vocab: usize,
     },
+    /// A parameter is outside its range.
+    #[error("invalid {0} {1}: must be {2}")]
+    InvalidParam(&'static str, f32, &'static str),
+    /// A sampler order names a stage that does not exist.
+    #[error("unknown sampler stage '{0}' (known: penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature; or the letters edskypmxt)")]
+    UnknownStage(String),
+    /// A grammar or JSON schema that cannot be compiled: a syntax error, an
+    /// unsupported feature, an unsatisfiable schema.
+    #[error("grammar: {0}")]
+    Grammar(String),
+    /// The model's vocabulary cannot be used for constrained output.
+    #[error("grammar: the model's vocabulary cannot be used for constrained output: {0}")]
+    GrammarVocab(String),
+    /// A stage that needs the vocabulary (DRY, a grammar) was configured
+    /// for a sampler built without one.
+    #[error("{0} needs the model's vocabulary, but the sampler was built without one")]
+    NeedsVocab(&'static str),
+    /// The grammar allows no token at all in its current state.
+    #[error("grammar: no token can continue the output")]
+    GrammarDeadEnd,
     /// The logits row handed to the sampler is empty.
     #[error("cannot sample from an empty logits row")]
     EmptyLogits,

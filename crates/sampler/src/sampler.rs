@@ -1,56 +1,113 @@
 //! The sampler chain: logits (plus recent history) → one token id.
 
-use std::cmp::Ordering;
+use std::sync::Arc;
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::{SamplerConfig, SamplerError};
-
-/// One entry of the candidate list the stages narrow down.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Candidate {
-    pub(crate) id: u32,
-    pub(crate) logit: f32,
-}
+use crate::dry::{dry_penalties, Breakers, DryParams, DryScratch};
+pub(crate) use crate::filters::*;
+use crate::grammar::{Allowed, Grammar};
+use crate::mirostat::{mirostat_v1, mirostat_v2};
+pub(crate) use crate::penalties::*;
+use crate::{Mirostat, SamplerError, SamplingParams, Stage, TokenVocab};
 
 /// Turns logits into token ids.
 ///
-/// The stages run in llama.cpp's default order: logit bias → penalties
-/// (repeat, frequency, presence) → top-k → top-p → min-p → temperature →
-/// softmax → draw. With a temperature of 0 the sampler instead returns the
-/// argmax of the biased and penalised logits (llama.cpp also applies bias
-/// and penalties before its greedy pick).
+/// The order is llama.cpp's: the grammar mask (when a constraint is set),
+/// the logit bias, then the configured [`Stage`]s (by default penalties →
+/// DRY → top-n-sigma → top-k → typical → top-p → min-p → XTC →
+/// temperature), then a seeded draw. Mirostat replaces everything after
+/// the bias with temperature and its own truncation and draw.
 ///
-/// The buffers the stages work in live in the sampler and keep their
-/// capacity, so after the first call sampling does not allocate.
+/// Until a stage needs the candidate list, the stages work on the dense
+/// logits row, and top-k builds its short list straight from the row, so a
+/// step over a large vocabulary stays cheap. The buffers live in the
+/// sampler and keep their capacity between calls.
+///
+/// The random generator is the sampler's own: one sampler per sequence
+/// gives each sequence a stream that depends only on its seed and its own
+/// tokens, whatever else runs beside it.
 #[derive(Debug, Clone)]
 pub struct Sampler {
-    cfg: SamplerConfig,
+    cfg: SamplingParams,
     rng: ChaCha8Rng,
-    /// The logits after NaN clean-up, bias and penalties.
+    grammar: Option<Grammar>,
+    breakers: Arc<Breakers>,
+    /// Mirostat's learned surprise threshold.
+    mu: f32,
+    /// Set when the last mask allowed only end-of-generation tokens.
+    grammar_done: bool,
+    /// The logits after NaN clean-up, mask, bias and dense-mode stages.
     work: Vec<f32>,
-    /// The candidates still in play.
+    /// The candidates still in play once the list exists.
     cands: Vec<Candidate>,
     /// Distinct ids of the penalty window.
     seen: Vec<u32>,
+    dry_out: Vec<(u32, f32)>,
+    dry_scratch: DryScratch,
+    order: Vec<(f32, usize)>,
 }
 
 impl Sampler {
-    /// A sampler for `cfg`, after checking its ranges.
-    pub fn new(cfg: SamplerConfig) -> Result<Self, SamplerError> {
+    /// A sampler for `cfg` that needs no vocabulary: no constraint, and DRY
+    /// only without sequence breakers.
+    ///
+    /// # Errors
+    /// A parameter out of range, or [`SamplerError::NeedsVocab`].
+    pub fn new(cfg: SamplingParams) -> Result<Self, SamplerError> {
         cfg.validate()?;
-        Ok(Self {
+        if cfg.constraint.is_some() {
+            return Err(SamplerError::NeedsVocab("a grammar or JSON schema"));
+        }
+        if cfg.dry_multiplier > 0.0 && !cfg.dry_sequence_breakers.is_empty() {
+            return Err(SamplerError::NeedsVocab("DRY with sequence breakers"));
+        }
+        Ok(Self::build(cfg, None, Arc::new(Breakers::default())))
+    }
+
+    /// A sampler for `cfg` over a model's vocabulary: compiles the
+    /// constraint, if any, and DRY's sequence breakers.
+    ///
+    /// # Errors
+    /// A parameter out of range, a grammar or schema that does not compile
+    /// ([`SamplerError::Grammar`]), or a vocabulary llguidance cannot use
+    /// ([`SamplerError::GrammarVocab`]).
+    pub fn with_vocab(cfg: SamplingParams, vocab: &TokenVocab) -> Result<Self, SamplerError> {
+        cfg.validate()?;
+        cfg.validate_vocab(vocab.len())?;
+        let grammar = cfg
+            .constraint
+            .as_ref()
+            .map(|c| Grammar::compile(c, vocab))
+            .transpose()?;
+        let breakers = if cfg.dry_multiplier > 0.0 {
+            vocab.dry_breakers(&cfg.dry_sequence_breakers)
+        } else {
+            Arc::new(Breakers::default())
+        };
+        Ok(Self::build(cfg, grammar, breakers))
+    }
+
+    fn build(cfg: SamplingParams, grammar: Option<Grammar>, breakers: Arc<Breakers>) -> Self {
+        Self {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            mu: 2.0 * cfg.mirostat_tau,
             cfg,
+            grammar,
+            breakers,
+            grammar_done: false,
             work: Vec::new(),
             cands: Vec::new(),
             seen: Vec::new(),
-        })
+            dry_out: Vec::new(),
+            dry_scratch: DryScratch::default(),
+            order: Vec::new(),
+        }
     }
 
     /// The configuration this sampler runs with.
-    pub fn config(&self) -> &SamplerConfig {
+    pub fn config(&self) -> &SamplingParams {
         &self.cfg
     }
 
@@ -60,14 +117,37 @@ impl Sampler {
         self.rng = ChaCha8Rng::seed_from_u64(seed);
     }
 
+    /// Whether a grammar constrains this sampler.
+    pub fn has_grammar(&self) -> bool {
+        self.grammar.is_some()
+    }
+
+    /// Computes the grammar's mask for the next token ahead of
+    /// [`sample`](Sampler::sample), e.g. on another thread while the
+    /// forward pass runs. Does nothing without a grammar or when the mask
+    /// is already known.
+    pub fn prepare(&mut self) -> Result<(), SamplerError> {
+        match &mut self.grammar {
+            Some(g) => g.prepare(),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the last [`sample`](Sampler::sample) found the grammar
+    /// complete: its mask allowed nothing but end-of-generation tokens.
+    pub fn grammar_finished(&self) -> bool {
+        self.grammar_done
+    }
+
     /// Picks the next token from one row of `logits`.
     ///
     /// `history` is every token before this one (prompt and generated); the
-    /// penalties look at its last `repeat_last_n` entries. History ids
+    /// penalties and DRY look at its most recent entries. History ids
     /// outside the logits row are ignored, and NaN logits are treated as
     /// `-inf` so a broken row can never be chosen from. A logit bias id
     /// outside the row is an error
-    /// ([`SamplerError::LogitBiasIdOutOfRange`]).
+    /// ([`SamplerError::LogitBiasIdOutOfRange`]). With a grammar, the token
+    /// is also fed to it.
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> Result<u32, SamplerError> {
         if logits.is_empty() {
             return Err(SamplerError::EmptyLogits);
@@ -75,7 +155,6 @@ impl Sampler {
         if u32::try_from(logits.len() - 1).is_err() {
             return Err(SamplerError::VocabTooLarge(logits.len()));
         }
-
         self.cfg.validate_vocab(logits.len())?;
 
         self.work.clear();
@@ -84,218 +163,186 @@ impl Sampler {
                 .iter()
                 .map(|&l| if l.is_nan() { f32::NEG_INFINITY } else { l }),
         );
-
+        if let Some(g) = &mut self.grammar {
+            self.grammar_done = g.apply(&mut self.work)? == Allowed::EndOnly;
+        }
         apply_logit_bias(&mut self.work, &self.cfg.logit_bias);
-        let window = &history[history.len().saturating_sub(self.cfg.repeat_last_n)..];
-        apply_penalties(
-            &mut self.work,
-            window,
-            Penalties {
-                repeat: self.cfg.repeat_penalty,
-                frequency: self.cfg.frequency_penalty,
-                presence: self.cfg.presence_penalty,
-            },
-            &mut self.seen,
-        );
 
-        if self.cfg.is_greedy() {
-            return Ok(argmax(&self.work));
-        }
-
-        self.cands.clear();
-        self.cands
-            .extend(self.work.iter().enumerate().map(|(i, &logit)| Candidate {
-                // The length check above makes every index fit in a u32.
-                id: i as u32,
-                logit,
-            }));
-        top_k(&mut self.cands, self.cfg.top_k);
-        top_p(&mut self.cands, self.cfg.top_p);
-        min_p(&mut self.cands, self.cfg.min_p);
-        temperature(&mut self.cands, self.cfg.temp);
-        Ok(draw(&self.cands, &mut self.rng))
-    }
-}
-
-/// Order by logit, highest first; equal logits by id, lowest first, so every
-/// stage is deterministic whatever the sort algorithm does with ties.
-fn by_logit_desc(a: &Candidate, b: &Candidate) -> Ordering {
-    b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id))
-}
-
-/// The index of the largest value; among equal values the lowest index.
-pub(crate) fn argmax(values: &[f32]) -> u32 {
-    let mut best = 0usize;
-    for (i, &v) in values.iter().enumerate().skip(1) {
-        if v > values[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
-/// Adds each `(id, bias)` to its logit; the ids were checked against the
-/// row by [`SamplerConfig::validate_vocab`].
-pub(crate) fn apply_logit_bias(logits: &mut [f32], bias: &[(u32, f32)]) {
-    for &(id, b) in bias {
-        if let Some(l) = logits.get_mut(id as usize) {
-            *l += b;
-        }
-    }
-}
-
-/// The three history penalties of llama.cpp's `penalties` sampler.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Penalties {
-    /// Divides positive / multiplies non-positive logits; `1` is off.
-    pub(crate) repeat: f32,
-    /// Subtracted once per occurrence; `0` is off.
-    pub(crate) frequency: f32,
-    /// Subtracted once for any occurrence; `0` is off.
-    pub(crate) presence: f32,
-}
-
-/// llama.cpp's penalties: for each distinct id seen `c` times in `window`,
-/// the repeat penalty divides its logit when positive and multiplies it when
-/// not (once, however often it occurs), then
-/// `c * frequency + presence` is subtracted.
-pub(crate) fn apply_penalties(
-    logits: &mut [f32],
-    window: &[u32],
-    p: Penalties,
-    seen: &mut Vec<u32>,
-) {
-    if window.is_empty() || (p.repeat == 1.0 && p.frequency == 0.0 && p.presence == 0.0) {
-        return;
-    }
-    // Sorting a copy of the window is O(n log n) and reuses `seen`'s
-    // capacity, where a hash map of counts would allocate.
-    seen.clear();
-    seen.extend_from_slice(window);
-    seen.sort_unstable();
-    for run in seen.chunk_by(|a, b| a == b) {
-        let Some(l) = logits.get_mut(run[0] as usize) else {
-            continue;
+        let token = match self.cfg.mirostat {
+            Mirostat::Off if self.greedy_shortcut() => self.greedy(history),
+            Mirostat::Off => self.chain(history),
+            m => self.mirostat(m),
         };
-        if p.repeat != 1.0 {
-            if *l <= 0.0 {
-                *l *= p.repeat;
-            } else {
-                *l /= p.repeat;
-            }
+        if let Some(g) = &mut self.grammar {
+            g.accept(token)?;
         }
-        *l -= run.len() as f32 * p.frequency + p.presence;
+        Ok(token)
     }
-}
 
-/// Keeps the `k` best candidates, sorted best first; `k == 0` is off.
-pub(crate) fn top_k(cands: &mut Vec<Candidate>, k: usize) {
-    if k == 0 || k >= cands.len() {
-        return;
-    }
-    cands.select_nth_unstable_by(k - 1, by_logit_desc);
-    cands.truncate(k);
-    cands.sort_unstable_by(by_logit_desc);
-}
-
-/// The largest logit of the candidates (`-inf` when there are none).
-fn max_logit(cands: &[Candidate]) -> f32 {
-    cands.iter().fold(f32::NEG_INFINITY, |m, c| m.max(c.logit))
-}
-
-/// Keeps the smallest best-first prefix whose softmax mass reaches `p`
-/// (always at least one candidate); leaves the candidates sorted best first.
-pub(crate) fn top_p(cands: &mut Vec<Candidate>, p: f32) {
-    if p >= 1.0 || cands.len() <= 1 {
-        return;
-    }
-    let max = max_logit(cands);
-    if !max.is_finite() {
-        return;
-    }
-    let sum: f64 = cands.iter().map(|c| f64::from((c.logit - max).exp())).sum();
-    let p = f64::from(p);
-    // Sorting the whole vocabulary when top-k is off would cost milliseconds;
-    // the prefix that reaches `p` is usually short, so sort a growing prefix.
-    let n = cands.len();
-    let mut k = n.min(64);
-    loop {
-        if k < n {
-            cands.select_nth_unstable_by(k - 1, by_logit_desc);
-        }
-        cands[..k].sort_unstable_by(by_logit_desc);
-        let mut cum = 0.0f64;
-        for i in 0..k {
-            cum += f64::from((cands[i].logit - max).exp()) / sum;
-            if cum >= p {
-                cands.truncate(i + 1);
-                return;
-            }
-        }
-        if k == n {
-            return;
-        }
-        k = (k * 2).min(n);
-    }
-}
-
-/// Drops candidates whose probability is below `min_p` times the best one's,
-/// i.e. whose logit is below `max + ln(min_p)`; `min_p == 0` is off.
-pub(crate) fn min_p(cands: &mut Vec<Candidate>, min_p: f32) {
-    if min_p <= 0.0 || cands.len() <= 1 {
-        return;
-    }
-    let threshold = max_logit(cands) + min_p.ln();
-    // The best candidate always passes (ln(min_p) <= 0), so the list never
-    // becomes empty.
-    cands.retain(|c| c.logit >= threshold);
-}
-
-/// Divides every logit by the temperature (`temp > 0`).
-pub(crate) fn temperature(cands: &mut [Candidate], temp: f32) {
-    if temp == 1.0 || temp <= 0.0 {
-        return;
-    }
-    for c in cands.iter_mut() {
-        c.logit /= temp;
-    }
-}
-
-/// Softmax over the candidates and one draw from it.
-pub(crate) fn draw(cands: &[Candidate], rng: &mut impl Rng) -> u32 {
-    let Some(first) = cands.first() else {
-        // Unreachable through `Sampler::sample` (every stage keeps one
-        // candidate), but a token id is still owed.
-        return 0;
-    };
-    let max = max_logit(cands);
-    if !max.is_finite() {
-        // All -inf, or some +inf: the softmax is undefined, so take the
-        // best candidate deterministically.
-        let best = cands
+    /// Whether temperature 0 may skip straight to the argmax: nothing in
+    /// the chain can then move the best token except the penalties and DRY
+    /// applied to the whole row before any truncation.
+    fn greedy_shortcut(&self) -> bool {
+        let c = &self.cfg;
+        let stages = &c.stages;
+        let has = |s: Stage| stages.contains(&s);
+        let first_cut = stages
             .iter()
-            .copied()
-            .min_by(by_logit_desc)
-            .unwrap_or(*first);
-        return best.id;
+            .position(|s| !matches!(s, Stage::Penalties | Stage::Dry))
+            .unwrap_or(stages.len());
+        let late_penalty = stages[first_cut..]
+            .iter()
+            .any(|s| matches!(s, Stage::Penalties | Stage::Dry));
+        c.temp <= 0.0
+            && c.dynatemp_range <= 0.0
+            && has(Stage::Temperature)
+            && !(has(Stage::Xtc) && c.xtc_probability > 0.0 && c.xtc_threshold <= 0.5)
+            && !(has(Stage::Typical) && c.typical_p < 1.0)
+            && !late_penalty
     }
-    let sum: f64 = cands.iter().map(|c| f64::from((c.logit - max).exp())).sum();
-    let target = rng.gen::<f64>() * sum;
-    let mut cum = 0.0f64;
-    let mut last = first.id;
-    for c in cands {
-        let w = f64::from((c.logit - max).exp());
-        if w == 0.0 {
-            continue;
+
+    fn greedy(&mut self, history: &[u32]) -> u32 {
+        for i in 0..self.cfg.stages.len() {
+            match self.cfg.stages[i] {
+                Stage::Penalties => self.penalties_dense(history),
+                Stage::Dry => self.dry(history, true),
+                _ => {}
+            }
         }
-        cum += w;
-        last = c.id;
-        if target < cum {
-            return c.id;
+        argmax(&self.work)
+    }
+
+    fn chain(&mut self, history: &[u32]) -> u32 {
+        let mut dense = true;
+        for i in 0..self.cfg.stages.len() {
+            let stage = self.cfg.stages[i];
+            match stage {
+                Stage::Penalties if dense => self.penalties_dense(history),
+                Stage::Penalties => {
+                    let window = self.penalty_window(history);
+                    let p = self.penalties();
+                    apply_penalties_sparse(&mut self.cands, window, p, &mut self.seen);
+                }
+                Stage::Dry => self.dry(history, dense),
+                Stage::TopK if dense && self.cfg.top_k > 0 => {
+                    top_k_dense(&self.work, self.cfg.top_k, &mut self.cands);
+                    dense = false;
+                }
+                _ => {
+                    if dense {
+                        self.to_candidates();
+                        dense = false;
+                    }
+                    self.truncate(stage);
+                }
+            }
+        }
+        if dense {
+            self.to_candidates();
+        }
+        draw(&self.cands, &mut self.rng)
+    }
+
+    fn truncate(&mut self, stage: Stage) {
+        let c = &self.cfg;
+        match stage {
+            Stage::TopK => top_k(&mut self.cands, c.top_k),
+            Stage::TopNSigma => top_n_sigma(&mut self.cands, c.top_n_sigma),
+            Stage::Typical => typical(&mut self.cands, c.typical_p, &mut self.order),
+            Stage::TopP => top_p(&mut self.cands, c.top_p),
+            Stage::MinP => min_p(&mut self.cands, c.min_p),
+            Stage::Xtc => xtc(
+                &mut self.cands,
+                c.xtc_probability,
+                c.xtc_threshold,
+                &mut self.rng,
+            ),
+            Stage::Temperature => dynamic_temperature(
+                &mut self.cands,
+                c.temp,
+                c.dynatemp_range,
+                c.dynatemp_exponent,
+            ),
+            Stage::Penalties | Stage::Dry => {}
         }
     }
-    // Rounding can leave `target` a hair above the final sum.
-    last
+
+    fn mirostat(&mut self, m: Mirostat) -> u32 {
+        self.to_candidates();
+        temperature(&mut self.cands, self.cfg.temp);
+        let (tau, eta) = (self.cfg.mirostat_tau, self.cfg.mirostat_eta);
+        if m == Mirostat::V1 {
+            let n_vocab = self.work.len();
+            mirostat_v1(
+                &mut self.cands,
+                n_vocab,
+                tau,
+                eta,
+                &mut self.mu,
+                &mut self.rng,
+            )
+        } else {
+            mirostat_v2(&mut self.cands, tau, eta, &mut self.mu, &mut self.rng)
+        }
+    }
+
+    fn to_candidates(&mut self) {
+        self.cands.clear();
+        self.cands.extend(
+            self.work
+                .iter()
+                .enumerate()
+                // The length check in `sample` makes every index fit.
+                .map(|(i, &l)| Candidate::new(i as u32, l)),
+        );
+    }
+
+    fn penalties(&self) -> Penalties {
+        Penalties {
+            repeat: self.cfg.repeat_penalty,
+            frequency: self.cfg.frequency_penalty,
+            presence: self.cfg.presence_penalty,
+        }
+    }
+
+    fn penalty_window<'h>(&self, history: &'h [u32]) -> &'h [u32] {
+        &history[history.len().saturating_sub(self.cfg.repeat_last_n)..]
+    }
+
+    fn penalties_dense(&mut self, history: &[u32]) {
+        let window = self.penalty_window(history);
+        let p = self.penalties();
+        apply_penalties(&mut self.work, window, p, &mut self.seen);
+    }
+
+    fn dry(&mut self, history: &[u32], dense: bool) {
+        let c = &self.cfg;
+        let p = DryParams {
+            multiplier: c.dry_multiplier,
+            base: c.dry_base,
+            allowed_length: c.dry_allowed_length,
+            last_n: match c.dry_penalty_last_n {
+                -1 => usize::MAX,
+                n => n.max(0) as usize,
+            },
+        };
+        dry_penalties(
+            history,
+            p,
+            &self.breakers,
+            &mut self.dry_scratch,
+            &mut self.dry_out,
+        );
+        for &(id, pen) in &self.dry_out {
+            if dense {
+                if let Some(l) = self.work.get_mut(id as usize) {
+                    *l -= pen;
+                }
+            } else if let Some(c) = self.cands.iter_mut().find(|c| c.id == id) {
+                c.logit -= pen;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

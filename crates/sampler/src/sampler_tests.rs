@@ -8,10 +8,7 @@ fn cands(logits: &[f32]) -> Vec<Candidate> {
     logits
         .iter()
         .enumerate()
-        .map(|(i, &logit)| Candidate {
-            id: i as u32,
-            logit,
-        })
+        .map(|(i, &logit)| Candidate::new(i as u32, logit))
         .collect()
 }
 
@@ -25,15 +22,15 @@ fn logits_of(probs: &[f32]) -> Vec<f32> {
 }
 
 /// A configuration with every filtering stage off.
-fn plain(temp: f32, seed: u64) -> SamplerConfig {
-    SamplerConfig {
+fn plain(temp: f32, seed: u64) -> SamplingParams {
+    SamplingParams {
         temp,
         top_k: 0,
         top_p: 1.0,
         min_p: 0.0,
         repeat_penalty: 1.0,
         seed,
-        ..SamplerConfig::default()
+        ..SamplingParams::default()
     }
 }
 
@@ -129,7 +126,7 @@ fn repeat_penalty_divides_positive_and_multiplies_negative_once() {
 #[test]
 fn repeat_penalty_changes_the_greedy_choice_within_the_window() {
     let logits = [3.0, 2.0, 0.0];
-    let mut cfg = SamplerConfig::greedy();
+    let mut cfg = SamplingParams::greedy();
     cfg.repeat_penalty = 2.0;
     cfg.repeat_last_n = 2;
     let mut s = Sampler::new(cfg).unwrap();
@@ -179,10 +176,10 @@ fn frequency_and_presence_subtract_per_count_and_once() {
 #[test]
 fn penalties_only_count_the_last_repeat_last_n_tokens() {
     let logits = [3.0, 2.5, 0.0];
-    let cfg = SamplerConfig {
+    let cfg = SamplingParams {
         frequency_penalty: 0.4,
         repeat_last_n: 2,
-        ..SamplerConfig::greedy()
+        ..SamplingParams::greedy()
     };
     let mut s = Sampler::new(cfg).unwrap();
     // Token 0 once in the window: 3 - 0.4 = 2.6 > 2.5, still wins.
@@ -190,10 +187,10 @@ fn penalties_only_count_the_last_repeat_last_n_tokens() {
     // Twice: 3 - 0.8 = 2.2 < 2.5.
     assert_eq!(s.sample(&logits, &[0, 0]).unwrap(), 1);
 
-    let cfg = SamplerConfig {
+    let cfg = SamplingParams {
         presence_penalty: 0.6,
         repeat_last_n: 3,
-        ..SamplerConfig::greedy()
+        ..SamplingParams::greedy()
     };
     let mut s = Sampler::new(cfg).unwrap();
     assert_eq!(s.sample(&logits, &[0, 7, 8, 9]).unwrap(), 0);
@@ -204,10 +201,10 @@ fn penalties_only_count_the_last_repeat_last_n_tokens() {
 fn logit_bias_is_added_before_the_penalties_and_seen_by_greedy() {
     let logits = [3.0, 2.0, 0.0, -1.0];
     let greedy = |bias: Vec<(u32, f32)>, repeat: f32, history: &[u32]| {
-        let cfg = SamplerConfig {
+        let cfg = SamplingParams {
             logit_bias: bias,
             repeat_penalty: repeat,
-            ..SamplerConfig::greedy()
+            ..SamplingParams::greedy()
         };
         Sampler::new(cfg).unwrap().sample(&logits, history).unwrap()
     };
@@ -226,9 +223,9 @@ fn logit_bias_is_added_before_the_penalties_and_seen_by_greedy() {
 
 #[test]
 fn logit_bias_out_of_the_row_is_an_error() {
-    let cfg = SamplerConfig {
+    let cfg = SamplingParams {
         logit_bias: vec![(4, 1.0)],
-        ..SamplerConfig::default()
+        ..SamplingParams::default()
     };
     let mut s = Sampler::new(cfg).unwrap();
     assert_eq!(
@@ -241,7 +238,7 @@ fn logit_bias_out_of_the_row_is_an_error() {
 #[test]
 fn logit_bias_shifts_the_sampled_distribution() {
     // +ln(3) on token 1 of a uniform pair: p = (1/4, 3/4).
-    let cfg = SamplerConfig {
+    let cfg = SamplingParams {
         logit_bias: vec![(1, 3f32.ln())],
         ..plain(1.0, 5)
     };
@@ -254,19 +251,19 @@ fn defaults_leave_the_old_chain_unchanged() {
     // The same draws as a chain with the new stages spelled out as off.
     let logits: Vec<f32> = (0..300).map(|i| ((i * 53 % 97) as f32) / 20.0).collect();
     let history: Vec<u32> = (0..100).map(|i| (i * 7) % 300).collect();
-    let run = |cfg: SamplerConfig| {
+    let run = |cfg: SamplingParams| {
         let mut s = Sampler::new(cfg).unwrap();
         (0..32)
             .map(|_| s.sample(&logits, &history).unwrap())
             .collect::<Vec<_>>()
     };
-    let base = SamplerConfig {
+    let base = SamplingParams {
         temp: 1.0,
         repeat_penalty: 1.3,
         seed: 11,
-        ..SamplerConfig::default()
+        ..SamplingParams::default()
     };
-    let off = SamplerConfig {
+    let off = SamplingParams {
         presence_penalty: 0.0,
         frequency_penalty: 0.0,
         logit_bias: vec![(5, 0.0)],
@@ -295,7 +292,7 @@ fn defaults_leave_the_old_chain_unchanged() {
 
 #[test]
 fn greedy_takes_the_argmax_and_the_lowest_id_on_ties() {
-    let mut s = Sampler::new(SamplerConfig::greedy()).unwrap();
+    let mut s = Sampler::new(SamplingParams::greedy()).unwrap();
     assert_eq!(s.sample(&[1.0, 3.0, 3.0, 2.0], &[]).unwrap(), 1);
     assert_eq!(s.sample(&[-5.0, -1.0, -3.0], &[]).unwrap(), 1);
     assert_eq!(s.sample(&[f32::NAN, 0.5, f32::NAN], &[]).unwrap(), 1);
@@ -304,17 +301,17 @@ fn greedy_takes_the_argmax_and_the_lowest_id_on_ties() {
 
 #[test]
 fn empty_logits_are_an_error() {
-    let mut s = Sampler::new(SamplerConfig::default()).unwrap();
+    let mut s = Sampler::new(SamplingParams::default()).unwrap();
     assert_eq!(s.sample(&[], &[]), Err(SamplerError::EmptyLogits));
-    let mut g = Sampler::new(SamplerConfig::greedy()).unwrap();
+    let mut g = Sampler::new(SamplingParams::greedy()).unwrap();
     assert_eq!(g.sample(&[], &[]), Err(SamplerError::EmptyLogits));
 }
 
 #[test]
 fn invalid_config_is_refused() {
-    let cfg = SamplerConfig {
+    let cfg = SamplingParams {
         top_p: 0.0,
-        ..SamplerConfig::default()
+        ..SamplingParams::default()
     };
     assert_eq!(
         Sampler::new(cfg).unwrap_err(),
@@ -324,7 +321,7 @@ fn invalid_config_is_refused() {
 
 #[test]
 fn degenerate_rows_still_yield_a_token() {
-    let mut s = Sampler::new(SamplerConfig::default()).unwrap();
+    let mut s = Sampler::new(SamplingParams::default()).unwrap();
     let all_neg_inf = [f32::NEG_INFINITY; 5];
     assert!(s.sample(&all_neg_inf, &[]).unwrap() < 5);
     let all_nan = [f32::NAN; 3];
@@ -352,7 +349,7 @@ fn same_seed_same_tokens_other_seed_other_tokens() {
 }
 
 /// Draw `n` tokens and return the observed frequencies.
-fn frequencies(cfg: SamplerConfig, logits: &[f32], n: usize) -> Vec<f64> {
+fn frequencies(cfg: SamplingParams, logits: &[f32], n: usize) -> Vec<f64> {
     let mut s = Sampler::new(cfg).unwrap();
     let mut counts = vec![0usize; logits.len()];
     for _ in 0..n {
@@ -390,21 +387,21 @@ fn default_chain_only_draws_survivors() {
     // min-p 0.05 of the best (p = 0.6) is 0.03: token 3 (p = 0.01) must
     // never come out; top-k 2 further restricts to tokens 0 and 1.
     let logits = logits_of(&[0.6, 0.25, 0.14, 0.01]);
-    let cfg = SamplerConfig {
+    let cfg = SamplingParams {
         temp: 1.0,
         top_k: 2,
-        ..SamplerConfig::default()
+        ..SamplingParams::default()
     };
     let f = frequencies(cfg, &logits, 5_000);
     assert_eq!(f[2], 0.0);
     assert_eq!(f[3], 0.0);
     assert!(f[0] > 0.6 && f[1] > 0.2, "{f:?}");
 
-    let cfg = SamplerConfig {
+    let cfg = SamplingParams {
         temp: 1.0,
         top_k: 0,
         top_p: 1.0,
-        ..SamplerConfig::default()
+        ..SamplingParams::default()
     };
     let f = frequencies(cfg, &logits, 5_000);
     assert_eq!(f[3], 0.0, "min-p must remove the unlikely token");
@@ -414,14 +411,14 @@ fn default_chain_only_draws_survivors() {
 fn buffers_are_reused_between_calls() {
     let logits: Vec<f32> = (0..4096).map(|i| (i % 17) as f32 * 0.3).collect();
     let history: Vec<u32> = (0..200).collect();
-    let cfg = SamplerConfig {
+    let cfg = SamplingParams {
         temp: 0.7,
         top_k: 0,
         repeat_penalty: 1.1,
         presence_penalty: 0.3,
         frequency_penalty: 0.2,
         logit_bias: vec![(3, 2.0), (4000, -5.0)],
-        ..SamplerConfig::default()
+        ..SamplingParams::default()
     };
     let mut s = Sampler::new(cfg).unwrap();
     s.sample(&logits, &history).unwrap();
@@ -498,7 +495,7 @@ proptest! {
         seed in any::<u64>(),
         temp in 0.0f32..3.0,
     ) {
-        let mut s = Sampler::new(SamplerConfig { temp, seed, ..SamplerConfig::default() }).unwrap();
+        let mut s = Sampler::new(SamplingParams { temp, seed, ..SamplingParams::default() }).unwrap();
         let t = s.sample(&logits, &[0, 1, 2]).unwrap();
         prop_assert!((t as usize) < logits.len());
         // A token with logit -inf is only possible when nothing is finite.

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use minfer_engine::{GenerateConfig, SamplerConfig, MAX_TOP_LOGPROBS};
+use minfer_engine::{GenerateConfig, SamplingParams, MAX_TOP_LOGPROBS};
 use serde::Deserialize;
 
 use crate::error::ApiError;
@@ -332,7 +332,7 @@ impl Sampling {
                 }
             }
         }
-        let mut sampler = SamplerConfig::default();
+        let mut sampler = SamplingParams::default();
         if let Some(t) = self.temperature {
             if !(0.0..=2.0).contains(&t) {
                 return Err(ApiError::bad_param(

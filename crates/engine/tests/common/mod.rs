@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use minfer_engine::{Engine, EngineConfig, GenerateConfig, LoadedModel, SamplerConfig};
+use minfer_engine::{Engine, EngineConfig, GenerateConfig, LoadedModel, SamplingParams};
 use minfer_models::Model;
 
 /// Loads a real model with its tokenizer and template (the front door), or
@@ -28,7 +28,7 @@ pub fn greedy(n: usize) -> GenerateConfig {
     GenerateConfig {
         max_tokens: n,
         stop: Vec::new(),
-        sampler: SamplerConfig::greedy(),
+        sampler: SamplingParams::greedy(),
         logprobs: None,
     }
 }

@@ -1,0 +1,218 @@
+//! Constrained output through llguidance: a grammar (GBNF or Lark) or a
+//! JSON schema becomes a token mask, computed before each draw and applied
+//! ahead of every other stage.
+
+mod gbnf;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{ApproximateTokEnv, SimpleVob, TokRxInfo, TokTrie};
+use llguidance::{Matcher, ParserFactory};
+use serde_json::{json, Value};
+
+pub use gbnf::Gbnf;
+
+use crate::{Constraint, SamplerError, TokenVocab};
+
+/// The per-model part of constrained output: the token trie over the
+/// vocabulary and llguidance's parser factory.
+pub(crate) struct GrammarEnv {
+    factory: ParserFactory,
+    n_vocab: usize,
+    eog: Vec<u32>,
+}
+
+impl GrammarEnv {
+    pub(crate) fn build(vocab: &TokenVocab) -> Result<GrammarEnv, SamplerError> {
+        let n = vocab.len();
+        let n32 = u32::try_from(n)
+            .map_err(|_| SamplerError::GrammarVocab(format!("{n} tokens is too many")))?;
+        let Some(&eos) = vocab.eog().first() else {
+            return Err(SamplerError::GrammarVocab(
+                "the model has no end-of-generation token".into(),
+            ));
+        };
+        // Special tokens carry llguidance's 0xFF marker so no grammar over
+        // text can produce them by accident.
+        let words: Vec<Vec<u8>> = (0..n32)
+            .map(|id| {
+                let piece = vocab.piece(id);
+                if vocab.is_special(id) {
+                    let mut w = Vec::with_capacity(piece.len() + 1);
+                    w.push(0xFF);
+                    if piece.is_empty() {
+                        w.extend_from_slice(format!("[{id}]").as_bytes());
+                    } else {
+                        w.extend_from_slice(piece);
+                    }
+                    w
+                } else {
+                    piece.to_vec()
+                }
+            })
+            .collect();
+        let eog = vocab.eog().to_vec();
+        // toktrie asserts on inputs it cannot represent; those must become
+        // an error for this request, not a crash of the process.
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let info = TokRxInfo::new(n32, eos);
+            let trie = TokTrie::from(&info, &words).with_eos_tokens(&eog);
+            let env = Arc::new(ApproximateTokEnv::new(trie));
+            ParserFactory::new_simple(&(env as llguidance::toktrie::TokEnv))
+        }));
+        let mut factory = match built {
+            Ok(Ok(f)) => f,
+            Ok(Err(e)) => return Err(SamplerError::GrammarVocab(e.to_string())),
+            Err(_) => {
+                return Err(SamplerError::GrammarVocab(
+                    "llguidance could not build a token trie from it".into(),
+                ))
+            }
+        };
+        factory.quiet();
+        Ok(GrammarEnv {
+            factory,
+            n_vocab: n,
+            eog,
+        })
+    }
+}
+
+/// One generation's constraint state: the matcher and the mask for the
+/// next token, once computed.
+pub(crate) struct Grammar {
+    env: Arc<GrammarEnv>,
+    matcher: Matcher,
+    mask: Option<SimpleVob>,
+}
+
+impl std::fmt::Debug for Grammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grammar")
+            .field("mask_ready", &self.mask.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clone for Grammar {
+    fn clone(&self) -> Self {
+        Grammar {
+            env: Arc::clone(&self.env),
+            matcher: self.matcher.deep_clone(),
+            mask: self.mask.clone(),
+        }
+    }
+}
+
+/// What the mask allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Allowed {
+    /// Some text can still follow.
+    Text,
+    /// Only an end-of-generation token: the output is complete.
+    EndOnly,
+}
+
+/// The JSON layout forced on schema output: one line, a space after `,`
+/// and `:`. Free whitespace lets a small model emit newlines forever.
+fn json_options() -> Value {
+    json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "})
+}
+
+fn schema_grammar(mut schema: Value) -> TopLevelGrammar {
+    if let Value::Object(map) = &mut schema {
+        map.entry("x-guidance").or_insert_with(json_options);
+    }
+    TopLevelGrammar::from_json_schema(schema)
+}
+
+impl Grammar {
+    /// Compiles `c` for `vocab`.
+    pub(crate) fn compile(c: &Constraint, vocab: &TokenVocab) -> Result<Grammar, SamplerError> {
+        let top = match c {
+            Constraint::Gbnf(text) => TopLevelGrammar::from_lark(Gbnf::parse(text)?.to_lark()),
+            Constraint::Lark(text) => TopLevelGrammar::from_lark(text.clone()),
+            Constraint::JsonSchema(text) => {
+                let schema: Value = serde_json::from_str(text).map_err(|e| {
+                    SamplerError::Grammar(format!("JSON schema is not valid JSON: {e}"))
+                })?;
+                if !schema.is_object() && !schema.is_boolean() {
+                    return Err(SamplerError::Grammar(
+                        "a JSON schema must be an object (or true/false)".into(),
+                    ));
+                }
+                schema_grammar(schema)
+            }
+            Constraint::JsonObject => schema_grammar(json!({"type": "object"})),
+        };
+        let env = vocab.grammar_env()?;
+        let parser = catch_unwind(AssertUnwindSafe(|| env.factory.create_parser(top)))
+            .map_err(|_| SamplerError::Grammar("llguidance failed on this grammar".into()))?
+            .map_err(|e| SamplerError::Grammar(e.to_string()))?;
+        let matcher = Matcher::new(Ok(parser));
+        if let Some(e) = matcher.get_error() {
+            return Err(SamplerError::Grammar(e));
+        }
+        Ok(Grammar {
+            env,
+            matcher,
+            mask: None,
+        })
+    }
+
+    /// Computes the mask for the next token, if not done yet. This is the
+    /// expensive part; the scheduler calls it while the forward pass runs.
+    pub(crate) fn prepare(&mut self) -> Result<(), SamplerError> {
+        if self.mask.is_none() {
+            let m = self
+                .matcher
+                .compute_mask()
+                .map_err(|e| SamplerError::Grammar(e.to_string()))?;
+            self.mask = Some(m);
+        }
+        Ok(())
+    }
+
+    /// Sets every logit the grammar forbids to `-inf` (entries past the
+    /// vocabulary too) and says what is left.
+    pub(crate) fn apply(&mut self, logits: &mut [f32]) -> Result<Allowed, SamplerError> {
+        self.prepare()?;
+        let Some(mask) = &self.mask else {
+            return Err(SamplerError::GrammarDeadEnd);
+        };
+        let words = mask.as_slice();
+        let n = logits.len().min(self.env.n_vocab);
+        for (w, chunk) in logits[..n].chunks_mut(32).enumerate() {
+            let bits = words.get(w).copied().unwrap_or(0);
+            if bits == u32::MAX {
+                continue;
+            }
+            for (b, l) in chunk.iter_mut().enumerate() {
+                if bits & (1 << b) == 0 {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+        }
+        logits[n..].fill(f32::NEG_INFINITY);
+        let allowed = mask.num_set();
+        if allowed == 0 {
+            return Err(SamplerError::GrammarDeadEnd);
+        }
+        let eog_allowed = self.env.eog.iter().filter(|&&t| mask.is_allowed(t)).count();
+        Ok(if eog_allowed == allowed {
+            Allowed::EndOnly
+        } else {
+            Allowed::Text
+        })
+    }
+
+    /// Advances the grammar past `token`.
+    pub(crate) fn accept(&mut self, token: u32) -> Result<(), SamplerError> {
+        self.mask = None;
+        self.matcher
+            .consume_token(token)
+            .map_err(|e| SamplerError::Grammar(e.to_string()))
+    }
+}
