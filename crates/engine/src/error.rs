@@ -85,6 +85,11 @@ pub enum EngineError {
     /// says which).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A grammar or JSON schema that cannot constrain this model's output:
+    /// it does not compile, uses an unsupported feature, or the vocabulary
+    /// cannot be used (the text says which).
+    #[error("{0}")]
+    Grammar(String),
     /// A kernel refused its input.
     #[error(transparent)]
     Kernel(#[from] KernelError),

@@ -17,7 +17,9 @@
 
 use std::time::Instant;
 
-use minfer_sampler::{Sampler, SamplingParams, StopMatcher};
+use std::sync::Arc;
+
+use minfer_sampler::{Sampler, SamplerError, SamplingParams, StopMatcher, TokenVocab};
 use minfer_text::Tokenizer;
 
 use crate::{Engine, EngineError, Result};
@@ -119,6 +121,9 @@ pub enum StopReason {
     Cancelled,
     /// The KV cells shared with other sequences ran out.
     CacheFull,
+    /// The grammar or JSON schema was complete: it allowed nothing but the
+    /// end of the text.
+    Grammar,
 }
 
 impl std::fmt::Display for StopReason {
@@ -130,6 +135,7 @@ impl std::fmt::Display for StopReason {
             StopReason::ContextFull => "context full",
             StopReason::Cancelled => "cancelled",
             StopReason::CacheFull => "KV cache full",
+            StopReason::Grammar => "grammar complete",
         })
     }
 }
@@ -233,6 +239,7 @@ impl Forward for Engine {
 pub(crate) trait Vocab {
     fn is_eog(&self, id: u32) -> bool;
     fn token_bytes(&self, id: u32) -> &[u8];
+    fn sampler_vocab(&self) -> Result<Arc<TokenVocab>>;
 }
 
 impl Vocab for Tokenizer {
@@ -241,6 +248,20 @@ impl Vocab for Tokenizer {
     }
     fn token_bytes(&self, id: u32) -> &[u8] {
         self.decode_token(id)
+    }
+    fn sampler_vocab(&self) -> Result<Arc<TokenVocab>> {
+        crate::vocab::token_vocab(self)
+    }
+}
+
+/// Maps a sampler error: grammar failures keep their own kind, everything
+/// else is a bad argument.
+pub(crate) fn sampler_error(e: SamplerError) -> EngineError {
+    match e {
+        SamplerError::Grammar(_) | SamplerError::GrammarVocab(_) | SamplerError::GrammarDeadEnd => {
+            EngineError::Grammar(e.to_string())
+        }
+        e => EngineError::InvalidArgument(format!("sampler: {e}")),
     }
 }
 
@@ -252,7 +273,18 @@ fn run<F: Forward, V: Vocab>(
     mut on_text: impl FnMut(&[u8]) -> bool,
 ) -> Result<GenerationStats> {
     let n_ctx = engine.n_ctx();
-    let mut gate = Gate::new(cfg, engine.history(), prompt_ids, n_ctx)?;
+    let sampler_vocab = if crate::vocab::needs_vocab(cfg) {
+        Some(vocab.sampler_vocab()?)
+    } else {
+        None
+    };
+    let mut gate = Gate::new(
+        cfg,
+        sampler_vocab.as_ref(),
+        engine.history(),
+        prompt_ids,
+        n_ctx,
+    )?;
     let builds_before = engine.graph_builds();
 
     let t_prefill = Instant::now();
@@ -311,18 +343,24 @@ pub(crate) struct Gate {
 
 impl Gate {
     /// A gate for a generation that continues `before` with `prompt` in a
-    /// context of `n_ctx`.
+    /// context of `n_ctx`; `vocab` is needed for a grammar or DRY.
     ///
     /// # Errors
-    /// [`EngineError::InvalidArgument`] for an invalid sampler configuration.
+    /// [`EngineError::InvalidArgument`] for an invalid sampler
+    /// configuration; [`EngineError::Grammar`] for a grammar or schema
+    /// that does not compile.
     pub(crate) fn new(
         cfg: &GenerateConfig,
+        vocab: Option<&Arc<TokenVocab>>,
         before: &[u32],
         prompt: &[u32],
         n_ctx: u32,
     ) -> Result<Gate> {
-        let sampler = Sampler::new(cfg.sampler.clone())
-            .map_err(|e| EngineError::InvalidArgument(format!("sampler: {e}")))?;
+        let sampler = match vocab {
+            Some(v) => Sampler::with_vocab(cfg.sampler.clone(), v),
+            None => Sampler::new(cfg.sampler.clone()),
+        }
+        .map_err(sampler_error)?;
         if let Some(n) = cfg.logprobs {
             if n > MAX_TOP_LOGPROBS {
                 return Err(EngineError::InvalidArgument(format!(
@@ -366,7 +404,10 @@ impl Gate {
         let token = self
             .sampler
             .sample(logits, &self.history)
-            .map_err(|e| EngineError::InvalidArgument(format!("sampler: {e}")))?;
+            .map_err(sampler_error)?;
+        if self.sampler.grammar_finished() {
+            return Ok(Next::Stop(StopReason::Grammar));
+        }
         if vocab.is_eog(token) {
             return Ok(Next::Stop(StopReason::Eog));
         }
@@ -397,6 +438,19 @@ impl Gate {
         Ok(Next::Eval(token))
     }
 
+    /// Computes the grammar's next mask ahead of the next
+    /// [`advance`](Gate::advance) (a no-op without a grammar); the
+    /// scheduler runs it beside the forward pass.
+    pub(crate) fn prepare(&mut self) -> Result<()> {
+        self.sampler.prepare().map_err(sampler_error)
+    }
+
+    /// Whether the sampler has a grammar whose mask [`prepare`](Gate::prepare)
+    /// can compute.
+    pub(crate) fn has_grammar(&self) -> bool {
+        self.sampler.has_grammar()
+    }
+
     /// The log-probabilities of the token the last
     /// [`advance`](Gate::advance) generated, when they are reported (the
     /// end-of-generation token has none).
@@ -421,6 +475,7 @@ impl Gate {
         if matches!(
             reason,
             StopReason::Eog
+                | StopReason::Grammar
                 | StopReason::MaxTokens
                 | StopReason::ContextFull
                 | StopReason::CacheFull
@@ -519,6 +574,14 @@ mod tests {
         }
         fn token_bytes(&self, id: u32) -> &[u8] {
             VOCAB.get(id as usize).copied().unwrap_or(b"")
+        }
+        fn sampler_vocab(&self) -> Result<Arc<TokenVocab>> {
+            let pieces: Vec<Vec<u8>> = VOCAB.iter().map(|p| p.to_vec()).collect();
+            let special = (0..VOCAB.len()).map(|i| i as u32 == EOG).collect();
+            let tokenize = Box::new(|_: &str| Vec::new());
+            Ok(Arc::new(
+                TokenVocab::new(pieces, special, vec![EOG], tokenize).expect("toy vocab"),
+            ))
         }
     }
 

@@ -22,6 +22,7 @@ mod load;
 pub mod perplexity;
 mod runtime;
 pub mod scheduler;
+mod vocab;
 
 pub use chat::{ChatSession, ChatStats, TurnStart, TurnStats};
 pub use engine::{Engine, EngineConfig};
@@ -35,10 +36,13 @@ pub use scheduler::{Event, GenId, GenTimes, Scheduler};
 pub use error::{EngineError, Result};
 /// The types front ends pass to the engine, re-exported so that they need
 /// no other crate of the workspace.
-pub use minfer_sampler::{SamplingParams, DEFAULT_SEED};
+pub use minfer_sampler::{
+    Constraint, Gbnf, Mirostat, SamplingParams, Stage, TokenVocab, DEFAULT_SEED,
+};
 pub use minfer_store::{Store, StoreConfig};
 pub use minfer_text::{ChatMessage, ChatTemplate, Tokenizer};
 pub use perplexity::{perplexity, PplResult};
+pub use vocab::token_vocab;
 
 pub use minfer_graph::SimdLevel;
 /// Settings that callers of the engine choose, re-exported so that front

@@ -17,8 +17,10 @@
 //! ([`Scheduler::submit_on`]) leaves the sequence to its owner.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
 
+use minfer_sampler::TokenVocab;
 use minfer_text::Tokenizer;
 
 use crate::error::{EngineError, Result};
@@ -189,6 +191,9 @@ pub struct Scheduler {
     next_id: u64,
     chunk: usize,
     saved: Vec<SavedLogits>,
+    /// The sampler's vocabulary, built the first time a generation needs
+    /// it (a grammar or DRY).
+    vocab: Option<Arc<TokenVocab>>,
     // Per-step buffers.
     decode_tokens: Vec<u32>,
 }
@@ -214,8 +219,22 @@ impl Scheduler {
             next_id: 1,
             chunk: DEFAULT_CHUNK,
             saved: Vec::new(),
+            vocab: None,
             decode_tokens: Vec::new(),
         }
+    }
+
+    /// A gate for `cfg`, with the sampler vocabulary when it needs one.
+    fn gate(&mut self, cfg: &GenerateConfig, before: &[u32], prompt: &[u32]) -> Result<Gate> {
+        let vocab = if crate::vocab::needs_vocab(cfg) {
+            if self.vocab.is_none() {
+                self.vocab = Some(crate::vocab::token_vocab(&self.tok)?);
+            }
+            self.vocab.as_ref()
+        } else {
+            None
+        };
+        Gate::new(cfg, vocab, before, prompt, self.rt.n_ctx())
     }
 
     /// Sets the prompt chunk (at least 1): how many prompt tokens of one
@@ -258,7 +277,7 @@ impl Scheduler {
     /// configuration; [`EngineError::TooManySequences`].
     pub fn submit(&mut self, prompt: &[u32], cfg: &GenerateConfig) -> Result<GenId> {
         self.check_prompt(0, prompt)?;
-        let gate = Gate::new(cfg, &[], prompt, self.rt.n_ctx())?;
+        let gate = self.gate(cfg, &[], prompt)?;
         let (seq, reused) = self.rt.new_sequence_for(prompt)?;
         Ok(self.push(seq, true, prompt, reused, gate))
     }
@@ -284,7 +303,8 @@ impl Scheduler {
                 "a generation is already running on {seq}"
             )));
         }
-        let gate = Gate::new(cfg, before, prompt, self.rt.n_ctx())?;
+        let before = before.to_vec();
+        let gate = self.gate(cfg, &before, prompt)?;
         Ok(self.push(seq, false, prompt, 0, gate))
     }
 
@@ -333,7 +353,8 @@ impl Scheduler {
                 "a generation is already running on {seq}"
             )));
         }
-        let gate = Gate::new(cfg, before, &[], self.rt.n_ctx())?;
+        let before = before.to_vec();
+        let gate = self.gate(cfg, &before, &[])?;
         let id = self.push(seq, false, &[], 0, gate);
         if let Some(g) = self.gens.last_mut() {
             g.phase = Phase::Sample { logits };
@@ -545,26 +566,56 @@ impl Scheduler {
             }
             return Ok(any || sampled);
         }
+        // Each planned row borrows its prompt; each generation that samples
+        // after this step lends its gate to a helper thread that computes
+        // grammar masks while the forward pass runs.
+        let mut parts: Vec<(SeqId, &[u32], Option<&mut Gate>)> = self
+            .gens
+            .iter_mut()
+            .map(|g| (g.seq, g.prompt.as_slice(), Some(&mut g.gate)))
+            .collect();
+        let mut masks: Vec<&mut Gate> = Vec::new();
         let mut entries = Vec::with_capacity(plan.len());
         let mut d = 0;
         for (i, range, last) in &plan {
-            let g = &self.gens[*i];
+            let (seq, prompt, gate) = &mut parts[*i];
+            if *last {
+                if let Some(g) = gate.take().filter(|g| g.has_grammar()) {
+                    masks.push(g);
+                }
+            }
             let e = match range {
                 None => {
-                    let e = BatchEntry::last(g.seq, std::slice::from_ref(&self.decode_tokens[d]));
+                    let e = BatchEntry::last(*seq, std::slice::from_ref(&self.decode_tokens[d]));
                     d += 1;
                     e
                 }
-                Some(r) if *last => BatchEntry::last(g.seq, &g.prompt[r.clone()]),
-                Some(r) => BatchEntry::none(g.seq, &g.prompt[r.clone()]),
+                Some(r) if *last => BatchEntry::last(*seq, &prompt[r.clone()]),
+                Some(r) => BatchEntry::none(*seq, &prompt[r.clone()]),
             };
             entries.push(e);
         }
         let n_ctx = self.rt.n_ctx();
-        let out = match self.rt.step(&entries) {
+        let rt = &mut self.rt;
+        let stepped = if masks.is_empty() {
+            rt.step(&entries)
+        } else {
+            std::thread::scope(|s| {
+                s.spawn(move || {
+                    for g in masks {
+                        // A failure shows again, for that generation
+                        // alone, when it samples.
+                        let _ = g.prepare();
+                    }
+                });
+                rt.step(&entries)
+            })
+        };
+        let out = match stepped {
             Ok(out) => out,
             Err(e) => {
                 drop(entries);
+                drop(parts);
                 for (i, _, _) in plan.iter().rev() {
                     self.finish(*i, StopReason::Cancelled);
                 }
@@ -572,6 +623,7 @@ impl Scheduler {
             }
         };
         drop(entries);
+        drop(parts);
         let tok = &self.tok;
         let mut outcomes = Outcomes::default();
         for (k, (i, range, last)) in plan.iter().enumerate() {

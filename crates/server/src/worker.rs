@@ -79,7 +79,10 @@ impl Finish {
     /// OpenAI's `finish_reason`.
     pub fn finish_reason(&self) -> &'static str {
         match self.reason {
-            StopReason::Eog | StopReason::StopString | StopReason::Cancelled => "stop",
+            StopReason::Eog
+            | StopReason::StopString
+            | StopReason::Cancelled
+            | StopReason::Grammar => "stop",
             StopReason::MaxTokens | StopReason::ContextFull | StopReason::CacheFull => "length",
         }
     }

@@ -166,9 +166,11 @@ impl Grammar {
     /// expensive part; the scheduler calls it while the forward pass runs.
     pub(crate) fn prepare(&mut self) -> Result<(), SamplerError> {
         if self.mask.is_none() {
+            // A stopped parser (the grammar is complete) allows only the
+            // end-of-generation tokens.
             let m = self
                 .matcher
-                .compute_mask()
+                .compute_mask_or_eos()
                 .map_err(|e| SamplerError::Grammar(e.to_string()))?;
             self.mask = Some(m);
         }
@@ -211,6 +213,11 @@ impl Grammar {
     /// Advances the grammar past `token`.
     pub(crate) fn accept(&mut self, token: u32) -> Result<(), SamplerError> {
         self.mask = None;
+        if self.matcher.is_stopped() {
+            // Complete: the token is an end-of-generation one the mask
+            // allowed, and there is nothing left to advance.
+            return Ok(());
+        }
         self.matcher
             .consume_token(token)
             .map_err(|e| SamplerError::Grammar(e.to_string()))

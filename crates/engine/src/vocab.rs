@@ -1,0 +1,34 @@
+//! The sampler's view of a model's tokens, built from its tokenizer.
+
+use std::sync::Arc;
+
+use minfer_sampler::TokenVocab;
+use minfer_text::Tokenizer;
+
+use crate::{EngineError, GenerateConfig, Result};
+
+/// Builds the [`TokenVocab`] a grammar or DRY needs: every token's bytes
+/// (special tokens as their text), which tokens are special, the
+/// end-of-generation set, and plain-text tokenization.
+///
+/// # Errors
+/// [`EngineError::InvalidArgument`] when the tokenizer's lists are
+/// inconsistent (which a loaded model's never are).
+pub fn token_vocab(tok: &Tokenizer) -> Result<Arc<TokenVocab>> {
+    let n = tok.n_vocab() as u32;
+    let pieces = (0..n).map(|id| tok.decode_token(id).to_vec()).collect();
+    let special = (0..n).map(|id| tok.is_special(id)).collect();
+    let eog = tok.eog_ids().to_vec();
+    let owned = tok.clone();
+    let tokenize = Box::new(move |text: &str| owned.encode(text, false, false));
+    TokenVocab::new(pieces, special, eog, tokenize)
+        .map(Arc::new)
+        .map_err(|e| EngineError::InvalidArgument(e.to_string()))
+}
+
+/// Whether sampling with `cfg` needs the [`TokenVocab`] (a grammar, or DRY
+/// with its sequence breakers).
+pub(crate) fn needs_vocab(cfg: &GenerateConfig) -> bool {
+    let s = &cfg.sampler;
+    s.constraint.is_some() || (s.dry_multiplier > 0.0 && !s.dry_sequence_breakers.is_empty())
+}
