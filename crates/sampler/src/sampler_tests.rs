@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::Stage;
 
 fn cands(logits: &[f32]) -> Vec<Candidate> {
     logits
@@ -503,4 +504,75 @@ proptest! {
             prop_assert!(logits[t as usize].is_finite());
         }
     }
+}
+
+proptest! {
+    /// At temperature 0 the dense shortcut (penalties on the whole row,
+    /// then the argmax) chooses what the candidate-list path chooses. (At
+    /// other temperatures the two paths list the candidates in different
+    /// orders, so one seed may draw different tokens from the same
+    /// distribution.)
+    #[test]
+    fn dense_and_sparse_paths_agree(
+        logits in proptest::collection::vec(-5.0f32..5.0, 2..60),
+        history in proptest::collection::vec(0u32..60, 0..40),
+        seed in 0u64..1000,
+    ) {
+        let temp = 0.0;
+        let base = SamplingParams {
+            temp,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repeat_penalty: 1.3,
+            frequency_penalty: 0.2,
+            seed,
+            ..SamplingParams::default()
+        };
+        // Penalties first (dense) vs after a top-k that keeps everything
+        // (sparse, and no greedy shortcut).
+        let dense = SamplingParams {
+            stages: vec![Stage::Penalties, Stage::TopK, Stage::Temperature],
+            ..base.clone()
+        };
+        let sparse = SamplingParams {
+            top_k: logits.len(),
+            stages: vec![Stage::TopK, Stage::Penalties, Stage::Temperature],
+            ..base
+        };
+        let a = Sampler::new(dense).unwrap().sample(&logits, &history).unwrap();
+        let b = Sampler::new(sparse).unwrap().sample(&logits, &history).unwrap();
+        prop_assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn the_stage_order_matters_and_left_out_stages_do_not_run() {
+    // Token 1 is best but was just seen; a strong repeat penalty demotes it.
+    let logits = [1.0, 2.0, 0.0];
+    let history = [1];
+    let greedy = |stages: Vec<Stage>| {
+        Sampler::new(SamplingParams {
+            temp: 0.0,
+            top_k: 1,
+            repeat_penalty: 4.0,
+            stages,
+            ..SamplingParams::default()
+        })
+        .unwrap()
+        .sample(&logits, &history)
+        .unwrap()
+    };
+    // Penalties then top-k: token 1 falls to 0.5 and token 0 wins.
+    assert_eq!(
+        greedy(vec![Stage::Penalties, Stage::TopK, Stage::Temperature]),
+        0
+    );
+    // Top-k first keeps only token 1, whatever the penalty does.
+    assert_eq!(
+        greedy(vec![Stage::TopK, Stage::Penalties, Stage::Temperature]),
+        1
+    );
+    // Without the penalties stage the repeat penalty is ignored.
+    assert_eq!(greedy(vec![Stage::TopK, Stage::Temperature]), 1);
 }
