@@ -42,7 +42,7 @@ pub use minfer_sampler::{
 pub use minfer_store::{Store, StoreConfig};
 pub use minfer_text::{ChatMessage, ChatTemplate, Tokenizer};
 pub use perplexity::{perplexity, PplResult};
-pub use vocab::token_vocab;
+pub use vocab::{check_sampling, token_vocab};
 
 pub use minfer_graph::SimdLevel;
 /// Settings that callers of the engine choose, re-exported so that front

@@ -32,3 +32,16 @@ pub(crate) fn needs_vocab(cfg: &GenerateConfig) -> bool {
     let s = &cfg.sampler;
     s.constraint.is_some() || (s.dry_multiplier > 0.0 && !s.dry_sequence_breakers.is_empty())
 }
+
+/// Checks that `cfg`'s sampler can be built over `vocab`: parameter
+/// ranges, logit bias ids, and that a grammar or JSON schema compiles, so
+/// a front end can refuse a request before queueing it.
+///
+/// # Errors
+/// [`EngineError::Grammar`] for a constraint that does not compile,
+/// [`EngineError::InvalidArgument`] for anything else.
+pub fn check_sampling(cfg: &GenerateConfig, vocab: &TokenVocab) -> Result<()> {
+    minfer_sampler::Sampler::with_vocab(cfg.sampler.clone(), vocab)
+        .map(drop)
+        .map_err(crate::generate::sampler_error)
+}

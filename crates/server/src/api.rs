@@ -5,10 +5,13 @@
 
 use std::collections::HashMap;
 
-use minfer_engine::{GenerateConfig, SamplingParams, MAX_TOP_LOGPROBS};
+use minfer_engine::{
+    check_sampling, Constraint, GenerateConfig, Mirostat, SamplingParams, Stage, MAX_TOP_LOGPROBS,
+};
 use serde::Deserialize;
 
 use crate::error::ApiError;
+use crate::state::Served;
 
 /// `stop`: one string or a list of them.
 #[derive(Debug, Clone, Deserialize)]
@@ -65,6 +68,65 @@ pub struct ResponseFormat {
     /// `text`, `json_object` or `json_schema`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// With `json_schema`: the schema and its name.
+    #[serde(default)]
+    pub json_schema: Option<JsonSchemaFormat>,
+}
+
+/// `response_format.json_schema` (its `name` and `strict` are accepted and
+/// ignored: the output always follows the schema).
+#[derive(Debug, Clone, Deserialize)]
+pub struct JsonSchemaFormat {
+    /// The JSON schema the output must follow.
+    #[serde(default)]
+    pub schema: Option<serde_json::Value>,
+}
+
+/// llama-server's sampler fields beyond OpenAI's, with its names.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Extra {
+    /// Top-k (0: off).
+    pub top_k: Option<usize>,
+    /// Min-p (0: off).
+    pub min_p: Option<f32>,
+    /// Locally typical sampling (1: off).
+    pub typical_p: Option<f32>,
+    /// Top-n-sigma (<= 0: off).
+    pub top_n_sigma: Option<f32>,
+    /// Repeat penalty (1: off).
+    pub repeat_penalty: Option<f32>,
+    /// Window of the repeat, presence and frequency penalties.
+    pub repeat_last_n: Option<usize>,
+    /// DRY multiplier (0: off).
+    pub dry_multiplier: Option<f32>,
+    /// DRY base.
+    pub dry_base: Option<f32>,
+    /// DRY allowed length.
+    pub dry_allowed_length: Option<usize>,
+    /// DRY window (-1: all).
+    pub dry_penalty_last_n: Option<i32>,
+    /// DRY sequence breakers.
+    pub dry_sequence_breakers: Option<Vec<String>>,
+    /// XTC probability (0: off).
+    pub xtc_probability: Option<f32>,
+    /// XTC threshold.
+    pub xtc_threshold: Option<f32>,
+    /// Dynamic temperature range (0: off).
+    pub dynatemp_range: Option<f32>,
+    /// Dynamic temperature exponent.
+    pub dynatemp_exponent: Option<f32>,
+    /// Mirostat: 0, 1 or 2.
+    pub mirostat: Option<u8>,
+    /// Mirostat target entropy.
+    pub mirostat_tau: Option<f32>,
+    /// Mirostat learning rate.
+    pub mirostat_eta: Option<f32>,
+    /// Stage order: a list of names or one string of names or letters.
+    pub samplers: Option<serde_json::Value>,
+    /// A GBNF grammar for the output.
+    pub grammar: Option<String>,
+    /// A JSON schema for the output.
+    pub json_schema: Option<serde_json::Value>,
 }
 
 /// The sampling fields shared by chat and text completions.
@@ -118,9 +180,12 @@ pub struct Sampling {
     /// How many alternatives per token, 0 to 20; needs `logprobs`.
     #[serde(default)]
     pub top_logprobs: Option<u32>,
-    /// Output format; only `text` until grammars exist.
+    /// Output format: `text`, `json_object` or `json_schema`.
     #[serde(default)]
     pub response_format: Option<ResponseFormat>,
+    /// llama-server's extra sampler fields.
+    #[serde(flatten)]
+    pub extra: Extra,
 }
 
 /// `POST /v1/chat/completions`.
@@ -262,13 +327,134 @@ fn logit_bias(map: &HashMap<String, f32>) -> Result<Vec<(u32, f32)>, ApiError> {
 ///
 /// # Errors
 /// A 400 naming `logit_bias`.
-pub fn check_vocab(cfg: &GenerateConfig, n_vocab: usize) -> Result<(), ApiError> {
+pub fn check_logit_bias(cfg: &GenerateConfig, n_vocab: usize) -> Result<(), ApiError> {
     cfg.sampler
         .validate_vocab(n_vocab)
         .map_err(|e| ApiError::bad_param("logit_bias", format!("logit_bias: {e}")))
 }
 
+/// Checks `cfg` against the served model: every `logit_bias` id is a token
+/// of its vocabulary, and an output constraint compiles for it.
+///
+/// # Errors
+/// A 400 naming `logit_bias`, or one with the grammar's error.
+pub fn check_vocab(cfg: &GenerateConfig, served: &Served) -> Result<(), ApiError> {
+    check_logit_bias(cfg, served.loaded.model().n_vocab())?;
+    if cfg.sampler.constraint.is_some() {
+        let vocab = served
+            .sampler_vocab()
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        check_sampling(cfg, &vocab).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    }
+    Ok(())
+}
+
+impl Extra {
+    /// Copies the fields that are set onto `p`.
+    fn apply(&self, p: &mut SamplingParams) -> Result<(), ApiError> {
+        macro_rules! set {
+            ($($f:ident => $t:ident),* $(,)?) => {$(
+                if let Some(v) = &self.$f {
+                    p.$t = v.clone();
+                }
+            )*};
+        }
+        set! {
+            top_k => top_k, min_p => min_p, typical_p => typical_p,
+            top_n_sigma => top_n_sigma, repeat_penalty => repeat_penalty,
+            repeat_last_n => repeat_last_n, dry_multiplier => dry_multiplier,
+            dry_base => dry_base, dry_allowed_length => dry_allowed_length,
+            dry_penalty_last_n => dry_penalty_last_n,
+            dry_sequence_breakers => dry_sequence_breakers,
+            xtc_probability => xtc_probability, xtc_threshold => xtc_threshold,
+            dynatemp_range => dynatemp_range, dynatemp_exponent => dynatemp_exponent,
+            mirostat_tau => mirostat_tau, mirostat_eta => mirostat_eta,
+        }
+        if let Some(m) = self.mirostat {
+            p.mirostat = match m {
+                0 => Mirostat::Off,
+                1 => Mirostat::V1,
+                2 => Mirostat::V2,
+                _ => {
+                    return Err(ApiError::bad_param(
+                        "mirostat",
+                        "mirostat must be 0, 1 or 2",
+                    ))
+                }
+            };
+        }
+        if let Some(v) = &self.samplers {
+            let spec = match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(a) if a.iter().all(|x| x.is_string()) => a
+                    .iter()
+                    .filter_map(|x| x.as_str())
+                    .collect::<Vec<_>>()
+                    .join(";"),
+                _ => {
+                    return Err(ApiError::bad_param(
+                        "samplers",
+                        "samplers must be a string or a list of names",
+                    ))
+                }
+            };
+            p.stages = Stage::parse_order(&spec)
+                .map_err(|e| ApiError::bad_param("samplers", e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
 impl Sampling {
+    /// The output constraint: `response_format`, or llama-server's
+    /// `grammar` / `json_schema` fields (at most one of them).
+    fn constraint(&self) -> Result<Option<Constraint>, ApiError> {
+        let from_format = match &self.response_format {
+            None => None,
+            Some(f) => match f.kind.as_str() {
+                "text" => None,
+                "json_object" => Some(Constraint::JsonObject),
+                "json_schema" => {
+                    let schema = f
+                        .json_schema
+                        .as_ref()
+                        .and_then(|j| j.schema.as_ref())
+                        .ok_or_else(|| {
+                            ApiError::bad_param(
+                                "response_format",
+                                "response_format json_schema needs json_schema.schema",
+                            )
+                        })?;
+                    Some(Constraint::JsonSchema(schema.to_string()))
+                }
+                other => {
+                    return Err(ApiError::bad_param(
+                        "response_format",
+                        format!("unknown response_format type `{other}`"),
+                    ))
+                }
+            },
+        };
+        let mut all: Vec<(&str, Constraint)> = Vec::new();
+        if let Some(c) = from_format {
+            all.push(("response_format", c));
+        }
+        if let Some(g) = &self.extra.grammar {
+            all.push(("grammar", Constraint::Gbnf(g.clone())));
+        }
+        if let Some(j) = &self.extra.json_schema {
+            all.push(("json_schema", Constraint::JsonSchema(j.to_string())));
+        }
+        match all.len() {
+            0 => Ok(None),
+            1 => Ok(all.pop().map(|(_, c)| c)),
+            _ => Err(ApiError::bad_param(
+                all[1].0,
+                format!("{} and {} cannot be combined", all[0].0, all[1].0),
+            )),
+        }
+    }
+
     /// Whether the final streamed chunk carries usage.
     pub fn include_usage(&self) -> bool {
         self.stream_options
@@ -315,23 +501,6 @@ impl Sampling {
             // At most MAX_TOP_LOGPROBS, so it fits.
             Some(n) => n as u8,
         };
-        if let Some(f) = &self.response_format {
-            match f.kind.as_str() {
-                "text" => {}
-                "json_object" | "json_schema" => {
-                    return Err(ApiError::unsupported(
-                        "response_format",
-                        "JSON output needs grammar-constrained sampling, which is still to come; only `text`",
-                    ))
-                }
-                other => {
-                    return Err(ApiError::bad_param(
-                        "response_format",
-                        format!("unknown response_format type `{other}`"),
-                    ))
-                }
-            }
-        }
         let mut sampler = SamplingParams::default();
         if let Some(t) = self.temperature {
             if !(0.0..=2.0).contains(&t) {
@@ -376,6 +545,8 @@ impl Sampling {
         if let Some(bias) = &self.logit_bias {
             sampler.logit_bias = logit_bias(bias)?;
         }
+        self.extra.apply(&mut sampler)?;
+        sampler.constraint = self.constraint()?;
         sampler.seed = match self.seed {
             Some(s) => s as u64,
             None => fresh_seed(),
@@ -464,9 +635,17 @@ mod tests {
             (r#""logprobs":true,"top_logprobs":21"#, "top_logprobs"),
             (r#""n":2"#, "n"),
             (
-                r#""response_format":{"type":"json_object"}"#,
+                r#""response_format":{"type":"json_schema"}"#,
                 "response_format",
             ),
+            (r#""response_format":{"type":"xml"}"#, "response_format"),
+            (
+                r#""response_format":{"type":"json_object"},"grammar":"root ::= \"a\"""#,
+                "grammar",
+            ),
+            (r#""samplers":5"#, "samplers"),
+            (r#""samplers":"top_k;bogus""#, "samplers"),
+            (r#""mirostat":3"#, "mirostat"),
             (r#""temperature":3"#, "temperature"),
             (r#""top_p":0"#, "top_p"),
             (r#""max_tokens":0"#, "max_tokens"),
@@ -492,8 +671,8 @@ mod tests {
             vec![(0, 0.5), (7, 100.0), (42, -100.0)]
         );
         c.sampler.validate().unwrap();
-        check_vocab(&c, 43).unwrap();
-        let e = check_vocab(&c, 42).unwrap_err();
+        check_logit_bias(&c, 43).unwrap();
+        let e = check_logit_bias(&c, 42).unwrap_err();
         assert_eq!(e.status, 400);
         assert_eq!(e.param.as_deref(), Some("logit_bias"));
         assert!(e.message.contains("42"), "{}", e.message);

@@ -21,7 +21,7 @@ mod worker;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use minfer_engine::{EngineConfig, LoadedModel, Store};
@@ -251,6 +251,7 @@ fn load(
         loaded: Arc::new(loaded),
         id,
         aliases,
+        vocab: OnceLock::new(),
     };
     Ok((served, sched))
 }

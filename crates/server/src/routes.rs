@@ -155,7 +155,7 @@ async fn chat(State(shared): St, body: Body) -> Result<Response, ApiError> {
         let served = s.served()?;
         served.check_model(&req.sampling.model)?;
         let cfg = req.sampling.to_config(0)?;
-        api::check_vocab(&cfg, served.loaded.model().n_vocab())?;
+        api::check_vocab(&cfg, served)?;
         let ids = chat_prompt(served, &req)?;
         check_prompt(&ids, s.cfg.engine.n_ctx, "messages")?;
         Ok((req, cfg, ids))
@@ -201,7 +201,7 @@ async fn completions(State(shared): St, body: Body) -> Result<Response, ApiError
                 "log probabilities are reported on /v1/chat/completions only",
             ));
         }
-        api::check_vocab(&cfg, served.loaded.model().n_vocab())?;
+        api::check_vocab(&cfg, served)?;
         let prompt = match &req.prompt {
             Prompt::Text(t) => t.as_str(),
             Prompt::Batch(v) if v.len() == 1 => v[0].as_str(),

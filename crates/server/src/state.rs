@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use minfer_engine::{GenerateConfig, LoadedModel};
+use minfer_engine::{token_vocab, GenerateConfig, LoadedModel, TokenVocab};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::error::ApiError;
@@ -22,6 +22,9 @@ pub struct Served {
     /// Other names a request may use: the spec as given and the model's
     /// own name.
     pub aliases: Vec<String>,
+    /// The sampler's view of the vocabulary, built when a request first
+    /// asks for constrained output (to check its grammar up front).
+    pub vocab: OnceLock<Arc<TokenVocab>>,
 }
 
 impl Served {
@@ -35,6 +38,18 @@ impl Served {
         } else {
             Err(ApiError::unknown_model(name, &self.id))
         }
+    }
+
+    /// The sampler vocabulary, built on first use.
+    ///
+    /// # Errors
+    /// When the tokenizer's lists are inconsistent (never for a loaded model).
+    pub fn sampler_vocab(&self) -> minfer_engine::Result<Arc<TokenVocab>> {
+        if let Some(v) = self.vocab.get() {
+            return Ok(Arc::clone(v));
+        }
+        let v = token_vocab(self.loaded.tokenizer())?;
+        Ok(Arc::clone(self.vocab.get_or_init(|| v)))
     }
 }
 

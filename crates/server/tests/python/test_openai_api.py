@@ -253,7 +253,8 @@ def test_errors_are_the_clients_own_exceptions(client, model):
         ({"frequency_penalty": -3}, "frequency_penalty"),
         ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
         ({"top_logprobs": 2}, "top_logprobs"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"response_format": {"type": "json_schema"}}, "response_format"),
+        ({"response_format": {"type": "yaml"}}, "response_format"),
         ({"temperature": 5}, "temperature"),
         ({"max_tokens": 0}, "max_tokens"),
     ]
@@ -269,6 +270,18 @@ def test_errors_are_the_clients_own_exceptions(client, model):
         chat(client, model, messages=[{"role": "wizard", "content": "hi"}])
     with pytest.raises(openai.BadRequestError):
         chat(client, model, extra_body={"temperature": "hot"})
+    # A schema or grammar that does not compile is the client's error too,
+    # also when streaming (it is checked before the stream starts).
+    for stream in [False, True]:
+        with pytest.raises(openai.BadRequestError) as e:
+            bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer", "minimum": 5, "maximum": 1}}}
+            r = chat(client, model, stream=stream, response_format=bad)
+            if stream:
+                list(r)
+        assert e.value.status_code == 400
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(client, model, extra_body={"grammar": "root ::= (\"a\""})
+    assert "GBNF" in e.value.message
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model=model, prompt="word " * 9000, max_tokens=1)
     assert e.value.code == "context_length_exceeded"
@@ -403,3 +416,44 @@ def test_prompts_that_do_not_fit_together_take_turns(keyed_url, api_key, model):
         assert r.usage.prompt_tokens + 40 < 512
         assert r.usage.completion_tokens == 40, r
         assert r.choices[0].finish_reason == "length"
+
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "pets": {"type": "array", "items": {"enum": ["cat", "dog", "fish"]}, "maxItems": 3},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+def check_person(text):
+    v = json.loads(text)
+    assert set(v) <= {"name", "age", "pets"} and {"name", "age"} <= set(v), v
+    assert isinstance(v["name"], str) and len(v["name"]) <= 24, v
+    assert isinstance(v["age"], int) and 0 <= v["age"] <= 120, v
+    assert all(p in ("cat", "dog", "fish") for p in v.get("pets", [])) and len(v.get("pets", [])) <= 3, v
+
+
+def test_response_format_json_schema_and_json_object(client, model):
+    fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
+    for seed in range(3):
+        r = chat(client, model, seed=seed, temperature=1.0, max_tokens=120,
+                 messages=[{"role": "user", "content": "Describe a person as JSON."}], response_format=fmt)
+        assert r.choices[0].finish_reason == "stop"
+        check_person(r.choices[0].message.content)
+    # Streamed, the pieces join into the same kind of document.
+    parts = chat(client, model, seed=5, temperature=1.0, max_tokens=120, stream=True,
+                 messages=[{"role": "user", "content": "A person, as JSON"}], response_format=fmt)
+    check_person("".join(c.choices[0].delta.content or "" for c in parts if c.choices))
+    r = chat(client, model, seed=1, max_tokens=120, response_format={"type": "json_object"},
+             messages=[{"role": "user", "content": "Give me a JSON object with a colour."}])
+    assert isinstance(json.loads(r.choices[0].message.content), dict)
+    # llama-server's own fields: a GBNF grammar and extra sampler settings.
+    r = chat(client, model, max_tokens=10, extra_body={"grammar": 'root ::= "yes" | "no"', "top_k": 5, "min_p": 0.1,
+             "dry_multiplier": 0.8, "xtc_probability": 0.5, "samplers": ["penalties", "dry", "top_k", "xtc", "temperature"]},
+             messages=[{"role": "user", "content": "Is the sky blue?"}])
+    assert r.choices[0].message.content in ("yes", "no")
