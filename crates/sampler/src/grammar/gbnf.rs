@@ -98,6 +98,15 @@ impl Gbnf {
     }
 
     /// The grammar in llguidance's Lark dialect, starting at `root`.
+    ///
+    /// Every rule stays a parser rule, so each literal and character class
+    /// is a lexeme of its own: GBNF's meaning is character-level, and
+    /// turning regular rules into Lark terminals would hand them to a
+    /// greedy lexer that changes the language (llama.cpp's
+    /// `arithmetic.gbnf`, whose numbers end in optional whitespace followed
+    /// by a required newline, could then never finish a line). The price is
+    /// speed: such masks cost milliseconds on a large vocabulary, where a
+    /// JSON schema, compiled by llguidance itself, costs microseconds.
     pub fn to_lark(&self) -> String {
         let mut out = format!("start: {}\n", self.lark_name(self.root));
         for (i, rule) in self.rules.iter().enumerate() {
