@@ -99,6 +99,9 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
     if prompt.is_empty() {
         bail!("the prompt is empty");
     }
+    // Sampling settings, grammar files and schemas are checked before the
+    // model takes its seconds to load.
+    let cfg = args.sampling.generate_config()?;
     let loaded = runtime::load(store, &model_spec)?;
     let engine_cfg = args.runtime.engine_config()?;
     let mode = if args.no_template {
@@ -107,7 +110,6 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         PromptMode::Chat
     };
     let ids = loaded.prompt(args.system.as_deref(), &prompt, mode, engine_cfg.n_ctx)?;
-    let cfg = args.sampling.generate_config()?;
     let mut sched = loaded.scheduler(engine_cfg)?;
     let id = sched.submit(&ids, &cfg)?;
     let stdout = std::io::stdout();

@@ -193,6 +193,18 @@ fn invalid_option_values() {
             &["--repeat-penalty", "0"],
             &["'0'", "--repeat-penalty", "must be > 0"],
         ),
+        (&["--typical", "0"], &["'0'", "--typical", "in (0, 1]"]),
+        (
+            &["--xtc-probability", "2"],
+            &["'2'", "--xtc-probability", "in [0, 1]"],
+        ),
+        (&["--dry-base", "0.5"], &["'0.5'", "--dry-base", ">= 1"]),
+        (&["--mirostat", "3"], &["'3'", "--mirostat", "0..=2"]),
+        (
+            &["--samplers", "top_k;bogus"],
+            &["--samplers", "unknown sampler stage 'bogus'"],
+        ),
+        (&["-l", "5x"], &["'5x'", "--logit-bias", "TOKEN_ID+BIAS"]),
         (&["--n-ctx", "0"], &["'0'", "--n-ctx", "from 1 to"]),
         (
             &["--kv-type", "q4"],
@@ -207,6 +219,61 @@ fn invalid_option_values() {
         let err = common::stderr(&out);
         assert!(err.starts_with("error: invalid value "), "{flags:?}: {err}");
     }
+}
+
+/// A grammar or schema that cannot work is reported before the model
+/// loads (the model here is not even a usable one).
+#[test]
+fn bad_grammars_and_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = write(dir.path(), "m.gguf", &small_gguf("llama"));
+    let cases: &[(&[&str], i32, &[&str])] = &[
+        (
+            &["--grammar", "root ::= ("],
+            1,
+            &["GBNF line 1", "expected ')'"],
+        ),
+        (
+            &["--grammar", "root ::= nowhere"],
+            1,
+            &["undefined rule 'nowhere'"],
+        ),
+        (
+            &["--grammar-file", "no-such.gbnf"],
+            1,
+            &["cannot read grammar file", "no-such.gbnf"],
+        ),
+        (
+            &["--json-schema", "{bad"],
+            1,
+            &["--json-schema is not valid JSON"],
+        ),
+        (
+            &["--json-schema", "@no-such.json"],
+            1,
+            &["cannot read JSON schema file"],
+        ),
+    ];
+    for (flags, code, needles) in cases {
+        let mut args = vec!["run", s(&model), "hello"];
+        args.extend_from_slice(flags);
+        let out = minfer(&args, dir.path());
+        assert_one_line_error(&out, *code, needles);
+    }
+    // Two constraints at once: clap's usage error.
+    let out = minfer(
+        &[
+            "run",
+            s(&model),
+            "hi",
+            "--json",
+            "--grammar",
+            "root ::= \"a\"",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(common::stderr(&out).contains("cannot be used with"));
 }
 
 #[test]

@@ -230,7 +230,7 @@ impl Sampler {
                 }
                 _ => {
                     if dense {
-                        self.to_candidates();
+                        self.list_candidates();
                         dense = false;
                     }
                     self.truncate(stage);
@@ -238,7 +238,7 @@ impl Sampler {
             }
         }
         if dense {
-            self.to_candidates();
+            self.list_candidates();
         }
         draw(&self.cands, &mut self.rng)
     }
@@ -268,7 +268,7 @@ impl Sampler {
     }
 
     fn mirostat(&mut self, m: Mirostat) -> u32 {
-        self.to_candidates();
+        self.list_candidates();
         temperature(&mut self.cands, self.cfg.temp);
         let (tau, eta) = (self.cfg.mirostat_tau, self.cfg.mirostat_eta);
         if m == Mirostat::V1 {
@@ -286,7 +286,7 @@ impl Sampler {
         }
     }
 
-    fn to_candidates(&mut self) {
+    fn list_candidates(&mut self) {
         self.cands.clear();
         self.cands.extend(
             self.work

@@ -128,12 +128,12 @@ impl Shared {
         }
         let id = self.next_id.fetch_add(1, Relaxed);
         let (tx, rx) = unbounded_channel();
-        self.send(Cmd::Submit(Job {
+        self.send(Cmd::Submit(Box::new(Job {
             id,
             prompt,
             cfg,
             out: tx,
-        }));
+        })));
         let ticket = Ticket {
             shared: self.clone(),
             id,

@@ -27,7 +27,7 @@ const GROWTH_ROOM: usize = 32;
 #[derive(Debug)]
 pub enum Cmd {
     /// Generate for a request.
-    Submit(Job),
+    Submit(Box<Job>),
     /// The request with this id is no longer wanted.
     Cancel(u64),
     /// Cancel every running and queued request (end of the drain period).
@@ -172,7 +172,7 @@ impl Worker {
 
     fn handle(&mut self, cmd: Cmd) {
         match cmd {
-            Cmd::Submit(job) => self.waiting.push_back(job),
+            Cmd::Submit(job) => self.waiting.push_back(*job),
             Cmd::Cancel(id) => self.cancel(id, true),
             Cmd::CancelAll => {
                 self.waiting.clear();
