@@ -167,7 +167,7 @@ fn gbnf_grammars_hold_with_a_real_model() {
 }
 
 #[test]
-fn a_seeded_constrained_answer_is_the_same_alone_and_in_a_batch() {
+fn a_seeded_constrained_answer_is_the_same_alone_in_a_batch_and_on_any_thread_count() {
     let Some(m) = loaded("smollm2-135m-instruct-q4_1.gguf") else {
         return;
     };
@@ -176,7 +176,12 @@ fn a_seeded_constrained_answer_is_the_same_alone_and_in_a_batch() {
         .prompt(None, "A todo item as JSON.", PromptMode::Chat, 4096)
         .unwrap();
     let cfg_of = |seed| sampled(seed, Constraint::JsonSchema(schema.into()));
-    let mut alone = m.scheduler(cfg(4096)).unwrap();
+    // Alone on one thread, then among others on two.
+    let one_thread = minfer_engine::EngineConfig {
+        n_threads: 1,
+        ..cfg(4096)
+    };
+    let mut alone = m.scheduler(one_thread).unwrap();
     let solo = run_all(&mut alone, &prompt, &[cfg_of(7)]);
     let mut crowd = m.scheduler(cfg(4096)).unwrap();
     let batch = run_all(
