@@ -256,3 +256,38 @@ fn a_grammar_that_only_accepts_the_end_finishes() {
         assert!(s == "yes" || s == "no", "{s}");
     }
 }
+
+#[test]
+fn a_vocabulary_llguidance_cannot_use_is_one_clear_error() {
+    let pieces: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let n = pieces.len();
+    // No end-of-generation token: a grammar could never finish.
+    let v = TokenVocab::new(
+        pieces.clone(),
+        vec![false; n],
+        vec![],
+        Box::new(|_| Vec::new()),
+    )
+    .unwrap();
+    let e = Sampler::with_vocab(
+        SamplingParams {
+            constraint: Some(Constraint::JsonObject),
+            ..SamplingParams::default()
+        },
+        &v,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, SamplerError::GrammarVocab(m) if m.contains("end-of-generation")),
+        "{e}"
+    );
+    // Inconsistent lists are refused when the vocabulary is built.
+    assert!(TokenVocab::new(
+        pieces.clone(),
+        vec![false; 3],
+        vec![0],
+        Box::new(|_| Vec::new())
+    )
+    .is_err());
+    assert!(TokenVocab::new(pieces, vec![false; n], vec![999], Box::new(|_| Vec::new())).is_err());
+}
