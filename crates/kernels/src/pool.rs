@@ -15,7 +15,11 @@
 //!   the slow path costs a futex wake, never a busy CPU while the model is
 //!   idle;
 //! - offers [`Ctx::barrier`] for jobs with dependent steps, so one dispatch
-//!   can cover e.g. "quantize the activations, then multiply".
+//!   can cover e.g. "quantize the activations, then multiply";
+//! - runs [`ThreadPool::for_chunks`] jobs *elastically*: a worker joins such a
+//!   job only if it gets there before the caller has finished every chunk, so
+//!   a worker that is not running (another process has its core) costs the
+//!   job nothing instead of a scheduler time slice per dispatch.
 //!
 //! # Safety argument for the erased job lifetime
 //!
@@ -24,13 +28,18 @@
 //! and is sound because it does not return, and cannot unwind, before every
 //! worker has finished with the reference:
 //!
-//! - each worker counts itself done (an increment of a completion counter)
-//!   only after its call of the job has returned or unwound (panics are
-//!   caught on the worker), and never touches the job afterwards;
-//! - the caller runs its own share under `catch_unwind` too, then waits until
-//!   the counter shows every worker done for this dispatch (an acquire that
-//!   synchronizes with every worker's increment), clears the slot, and only
-//!   then re-raises a caught panic;
+//! - a worker reads the job only after joining the dispatch (a successful
+//!   compare-and-swap on the gate word, which carries the dispatch's epoch
+//!   and a closed bit); a worker that finds the gate closed or of another
+//!   dispatch skips it without touching the job;
+//! - each worker that joined counts itself done (an increment of a completion
+//!   counter) only after its call of the job has returned or unwound (panics
+//!   are caught on the worker), and never touches the job afterwards;
+//! - the caller runs its own share under `catch_unwind` too, then closes the
+//!   gate (an elastic job; an ordinary one waits for every worker), which
+//!   fixes how many workers joined, waits until the counter shows that many
+//!   done (an acquire that synchronizes with every increment), clears the
+//!   slot, and only then re-raises a caught panic;
 //! - the waiting code itself cannot panic (lock poisoning is ignored), and
 //!   dispatches are serialized by a mutex, so the slot is never rewritten while
 //!   a worker may still read it.
@@ -41,7 +50,7 @@ use std::fmt;
 use std::hint;
 use std::ops::{Deref, Range};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 
@@ -97,6 +106,17 @@ impl<T> Deref for Padded<T> {
     }
 }
 
+/// Set in the gate word once the caller has finished an elastic job: no
+/// worker may join it any more.
+const GATE_CLOSED: u64 = 1 << 31;
+/// The gate's count of workers that joined.
+const GATE_COUNT: u64 = GATE_CLOSED - 1;
+
+/// The gate word that opens dispatch `epoch` with nobody joined yet.
+fn gate_open(epoch: usize) -> u64 {
+    (epoch as u64 & 0xFFFF_FFFF) << 32
+}
+
 /// Payload used to unwind threads out of a barrier that can never complete
 /// because another thread of the job panicked. It is a zero-sized type, so
 /// boxing it does not allocate, and it is never reported to the caller.
@@ -119,10 +139,11 @@ struct Shared {
     n_threads: usize,
     spin_iters: u32,
     slot: Padded<JobSlot>,
-    /// Jobs finished by workers since the pool was created, wrapping. After
-    /// dispatch number `e` every worker is done exactly when it equals
-    /// `e * (n_threads - 1)` (wrapping), so it never needs resetting, and the
-    /// caller only ever reads the line the workers write.
+    /// Who joined the current dispatch: the dispatch's epoch (low 32 bits)
+    /// in the high half, [`GATE_CLOSED`], and the number of workers that
+    /// joined in the low bits.
+    gate: Padded<AtomicU64>,
+    /// Workers of the current dispatch that finished; reset by each dispatch.
     done: Padded<AtomicUsize>,
     /// Threads that have arrived at the current barrier.
     bar_count: Padded<AtomicUsize>,
@@ -180,27 +201,40 @@ impl Shared {
         }
     }
 
-    /// The value of `done` once every worker has finished dispatch `epoch`.
-    fn done_target(&self, epoch: usize) -> usize {
-        epoch.wrapping_mul(self.n_threads - 1)
+    /// Joins dispatch `epoch` unless it is closed or already over; the job
+    /// may be read only after this returned `true`.
+    fn join(&self, epoch: usize) -> bool {
+        let open = gate_open(epoch);
+        let mut g = self.gate.load(Ordering::Acquire);
+        loop {
+            if g & !(GATE_CLOSED | GATE_COUNT) != open || g & GATE_CLOSED != 0 {
+                return false;
+            }
+            match self
+                .gate
+                .compare_exchange_weak(g, g + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => g = now,
+            }
+        }
     }
 
-    /// Marks one worker's share of dispatch `epoch` as done.
-    fn finish_one(&self, epoch: usize) {
+    /// Marks one joined worker's share of the current dispatch as done.
+    fn finish_one(&self) {
         // Same handshake as in `wait_workers`: if the caller has gone to sleep
         // it is woken under the lock, so the wake cannot fall between its
         // check of `done` and its wait.
-        let done = self.done.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
-        if done == self.done_target(epoch) && self.caller_waiting.load(Ordering::SeqCst) {
+        self.done.fetch_add(1, Ordering::SeqCst);
+        if self.caller_waiting.load(Ordering::SeqCst) {
             let _guard = lock(&self.done_lock);
             self.done_cv.notify_one();
         }
     }
 
-    /// The caller's wait for every worker to finish dispatch `epoch` (spin,
-    /// then sleep on the condvar).
-    fn wait_workers(&self, epoch: usize) {
-        let target = self.done_target(epoch);
+    /// The caller's wait until `target` workers have finished the current
+    /// dispatch (spin, then sleep on the condvar).
+    fn wait_workers(&self, target: usize) {
         let mut spins = 0u32;
         while self.done.load(Ordering::Acquire) != target {
             if spins < self.spin_iters {
@@ -386,6 +420,7 @@ impl ThreadPool {
                 job: UnsafeCell::new(None),
                 shutdown: AtomicBool::new(false),
             }),
+            gate: Padded(AtomicU64::new(gate_open(0) | GATE_CLOSED)),
             done: Padded(AtomicUsize::new(0)),
             bar_count: Padded(AtomicUsize::new(0)),
             bar_gen: Padded(AtomicUsize::new(0)),
@@ -434,6 +469,16 @@ impl ThreadPool {
     /// every thread has finished; the pool stays usable. Calling `run` (or
     /// [`for_range`](ThreadPool::for_range)) from inside a job panics.
     pub fn run<F: Fn(&Ctx) + Sync>(&self, f: F) {
+        self.dispatch(&f, false);
+    }
+
+    /// Runs `f` on the caller and on every worker that joins in time. With
+    /// `elastic`, the caller closes the job as soon as its own call of `f`
+    /// returns and waits only for the workers that joined before that, so
+    /// `f` must leave no work to a particular thread (it claims work from a
+    /// shared counter) and must not use barriers; otherwise every worker
+    /// joins and the caller waits for all of them.
+    fn dispatch(&self, f: &(dyn Fn(&Ctx) + Sync + '_), elastic: bool) {
         let shared = &*self.shared;
         if shared.n_threads == 1 {
             let _in_job = InJob::enter();
@@ -449,23 +494,24 @@ impl ThreadPool {
         let in_job = InJob::enter();
         let dispatch = lock(&self.dispatch);
 
-        let job: &(dyn Fn(&Ctx) + Sync + '_) = &f;
+        let job: &(dyn Fn(&Ctx) + Sync + '_) = f;
         // SAFETY: only the lifetime changes (same fat-pointer layout). The
-        // reference is used by workers only until they count themselves done,
-        // and this function does not return or unwind before all of them have
-        // and the slot is cleared; see the module documentation.
+        // reference is used only by workers that joined this dispatch, only
+        // until they count themselves done, and this function does not return
+        // or unwind before all of them have and the slot is cleared; see the
+        // module documentation.
         let job: &'static Job =
             unsafe { std::mem::transmute::<&(dyn Fn(&Ctx) + Sync + '_), &'static Job>(job) };
-        // SAFETY: the dispatch lock is held and every worker finished the
-        // previous job, so no worker reads the slot now.
+        // SAFETY: the dispatch lock is held and every worker that joined the
+        // previous job has finished it; the gate of that job is closed or
+        // full, so no late worker reads the slot now.
         unsafe { *shared.slot.job.get() = Some(job) };
-        // Publishes the job (release) and is the dispatcher's side of the
-        // sleep handshake in `wait_for_epoch`.
-        let epoch = shared
-            .slot
-            .epoch
-            .fetch_add(1, Ordering::SeqCst)
-            .wrapping_add(1);
+        let epoch = shared.slot.epoch.load(Ordering::Relaxed).wrapping_add(1);
+        shared.done.store(0, Ordering::Relaxed);
+        shared.gate.store(gate_open(epoch), Ordering::Relaxed);
+        // Publishes the job, the gate and the reset count (release) and is the
+        // dispatcher's side of the sleep handshake in `wait_for_epoch`.
+        shared.slot.epoch.store(epoch, Ordering::SeqCst);
         for (sleeping, worker) in shared.sleeping.iter().zip(&self.workers) {
             if sleeping.load(Ordering::SeqCst) {
                 worker.thread().unpark();
@@ -483,9 +529,19 @@ impl ThreadPool {
             shared.record_panic(payload);
         }
         drop(in_job);
-        shared.wait_workers(epoch);
+        let joined = if elastic {
+            // From here no worker can join; those that did are counted.
+            (shared.gate.fetch_or(GATE_CLOSED, Ordering::SeqCst) & GATE_COUNT) as usize
+        } else {
+            shared.n_threads - 1
+        };
+        shared.wait_workers(joined);
+        // A worker that joins an ordinary job after the caller's wait cannot
+        // exist (all joined); close the gate so none joins this one late.
+        shared.gate.fetch_or(GATE_CLOSED, Ordering::SeqCst);
 
-        // SAFETY: every worker has finished with the job.
+        // SAFETY: every worker that joined has finished with the job, and no
+        // other can join.
         unsafe { *shared.slot.job.get() = None };
         let payload = if shared.panicked.load(Ordering::Acquire) {
             // A panic may have left a barrier half-counted; nobody is in one
@@ -537,8 +593,9 @@ impl ThreadPool {
     /// of about `n / (threads * pieces)` items (aligned to `align`) one at
     /// a time from a shared counter until none are left, so a thread slowed
     /// by other work on the machine takes fewer chunks instead of holding
-    /// everyone up. `f` may run several times on one thread; chunks are
-    /// disjoint and cover `0..n`.
+    /// everyone up; and a worker that has not started by the time the
+    /// caller runs out of chunks is not waited for at all. `f` may run
+    /// several times on one thread; chunks are disjoint and cover `0..n`.
     ///
     /// # Panics
     ///
@@ -561,13 +618,14 @@ impl ThreadPool {
             return;
         }
         let next = std::sync::atomic::AtomicUsize::new(0);
-        self.run(move |_| loop {
+        let job = move |_: &Ctx| loop {
             let start = next.fetch_add(per, Ordering::Relaxed);
             if start >= n {
                 break;
             }
             f(start..start.saturating_add(per).min(n));
-        });
+        };
+        self.dispatch(&job, true);
     }
 }
 
@@ -612,16 +670,21 @@ fn worker_main(shared: &Shared, index: usize) {
         if shared.slot.shutdown.load(Ordering::Acquire) {
             return;
         }
-        // SAFETY: the slot was written before the epoch bump this thread just
-        // acquired, and the dispatcher keeps it (and the closure it points to)
-        // alive until this worker's `finish_one`.
+        if !shared.join(seen) {
+            // The caller finished this (elastic) job without us, or has
+            // moved on to a later one: nothing to do, nothing to report.
+            continue;
+        }
+        // SAFETY: the slot was written before the epoch store this thread
+        // acquired, and having joined, the dispatcher keeps it (and the
+        // closure it points to) alive until this worker's `finish_one`.
         let job = unsafe { *shared.slot.job.get() };
         if let Some(job) = job {
             if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| job(&ctx))) {
                 shared.record_panic(payload);
             }
         }
-        shared.finish_one(seen);
+        shared.finish_one();
     }
 }
 
@@ -691,6 +754,50 @@ mod tests {
     #[test]
     fn poisoned_payload_does_not_allocate() {
         assert_eq!(std::mem::size_of::<BarrierPoisoned>(), 0);
+    }
+
+    /// With the caller and its worker confined to one CPU, the worker can
+    /// only run when the caller blocks or is preempted: elastic jobs then
+    /// finish without it (the caller does every chunk and does not wait),
+    /// while ordinary jobs still run on both threads.
+    #[test]
+    fn elastic_jobs_do_not_wait_for_a_worker_that_is_not_running() {
+        let one_cpu = std::thread::spawn(|| {
+            // SAFETY: plain libc calls on a zeroed, properly sized cpu_set_t
+            // for the calling thread (pid 0); the pool's worker inherits it.
+            let pinned = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+            };
+            assert!(pinned, "sched_setaffinity failed");
+            let pool = ThreadPool::with_spin(2, 1000);
+            let jobs = 2000;
+            let mut worker_joined = 0;
+            for _ in 0..jobs {
+                let seen = AtomicUsize::new(0);
+                let job = |ctx: &Ctx| {
+                    seen.fetch_or(1 << ctx.thread_index(), Ordering::Relaxed);
+                };
+                pool.dispatch(&job, true);
+                if seen.into_inner() & 2 != 0 {
+                    worker_joined += 1;
+                }
+            }
+            let all = AtomicUsize::new(0);
+            for _ in 0..20 {
+                pool.run(|_| {
+                    all.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            (worker_joined, jobs, all.into_inner())
+        });
+        let (joined, jobs, all) = one_cpu.join().unwrap();
+        assert!(
+            joined < jobs / 2,
+            "the worker joined {joined} of {jobs} elastic jobs"
+        );
+        assert_eq!(all, 40, "ordinary jobs run on every thread");
     }
 
     #[test]

@@ -108,3 +108,34 @@ fn dropping_a_pool_joins_its_workers() {
     }
     drop(ThreadPool::with_spin(3, 0));
 }
+
+/// Elastic jobs (`for_chunks`): a worker may join late or not at all, and
+/// jobs alternate with ordinary ones. Whatever joined must be done before
+/// `for_chunks` returns and frees the data; whatever did not join must
+/// never read the job (it may already belong to the next dispatch).
+#[test]
+fn elastic_jobs_free_their_data_only_after_every_joined_worker() {
+    for (n_threads, spin) in [(2, 0), (3, 1), (4, 50)] {
+        let pool = ThreadPool::with_spin(n_threads, spin);
+        for round in 0..ROUNDS {
+            let data: Vec<usize> = (0..64).map(|i| i * round).collect();
+            let hits: Vec<AtomicUsize> = (0..64).map(|_| AtomicUsize::new(0)).collect();
+            pool.for_chunks(data.len(), 1, 4, |r| {
+                for i in r {
+                    hits[i].fetch_add(data[i] + 1, Ordering::Relaxed);
+                }
+            });
+            drop(data);
+            for (i, h) in hits.iter().enumerate() {
+                assert_eq!(h.load(Ordering::Relaxed), i * round + 1, "index {i}");
+            }
+            // An ordinary job right after: late workers of the elastic one
+            // must join this one instead.
+            let count = AtomicUsize::new(0);
+            pool.run(|_| {
+                count.fetch_add(1, Ordering::Relaxed);
+            });
+            assert_eq!(count.into_inner(), n_threads);
+        }
+    }
+}
