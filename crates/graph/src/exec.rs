@@ -205,6 +205,10 @@ fn compute(
             seed(cx, out)?;
             cpu::swiglu_inplace(out, src_f32(cx.pool, cx.weights, slot_of(1))?)
         }
+        Op::GeGlu => {
+            seed(cx, out)?;
+            cpu::geglu_inplace(out, src_f32(cx.pool, cx.weights, slot_of(1))?)
+        }
         Op::Softmax => {
             seed(cx, out)?;
             cpu::softmax_inplace(out, ne0)
@@ -247,7 +251,19 @@ fn compute(
                     p.layer
                 )));
             };
-            cpu::attention(q, k, v, offsets, cells, p, cx.threads, cx.attn, out)
+            if p.sliding_window == 0 {
+                return cpu::attention(q, k, v, offsets, cells, p, cx.threads, cx.attn, out);
+            }
+            let positions = src_i32(cx.pool, slot_of(5))?;
+            let cell_pos = src_i32(cx.pool, slot_of(6))?;
+            let cell_pos = &cell_pos[..cx.window_len.min(cell_pos.len())];
+            let windows = cpu::Windows {
+                offsets,
+                cells,
+                query_pos: positions,
+                cell_pos,
+            };
+            cpu::attention_sliding(q, k, v, &windows, p, cx.threads, cx.attn, out)
         }
         op => Err(GraphError::Other(format!(
             "node {}: op {} does not write a buffer",
