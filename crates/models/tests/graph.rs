@@ -10,7 +10,7 @@ use minfer_graph::{
 };
 use minfer_kernels::Kernels;
 use minfer_models::testing::TinyModel;
-use minfer_models::{Arch, Model};
+use minfer_models::Model;
 
 fn load(t: &TinyModel) -> Model {
     let file = GgufFile::from_bytes(t.to_bytes().unwrap()).unwrap();
@@ -61,7 +61,7 @@ fn rope(x: &mut [f32], pos: usize, head_dim: usize, base: f32, neox: bool) {
 fn reference(m: &Model, tokens: &[u32]) -> Vec<f32> {
     let hp = &m.hparams;
     let (d, hd) = (hp.n_embd, hp.head_dim);
-    let neox = hp.arch == Arch::Qwen2;
+    let neox = hp.arch.name() != "llama";
     let embd = f32s(m, "token_embd.weight");
     let mut xs: Vec<Vec<f32>> = tokens
         .iter()
@@ -180,6 +180,7 @@ fn graph_logits(m: &Model, tokens: &[u32], fusion: Fusion) -> Vec<f32> {
         kv_cells: &pos,
         window_offsets: &offsets,
         window_cells: &window,
+        window_positions: &window,
         out_ids: if n > 1 { &out_ids } else { &[] },
     };
     cache.execute(uid, &m.weights, &inputs).unwrap().to_vec()
