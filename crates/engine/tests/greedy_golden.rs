@@ -54,10 +54,15 @@ const QWEN_1_5B_TOL: Tolerance = Tolerance {
     mean_top5: 0.1,
     id_gap: 0.5,
 };
-/// Gemma-3-270M: the two builds differ by up to 1.73, mean 0.22.
+/// Gemma-3-270M: the two builds differ by up to 1.73, mean 0.22, on
+/// logits near 30. The margins are the other models' (the bound about
+/// 1.4 times the spread): minfer sits as far from each build (mean 0.25
+/// and 0.26, at most 1.9) as the builds sit from each other, which is
+/// what rounding alone does (llama.cpp's flash attention rounds Q and
+/// its V sums to f16; minfer keeps them in f32).
 const GEMMA3_TOL: Tolerance = Tolerance {
-    top1: 1.8,
-    mean_top5: 0.25,
+    top1: 2.4,
+    mean_top5: 0.31,
     id_gap: 1.0,
 };
 /// The random-weight qwen3 model has only an AVX2 reference, so there is

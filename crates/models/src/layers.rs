@@ -207,6 +207,8 @@ pub struct AttnOptions {
     pub rope: RopeStyle,
     /// RoPE base frequency of this layer.
     pub freq_base: f32,
+    /// RoPE position scale of this layer.
+    pub freq_scale: f32,
     /// `(q_norm, k_norm)`: weights of the per-head RMS norms applied to Q
     /// and K before RoPE (qwen3, gemma3).
     pub qk_norm: Option<(WeightId, WeightId)>,
@@ -227,6 +229,7 @@ impl AttnOptions {
         AttnOptions {
             rope: style,
             freq_base: hp.rope_freq_base,
+            freq_scale: hp.rope_freq_scale,
             qk_norm: None,
             q_scale: None,
             sliding_window: 0,
@@ -278,7 +281,7 @@ pub fn attention_block(
         head_dim: hp.head_dim,
         n_rot: hp.n_rot,
         freq_base: opts.freq_base,
-        freq_scale: hp.rope_freq_scale,
+        freq_scale: opts.freq_scale,
     };
     let mut q = b.rope(n("q_rope"), q, rope(hp.n_head))?;
     let k = b.rope(n("k_rope"), k, rope(hp.n_head_kv))?;

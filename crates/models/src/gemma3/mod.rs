@@ -21,7 +21,8 @@ pub(crate) const FAMILY: Family = Family {
 };
 
 /// RoPE base of the local (sliding-window) layers, fixed by the
-/// architecture rather than stored in the file.
+/// architecture rather than stored in the file; their positions are never
+/// scaled (the file's RoPE scaling applies to the global layers only).
 const LOCAL_ROPE_BASE: f32 = 10_000.0;
 /// One global layer in every this many, the last of each group, unless
 /// the file says otherwise (`attention.sliding_window_pattern`).
@@ -113,16 +114,18 @@ impl Gemma3 {
     /// The attention options of layer `l`: local or global.
     fn attn_options(&self, hp: &HParams, l: usize) -> AttnOptions {
         let global = l % self.p.pattern == self.p.pattern - 1;
+        let (freq_base, freq_scale, sliding_window) = if global {
+            (hp.rope_freq_base, hp.rope_freq_scale, 0)
+        } else {
+            (LOCAL_ROPE_BASE, 1.0, self.p.sliding_window)
+        };
         AttnOptions {
             rope: RopeStyle::Neox,
-            freq_base: if global {
-                hp.rope_freq_base
-            } else {
-                LOCAL_ROPE_BASE
-            },
+            freq_base,
+            freq_scale,
             qk_norm: Some(self.extra[l].qk_norm),
             q_scale: Some(self.p.q_scale),
-            sliding_window: if global { 0 } else { self.p.sliding_window },
+            sliding_window,
         }
     }
 }
