@@ -105,6 +105,21 @@ fn unknown_architecture_is_named() {
 }
 
 #[test]
+fn unsupported_tokenizer_model_is_named() {
+    let mut t = TinyModel::new("llama");
+    t.extra = vec![("tokenizer.ggml.model".into(), "t5".into())];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t5.gguf");
+    std::fs::write(&path, t.to_bytes().unwrap()).unwrap();
+    let err = minfer_engine::LoadedModel::open(&path).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("tokenizer") && msg.contains("`t5`") && msg.contains("t5.gguf"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn rollback_then_replay_is_identical() {
     let m = tiny::model("qwen2");
     let mut e = tiny::engine(&m, 32, 512, KvFormat::F16);
