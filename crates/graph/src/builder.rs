@@ -305,6 +305,12 @@ impl<'w> GraphBuilder<'w> {
         self.push(name.into(), Op::Silu, vec![x], shape, DType::F32)
     }
 
+    /// `tanh(x)`.
+    pub fn tanh(&mut self, name: impl Into<String>, x: NodeId) -> Result<NodeId> {
+        let shape = self.nodes[x].shape;
+        self.push(name.into(), Op::Tanh, vec![x], shape, DType::F32)
+    }
+
     /// `silu(gate) * up`.
     pub fn swiglu(&mut self, name: impl Into<String>, gate: NodeId, up: NodeId) -> Result<NodeId> {
         let name = name.into();

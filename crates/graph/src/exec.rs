@@ -201,6 +201,11 @@ fn compute(
             cpu::silu_inplace(out);
             Ok(())
         }
+        Op::Tanh => {
+            seed(cx, out)?;
+            cpu::tanh_inplace(out);
+            Ok(())
+        }
         Op::SwiGlu => {
             seed(cx, out)?;
             cpu::swiglu_inplace(out, src_f32(cx.pool, cx.weights, slot_of(1))?)

@@ -160,6 +160,8 @@ pub enum Op {
     Attention(AttnParams),
     /// `[x]`: `x * sigmoid(x)`.
     Silu,
+    /// `[x]`: `tanh(x)` (logit soft-capping).
+    Tanh,
     /// `[gate, up]`: `silu(gate) * up` (fused from `Silu` + `Mul`).
     SwiGlu,
     /// `[gate, up]`: `gelu(gate) * up` with GELU's tanh approximation, as
@@ -188,6 +190,7 @@ impl Op {
             Op::RopeKvStore { .. } => "rope_kv_store",
             Op::Attention(_) => "attention",
             Op::Silu => "silu",
+            Op::Tanh => "tanh",
             Op::SwiGlu => "swiglu",
             Op::GeGlu => "geglu",
             Op::Softmax => "softmax",
@@ -204,6 +207,7 @@ impl Op {
                 | Op::Mul
                 | Op::Scale(_)
                 | Op::Silu
+                | Op::Tanh
                 | Op::SwiGlu
                 | Op::GeGlu
                 | Op::Softmax

@@ -9,7 +9,7 @@ use support::{assert_close, randn, rope_params};
 
 use minfer_graph::backends::cpu::{
     add_inplace, geglu_inplace, gelu_tanh, get_rows, mul_inplace, rms_norm, rope_inplace,
-    scale_inplace, silu_inplace, softmax_inplace, swiglu_inplace,
+    scale_inplace, silu_inplace, softmax_inplace, swiglu_inplace, tanh_inplace,
 };
 use minfer_graph::{GraphError, RopeParams, RopeStyle};
 use minfer_kernels::blocks::{f16_to_f32, f32_to_f16};
@@ -109,6 +109,17 @@ fn add_mul_scale_elementwise_and_broadcast() {
     assert!(mul_inplace(&mut x, &full[..2 * ne0], ne0).is_err());
     assert!(add_inplace(&mut x, &row, 36).is_err());
     assert_eq!(x, a, "nothing written on error");
+}
+
+#[test]
+fn tanh_matches_reference() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let mut x: Vec<f32> = randn(&mut rng, 200).iter().map(|v| v * 3.0).collect();
+    x.extend([-100.0, 100.0, 0.0, -0.0]);
+    let mut y = x.clone();
+    tanh_inplace(&mut y);
+    let want: Vec<f64> = x.iter().map(|&v| (v as f64).tanh()).collect();
+    assert_close(&y, &want, 1e-6, "tanh");
 }
 
 #[test]

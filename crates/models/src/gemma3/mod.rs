@@ -5,7 +5,8 @@
 //! layers with a sliding window and RoPE base 10000, then one global
 //! layer with full attention and the file's `rope.freq_base`. The norm
 //! weights are used as the GGUF stores them (llama.cpp's converter has
-//! already folded gemma's `1 + w` into them).
+//! already folded gemma's `1 + w` into them). A file that sets
+//! `final_logit_softcapping` gets its logits capped to `c * tanh(x / c)`.
 
 use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle, WeightId};
 
@@ -37,6 +38,8 @@ struct Gemma3Params {
     pattern: usize,
     /// Multiplier of Q before attention.
     q_scale: f32,
+    /// `final_logit_softcapping`: logits become `c * tanh(logits / c)`.
+    softcap: Option<f32>,
 }
 
 /// The extra tensors of one gemma3 block.
@@ -81,10 +84,21 @@ fn params(cx: &LoadCx) -> Result<Gemma3Params> {
     } else {
         hp.head_dim
     };
+    // llama.cpp's converter writes no soft-capping for Gemma 3 (its
+    // Hugging Face config has none), and llama.cpp's sliding-window graph
+    // would ignore it; a file that does set it asks for the model's own
+    // definition, which caps the logits.
+    let softcap = k.f32_opt("final_logit_softcapping")?;
+    if let Some(c) = softcap {
+        if !(c.is_finite() && c > 0.0) {
+            return Err(k.bad("final_logit_softcapping", format!("{c} is not positive")));
+        }
+    }
     Ok(Gemma3Params {
         sliding_window,
         pattern,
         q_scale: 1.0 / (scale_dim as f32).sqrt(),
+        softcap,
     })
 }
 
@@ -162,6 +176,15 @@ impl Forward for Gemma3 {
             let f = layers::norm(b, &n("post_ffw_norm"), f, ex.post_ffw_norm, hp.rms_eps)?;
             x = b.add(n("ffn_residual"), f, sa)?;
         }
-        layers::lm_head(b, hp, t, x)
+        let logits = layers::lm_head(b, hp, t, x)?;
+        match self.p.softcap {
+            // ggml's order: scale down, tanh, scale up.
+            Some(c) => {
+                let l = b.scale("logits_softcap_in", logits, 1.0 / c)?;
+                let l = b.tanh("logits_softcap_tanh", l)?;
+                b.scale("logits_softcapped", l, c)
+            }
+            None => Ok(logits),
+        }
     }
 }

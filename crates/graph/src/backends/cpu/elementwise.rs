@@ -116,6 +116,13 @@ pub fn silu_inplace(x: &mut [f32]) {
     }
 }
 
+/// `x = tanh(x)`, as ggml's `ggml_vec_tanh_f32` (the C library's `tanhf`).
+pub fn tanh_inplace(x: &mut [f32]) {
+    for v in x {
+        *v = v.tanh();
+    }
+}
+
 /// `gate_out = silu(gate_out) * up`.
 ///
 /// # Errors

@@ -14,7 +14,7 @@ mod rope;
 pub use attention::{attention, attention_sliding, kv_store, AttnScratch, Windows};
 pub use elementwise::{
     add_inplace, geglu_inplace, gelu_tanh, mul_inplace, rms_norm, scale_inplace, silu_inplace,
-    softmax_inplace, swiglu_inplace,
+    softmax_inplace, swiglu_inplace, tanh_inplace,
 };
 pub use get_rows::get_rows;
 pub use rope::rope_inplace;
