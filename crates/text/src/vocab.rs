@@ -178,6 +178,35 @@ type Slot = fn(&mut SpecialIds) -> &mut Option<u32>;
 /// Tokens llama.cpp always renders as text (gpt-oss's structural markers).
 const FORCED_USER_DEFINED: &[&str] = &["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"];
 
+/// The pre-tokenizer `tokenizer.ggml.pre` names (BPE only: SentencePiece
+/// splits nothing before merging); an unknown or missing name falls back
+/// to `default` with a warning.
+fn pre_tokenizer(
+    md: &Metadata,
+    kind: VocabKind,
+    warnings: &mut Vec<String>,
+) -> Result<PreTokenizer, TextError> {
+    let pre = match md.get_str(KEY_PRE)? {
+        // SentencePiece splits nothing before merging.
+        _ if kind == VocabKind::Spm => PreTokenizer::fallback(),
+        None => {
+            warnings.push(format!(
+                "`{KEY_PRE}` is missing; using the `default` pre-tokenizer \
+                 (tokenization may differ from the model's own)"
+            ));
+            PreTokenizer::fallback()
+        }
+        Some(name) => PreTokenizer::by_name(name).unwrap_or_else(|| {
+            warnings.push(format!(
+                "unknown pre-tokenizer `{name}`; using the `default` pre-tokenizer \
+                 (tokenization may differ from the model's own)"
+            ));
+            PreTokenizer::fallback()
+        }),
+    };
+    Ok(pre)
+}
+
 /// The SentencePiece scores, one per token.
 fn read_scores(md: &Metadata, n: usize) -> Result<Vec<f32>, TextError> {
     let Some(arr) = md.get_array(KEY_SCORES)? else {
@@ -215,24 +244,7 @@ impl Vocab {
         };
         let mut warnings = Vec::new();
 
-        let pre = match md.get_str(KEY_PRE)? {
-            // SentencePiece splits nothing before merging.
-            _ if kind == VocabKind::Spm => PreTokenizer::fallback(),
-            None => {
-                warnings.push(format!(
-                    "`{KEY_PRE}` is missing; using the `default` pre-tokenizer \
-                     (tokenization may differ from the model's own)"
-                ));
-                PreTokenizer::fallback()
-            }
-            Some(name) => PreTokenizer::by_name(name).unwrap_or_else(|| {
-                warnings.push(format!(
-                    "unknown pre-tokenizer `{name}`; using the `default` pre-tokenizer \
-                     (tokenization may differ from the model's own)"
-                ));
-                PreTokenizer::fallback()
-            }),
-        };
+        let pre = pre_tokenizer(md, kind, &mut warnings)?;
 
         let tokens = md
             .get_array(KEY_TOKENS)?
