@@ -23,6 +23,10 @@ target/pyenv/bin/pip install -q openai==1.109.1 pytest==8.3.4
 export MINFER_TEST_PYTHON="$PWD/target/pyenv/bin/python"
 
 rm -f target/minfer-skipped.txt
-cargo run --release --bin minfer -- pull
+# Every known model: Qwen2.5-Coder 0.5B and 1.5B, SmolLM2-135M, Gemma 3
+# 270M (the store keeps them between runs; a verified file is not fetched
+# again).
+cargo run --release --bin minfer -- pull qwen2.5-coder-0.5b-instruct smollm2-135m-instruct \
+    qwen2.5-coder-1.5b-instruct gemma-3-270m
 cargo test --workspace --release
 scripts/test-summary.sh

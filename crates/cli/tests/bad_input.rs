@@ -114,6 +114,13 @@ fn unknown_architecture() {
             "llama",
         ],
     );
+    // Inspecting reads only the file, so it still works.
+    let out = minfer(&["inspect", s(&path)], dir.path());
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("mamba9"),
+        "{out:?}"
+    );
 }
 
 #[test]

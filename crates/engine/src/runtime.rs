@@ -207,6 +207,7 @@ impl Runtime {
         // A window holds at most every cell once per row; a decode step of a
         // single sequence reads up to the whole context.
         plan.window_cells.reserve(n_ctx);
+        plan.window_positions.reserve(n_ctx);
         plan.kv_cells.reserve(n_batch);
         plan.window_offsets.reserve(n_batch + 1);
         Ok(Runtime {
@@ -717,6 +718,7 @@ impl Runtime {
             kv_cells: &self.plan.kv_cells,
             window_offsets: &self.plan.window_offsets,
             window_cells: &self.plan.window_cells,
+            window_positions: &self.plan.window_positions,
             out_ids: &self.out_ids,
         };
         let out = self.cache.execute(uid, &model.weights, &inputs)?;

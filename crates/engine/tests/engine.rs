@@ -18,7 +18,7 @@ fn argmax(v: &[f32]) -> u32 {
 
 #[test]
 fn generation_builds_two_graphs() {
-    for arch in ["llama", "qwen2"] {
+    for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
         let m = tiny::model(arch);
         let mut e = tiny::engine(&m, 64, 512, KvFormat::F16);
         e.set_verify_graphs(true);
@@ -102,6 +102,21 @@ fn unknown_architecture_is_named() {
     let err = Model::load(Arc::new(file)).unwrap_err();
     assert!(matches!(err, ModelError::UnknownArchitecture { .. }));
     assert!(err.to_string().contains("\"mamba9\""), "{err}");
+}
+
+#[test]
+fn unsupported_tokenizer_model_is_named() {
+    let mut t = TinyModel::new("llama");
+    t.extra = vec![("tokenizer.ggml.model".into(), "t5".into())];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t5.gguf");
+    std::fs::write(&path, t.to_bytes().unwrap()).unwrap();
+    let err = minfer_engine::LoadedModel::open(&path).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("tokenizer") && msg.contains("`t5`") && msg.contains("t5.gguf"),
+        "{msg}"
+    );
 }
 
 #[test]

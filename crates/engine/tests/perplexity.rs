@@ -76,3 +76,13 @@ fn perplexity_matches_llama_cpp_qwen2_5() {
 fn perplexity_matches_llama_cpp_smollm2() {
     check(minfer_testutil::SMOLLM);
 }
+
+#[test]
+fn perplexity_matches_llama_cpp_gemma3() {
+    check(minfer_testutil::GEMMA3);
+}
+
+#[test]
+fn perplexity_matches_llama_cpp_qwen2_5_1_5b() {
+    check(minfer_testutil::QWEN_1_5B);
+}

@@ -1,8 +1,8 @@
 //! The multi-sequence runtime's invariants: batch invariance, isolation,
 //! rollback and fork against recomputation, capacity errors that leave the
 //! other sequences working, and prefix sharing. On the tiny synthetic
-//! models (both architectures) and, for batch invariance, on the real
-//! SmolLM2 model at 1 and 2 threads.
+//! models (every architecture) and, for batch invariance, on the real
+//! SmolLM2 and Gemma 3 models at 1 and 2 threads.
 
 mod common;
 
@@ -157,7 +157,7 @@ fn check_batch_invariance(model: &Arc<Model>, lens: &[usize], n_gen: usize, chun
 
 #[test]
 fn batch_invariance_tiny_models() {
-    for arch in ["llama", "qwen2"] {
+    for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
         let m = tiny::model(arch);
         check_batch_invariance(&m, &[5, 1, 23, 9], 12, 4);
     }
@@ -172,8 +172,16 @@ fn batch_invariance_real_smollm2() {
 }
 
 #[test]
+fn batch_invariance_real_gemma3() {
+    let Some(m) = common::load(minfer_testutil::GEMMA3) else {
+        return;
+    };
+    check_batch_invariance(&m, &[7, 40, 19], 6, 16);
+}
+
+#[test]
 fn isolation_poisoned_foreign_cells_change_nothing() {
-    for arch in ["llama", "qwen2"] {
+    for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
         let m = tiny::model(arch);
         let ps = prompts(m.n_vocab(), &[11, 17, 6]);
         // Reference: sequence 1 alone, with a clean cache.
@@ -205,7 +213,7 @@ fn isolation_poisoned_foreign_cells_change_nothing() {
 
 #[test]
 fn rollback_and_fork_match_recomputation() {
-    for arch in ["llama", "qwen2"] {
+    for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
         let m = tiny::model(arch);
         let ps = prompts(m.n_vocab(), &[20, 8]);
         let (a, b) = (&ps[0], &ps[1]);

@@ -505,8 +505,11 @@ fn check_sources(
         Op::GetRows => &["table", "ids"],
         Op::MatMul => &["weight", "f32"],
         Op::Rope(_) => &["f32", "ids"],
+        Op::Attention(p) if p.sliding_window > 0 => {
+            &["f32", "token", "token", "ids", "ids", "ids", "ids"]
+        }
         Op::Attention(_) => &["f32", "token", "token", "ids", "ids"],
-        Op::Add | Op::Mul | Op::SwiGlu => &["f32", "f32"],
+        Op::Add | Op::Mul | Op::SwiGlu | Op::GeGlu => &["f32", "f32"],
         _ => &["f32"],
     };
     if srcs.len() != kinds.len() {

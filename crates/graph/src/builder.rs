@@ -131,7 +131,9 @@ impl<'w> GraphBuilder<'w> {
         let len = match kind {
             InputKind::TokenIds | InputKind::Positions | InputKind::KvCells => n,
             InputKind::WindowOffsets => n + 1,
-            InputKind::WindowCells => n * self.params.compute.n_ctx as usize,
+            InputKind::WindowCells | InputKind::WindowPositions => {
+                n * self.params.compute.n_ctx as usize
+            }
             InputKind::OutIds => self.params.n_out as usize,
         };
         let name = format!("inp.{kind:?}").to_lowercase();
@@ -288,20 +290,25 @@ impl<'w> GraphBuilder<'w> {
         }
         let offsets = self.input(InputKind::WindowOffsets);
         let cells = self.input(InputKind::WindowCells);
+        let mut srcs = vec![q, k_token, v_token, offsets, cells];
+        if p.sliding_window > 0 {
+            srcs.push(self.input(InputKind::Positions));
+            srcs.push(self.input(InputKind::WindowPositions));
+        }
         let shape = self.nodes[q].shape;
-        self.push(
-            name,
-            Op::Attention(p),
-            vec![q, k_token, v_token, offsets, cells],
-            shape,
-            DType::F32,
-        )
+        self.push(name, Op::Attention(p), srcs, shape, DType::F32)
     }
 
     /// `x * sigmoid(x)`.
     pub fn silu(&mut self, name: impl Into<String>, x: NodeId) -> Result<NodeId> {
         let shape = self.nodes[x].shape;
         self.push(name.into(), Op::Silu, vec![x], shape, DType::F32)
+    }
+
+    /// `tanh(x)`.
+    pub fn tanh(&mut self, name: impl Into<String>, x: NodeId) -> Result<NodeId> {
+        let shape = self.nodes[x].shape;
+        self.push(name.into(), Op::Tanh, vec![x], shape, DType::F32)
     }
 
     /// `silu(gate) * up`.
@@ -312,6 +319,16 @@ impl<'w> GraphBuilder<'w> {
         }
         let shape = self.nodes[gate].shape;
         self.push(name, Op::SwiGlu, vec![gate, up], shape, DType::F32)
+    }
+
+    /// `gelu(gate) * up` (tanh approximation).
+    pub fn geglu(&mut self, name: impl Into<String>, gate: NodeId, up: NodeId) -> Result<NodeId> {
+        let name = name.into();
+        if self.nodes[gate].shape != self.nodes[up].shape {
+            return self.err(&name, "geglu", "gate and up differ in shape".into());
+        }
+        let shape = self.nodes[gate].shape;
+        self.push(name, Op::GeGlu, vec![gate, up], shape, DType::F32)
     }
 
     /// Softmax of each row.

@@ -68,6 +68,9 @@ pub struct StepInputs<'a> {
     pub window_offsets: &'a [i32],
     /// Every token's attention window, concatenated.
     pub window_cells: &'a [i32],
+    /// The position of each cell of `window_cells` (read by sliding-window
+    /// attention only).
+    pub window_positions: &'a [i32],
     /// `n_out` rows (below `n_tokens`) whose outputs are wanted.
     pub out_ids: &'a [i32],
 }
@@ -478,6 +481,11 @@ impl GraphCache {
                     }
                     check_cells(inputs.window_cells, n_ctx)?;
                 }
+                InputKind::WindowPositions => check_len(
+                    "window_positions",
+                    inputs.window_positions.len(),
+                    inputs.window_cells.len(),
+                )?,
                 InputKind::OutIds => {
                     check_len("out_ids", inputs.out_ids.len(), p.n_out as usize)?;
                     if let Some(&bad) = inputs
@@ -533,6 +541,7 @@ impl GraphCache {
                 InputKind::KvCells => inputs.kv_cells,
                 InputKind::WindowOffsets => inputs.window_offsets,
                 InputKind::WindowCells => inputs.window_cells,
+                InputKind::WindowPositions => inputs.window_positions,
                 InputKind::OutIds => inputs.out_ids,
             };
             if let Slot::I32 { buf, .. } = e.plan.slots[id] {

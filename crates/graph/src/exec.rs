@@ -14,7 +14,7 @@ use crate::alloc::{LayerKv, MemPlan, Slot, TypedPool};
 use crate::backends::cpu;
 use crate::builder::BuiltGraph;
 use crate::error::{GraphError, Result};
-use crate::ir::{KvKind, NodeId, Op};
+use crate::ir::{AttnParams, KvKind, NodeId, Op};
 use crate::kv::KvRegion;
 use crate::weights::{WeightId, WeightStore};
 
@@ -201,9 +201,18 @@ fn compute(
             cpu::silu_inplace(out);
             Ok(())
         }
+        Op::Tanh => {
+            seed(cx, out)?;
+            cpu::tanh_inplace(out);
+            Ok(())
+        }
         Op::SwiGlu => {
             seed(cx, out)?;
             cpu::swiglu_inplace(out, src_f32(cx.pool, cx.weights, slot_of(1))?)
+        }
+        Op::GeGlu => {
+            seed(cx, out)?;
+            cpu::geglu_inplace(out, src_f32(cx.pool, cx.weights, slot_of(1))?)
         }
         Op::Softmax => {
             seed(cx, out)?;
@@ -232,27 +241,48 @@ fn compute(
             matmul(cx.kernels, cx.threads, &w, x, x_node.shape[1], out, cx.act)?;
             Ok(())
         }
-        Op::Attention(p) => {
-            let q = src_f32(cx.pool, cx.weights, slot_of(0))?;
-            let offsets = src_i32(cx.pool, slot_of(3))?;
-            let cells = src_i32(cx.pool, slot_of(4))?;
-            let cells = &cells[..cx.window_len.min(cells.len())];
-            let layer = cx
-                .kv
-                .get(p.layer)
-                .ok_or_else(|| GraphError::Other(format!("layer {} has no KV regions", p.layer)))?;
-            let (Some(k), Some(v)) = (layer.k.as_ref(), layer.v.as_ref()) else {
-                return Err(GraphError::Other(format!(
-                    "layer {} lacks a K or V region",
-                    p.layer
-                )));
-            };
-            cpu::attention(q, k, v, offsets, cells, p, cx.threads, cx.attn, out)
-        }
+        Op::Attention(p) => attention(cx, p, &slot_of, out),
         op => Err(GraphError::Other(format!(
             "node {}: op {} does not write a buffer",
             node.name,
             op.name()
         ))),
     }
+}
+
+/// Attention of one node: over each query's whole window, or, with a
+/// sliding window, over its most recent positions only.
+fn attention(
+    cx: &mut ExecCtx,
+    p: &AttnParams,
+    slot_of: &dyn Fn(usize) -> Slot,
+    out: &mut [f32],
+) -> Result<()> {
+    let q = src_f32(cx.pool, cx.weights, slot_of(0))?;
+    let offsets = src_i32(cx.pool, slot_of(3))?;
+    let cells = src_i32(cx.pool, slot_of(4))?;
+    let cells = &cells[..cx.window_len.min(cells.len())];
+    let layer = cx
+        .kv
+        .get(p.layer)
+        .ok_or_else(|| GraphError::Other(format!("layer {} has no KV regions", p.layer)))?;
+    let (Some(k), Some(v)) = (layer.k.as_ref(), layer.v.as_ref()) else {
+        return Err(GraphError::Other(format!(
+            "layer {} lacks a K or V region",
+            p.layer
+        )));
+    };
+    if p.sliding_window == 0 {
+        return cpu::attention(q, k, v, offsets, cells, p, cx.threads, cx.attn, out);
+    }
+    let positions = src_i32(cx.pool, slot_of(5))?;
+    let cell_pos = src_i32(cx.pool, slot_of(6))?;
+    let cell_pos = &cell_pos[..cx.window_len.min(cell_pos.len())];
+    let windows = cpu::Windows {
+        offsets,
+        cells,
+        query_pos: positions,
+        cell_pos,
+    };
+    cpu::attention_sliding(q, k, v, &windows, p, cx.threads, cx.attn, out)
 }

@@ -33,7 +33,7 @@ fn op_params(op: &Op) -> Value {
         }),
         Op::Attention(p) => json!({
             "layer": p.layer, "n_head": p.n_head, "n_head_kv": p.n_head_kv,
-            "head_dim": p.head_dim, "scale": p.scale,
+            "head_dim": p.head_dim, "scale": p.scale, "sliding_window": p.sliding_window,
         }),
         _ => json!({}),
     }

@@ -41,17 +41,21 @@ pub enum InputKind {
     WindowCells,
     /// Rows whose logits are wanted, `[n_out]` (only when `n_out < n_tokens`).
     OutIds,
+    /// The position of each cell of `WindowCells` (parallel to it), read
+    /// only by sliding-window attention.
+    WindowPositions,
 }
 
 impl InputKind {
     /// Every input kind, in a fixed order.
-    pub const ALL: [InputKind; 6] = [
+    pub const ALL: [InputKind; 7] = [
         InputKind::TokenIds,
         InputKind::Positions,
         InputKind::KvCells,
         InputKind::WindowOffsets,
         InputKind::WindowCells,
         InputKind::OutIds,
+        InputKind::WindowPositions,
     ];
 }
 
@@ -104,6 +108,10 @@ pub struct AttnParams {
     pub head_dim: usize,
     /// Multiplier of `q·k` before the softmax (usually `1/sqrt(head_dim)`).
     pub scale: f32,
+    /// Sliding window: when positive, a query at position `p` reads only
+    /// the cells of its window at positions above `p - sliding_window`
+    /// (gemma's local layers); 0 reads the whole window.
+    pub sliding_window: u32,
 }
 
 /// The operations of the IR.
@@ -145,13 +153,20 @@ pub enum Op {
         /// The layer whose K region is written.
         layer: usize,
     },
-    /// `[q, k_token, v_token, window_offsets, window_cells]`: causal, GQA
-    /// attention of each query over exactly the cells its window names.
+    /// `[q, k_token, v_token, window_offsets, window_cells]`, plus
+    /// `[positions, window_positions]` with a sliding window: causal, GQA
+    /// attention of each query over exactly the cells its window names
+    /// (and, with a sliding window, only their most recent positions).
     Attention(AttnParams),
     /// `[x]`: `x * sigmoid(x)`.
     Silu,
+    /// `[x]`: `tanh(x)` (logit soft-capping).
+    Tanh,
     /// `[gate, up]`: `silu(gate) * up` (fused from `Silu` + `Mul`).
     SwiGlu,
+    /// `[gate, up]`: `gelu(gate) * up` with GELU's tanh approximation, as
+    /// ggml's CPU backend computes it (gemma's FFN).
+    GeGlu,
     /// `[x]`: softmax of each row.
     Softmax,
     /// `[x]`: same data, new shape with the same element count.
@@ -175,7 +190,9 @@ impl Op {
             Op::RopeKvStore { .. } => "rope_kv_store",
             Op::Attention(_) => "attention",
             Op::Silu => "silu",
+            Op::Tanh => "tanh",
             Op::SwiGlu => "swiglu",
+            Op::GeGlu => "geglu",
             Op::Softmax => "softmax",
             Op::Reshape => "reshape",
         }
@@ -186,7 +203,15 @@ impl Op {
     pub fn can_be_inplace(&self) -> bool {
         matches!(
             self,
-            Op::Add | Op::Mul | Op::Scale(_) | Op::Silu | Op::SwiGlu | Op::Softmax | Op::Rope(_)
+            Op::Add
+                | Op::Mul
+                | Op::Scale(_)
+                | Op::Silu
+                | Op::Tanh
+                | Op::SwiGlu
+                | Op::GeGlu
+                | Op::Softmax
+                | Op::Rope(_)
         )
     }
 }

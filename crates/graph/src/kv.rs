@@ -355,6 +355,9 @@ pub struct BatchPlan {
     /// Every token's window, concatenated; each window is ordered by
     /// position.
     pub window_cells: Vec<i32>,
+    /// The position of each cell of `window_cells` (parallel to it), for
+    /// sliding-window attention.
+    pub window_positions: Vec<i32>,
 }
 
 /// Position marking a free cell.
@@ -641,6 +644,7 @@ impl KvCells {
         plan.kv_cells.clear();
         plan.window_offsets.clear();
         plan.window_cells.clear();
+        plan.window_positions.clear();
         if batch.len() > self.n_ctx() - self.used {
             return Err(GraphError::CacheFull {
                 n_ctx: self.n_ctx(),
@@ -659,7 +663,11 @@ impl KvCells {
         plan.window_offsets.push(0);
         for &(seq, pos) in batch {
             // Cannot fail: every id was checked by `allocate`.
+            let start = plan.window_cells.len();
             self.window(seq, pos, &mut plan.window_cells)?;
+            let cells = &plan.window_cells[start..];
+            plan.window_positions
+                .extend(cells.iter().map(|&c| self.pos[c as usize]));
             let Ok(len) = i32::try_from(plan.window_cells.len()) else {
                 self.undo_batch(batch, plan);
                 return Err(GraphError::BadInput {
@@ -683,5 +691,6 @@ impl KvCells {
         plan.kv_cells.clear();
         plan.window_offsets.clear();
         plan.window_cells.clear();
+        plan.window_positions.clear();
     }
 }

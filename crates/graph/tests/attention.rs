@@ -89,6 +89,7 @@ impl Cfg {
             n_head_kv: self.n_head_kv,
             head_dim: self.head_dim,
             scale: 1.0 / (self.head_dim as f32).sqrt(),
+            sliding_window: 0,
         }
     }
 }

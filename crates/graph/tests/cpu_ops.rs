@@ -8,10 +8,11 @@ mod support;
 use support::{assert_close, randn, rope_params};
 
 use minfer_graph::backends::cpu::{
-    add_inplace, get_rows, mul_inplace, rms_norm, rope_inplace, scale_inplace, silu_inplace,
-    softmax_inplace, swiglu_inplace,
+    add_inplace, geglu_inplace, gelu_tanh, get_rows, mul_inplace, rms_norm, rope_inplace,
+    scale_inplace, silu_inplace, softmax_inplace, swiglu_inplace, tanh_inplace,
 };
 use minfer_graph::{GraphError, RopeParams, RopeStyle};
+use minfer_kernels::blocks::{f16_to_f32, f32_to_f16};
 use minfer_kernels::dequant::dequantize_row;
 use minfer_kernels::quant::quantize_row;
 use minfer_kernels::GgmlType;
@@ -108,6 +109,59 @@ fn add_mul_scale_elementwise_and_broadcast() {
     assert!(mul_inplace(&mut x, &full[..2 * ne0], ne0).is_err());
     assert!(add_inplace(&mut x, &row, 36).is_err());
     assert_eq!(x, a, "nothing written on error");
+}
+
+#[test]
+fn tanh_matches_reference() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let mut x: Vec<f32> = randn(&mut rng, 200).iter().map(|v| v * 3.0).collect();
+    x.extend([-100.0, 100.0, 0.0, -0.0]);
+    let mut y = x.clone();
+    tanh_inplace(&mut y);
+    let want: Vec<f64> = x.iter().map(|&v| (v as f64).tanh()).collect();
+    assert_close(&y, &want, 1e-6, "tanh");
+}
+
+#[test]
+fn geglu_rounds_gelu_through_f16_like_ggml() {
+    // GELU's tanh form in f64, against the f32 function.
+    let gelu64 = |x: f64| {
+        0.5 * x
+            * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * x * (1.0 + 0.044715 * x * x)).tanh())
+    };
+    let xs: Vec<f32> = (-1200..=1200).map(|i| i as f32 / 100.0).collect();
+    let want: Vec<f64> = xs.iter().map(|&x| gelu64(x as f64)).collect();
+    let got: Vec<f32> = xs.iter().map(|&x| gelu_tanh(x)).collect();
+    assert_close(&got, &want, 1e-5, "gelu_tanh");
+
+    let mut rng = StdRng::seed_from_u64(9);
+    let mut g = randn(&mut rng, 301)
+        .iter()
+        .map(|v| v * 4.0)
+        .collect::<Vec<_>>();
+    g.extend([-10.5, -10.0, 10.0, 10.5, 0.0, -0.0]);
+    let up = randn(&mut rng, g.len());
+    let mut out = g.clone();
+    geglu_inplace(&mut out, &up).unwrap();
+    let f16 = |x: f32| f16_to_f32(f32_to_f16(x));
+    for ((&x, &u), &y) in g.iter().zip(&up).zip(&out) {
+        // ggml's table: GELU of the f16-rounded input, rounded to f16;
+        // beyond ±10 the function is 0 or the identity.
+        let gelu = if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 {
+            x
+        } else {
+            f16(gelu_tanh(f16(x)))
+        };
+        assert_eq!(y.to_bits(), (gelu * u).to_bits(), "geglu at {x}");
+        // And close to the exact product.
+        assert!(
+            (y as f64 - gelu64(x as f64) * u as f64).abs()
+                < 2e-2 * (1.0 + u.abs() as f64 * x.abs() as f64)
+        );
+    }
+    assert!(geglu_inplace(&mut out, &up[1..]).is_err());
 }
 
 #[test]

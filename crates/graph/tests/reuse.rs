@@ -304,6 +304,7 @@ fn a_position_past_n_ctx_is_an_error() {
             window_offsets: &[0, 1],
             window_cells: &window[..1],
             out_ids: &[0],
+            ..StepInputs::default()
         };
         c.execute(uid, &w, &step).map(|_| ())
     };

@@ -1,26 +1,22 @@
 //! The architectures this crate can build, by their GGUF names.
 
 use crate::error::{ModelError, Result};
+use crate::registry::FAMILIES;
 
-/// A supported model architecture (`general.architecture`).
+/// A supported model architecture (`general.architecture`): a handle on
+/// one entry of the registry of families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Arch {
-    /// Qwen2 / Qwen2.5: QKV biases, NeoX RoPE.
-    Qwen2,
-    /// Llama and its many relatives (SmolLM2, TinyLlama, ...): normal RoPE.
-    Llama,
-}
+pub struct Arch(&'static str);
 
 impl Arch {
-    /// Every supported architecture.
-    pub const ALL: [Arch; 2] = [Arch::Qwen2, Arch::Llama];
+    /// Every supported architecture, in registry order.
+    pub fn all() -> impl Iterator<Item = Arch> {
+        FAMILIES.iter().map(|f| Arch(f.name))
+    }
 
     /// The GGUF name, which is also the prefix of its metadata keys.
     pub fn name(self) -> &'static str {
-        match self {
-            Arch::Qwen2 => "qwen2",
-            Arch::Llama => "llama",
-        }
+        self.0
     }
 
     /// The architecture called `name` in a GGUF file.
@@ -29,12 +25,11 @@ impl Arch {
     /// [`ModelError::UnknownArchitecture`] naming `name` and the supported
     /// ones.
     pub fn from_name(name: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
+        Self::all()
             .find(|a| a.name() == name)
             .ok_or_else(|| ModelError::UnknownArchitecture {
                 name: name.to_string(),
-                supported: Self::ALL.map(Arch::name).join(", "),
+                supported: Self::all().map(Arch::name).collect::<Vec<_>>().join(", "),
             })
     }
 }

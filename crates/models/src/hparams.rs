@@ -38,17 +38,25 @@ pub struct HParams {
 }
 
 /// Reads the keys of one architecture (`{arch}.{suffix}`).
-struct Keys<'a> {
+pub(crate) struct Keys<'a> {
     md: &'a Metadata,
     arch: Arch,
 }
 
-impl Keys<'_> {
-    fn key(&self, suffix: &str) -> String {
+impl<'a> Keys<'a> {
+    /// The keys of `arch` in `file`'s metadata.
+    pub(crate) fn new(file: &'a GgufFile, arch: Arch) -> Self {
+        Keys {
+            md: file.metadata(),
+            arch,
+        }
+    }
+
+    pub(crate) fn key(&self, suffix: &str) -> String {
         format!("{}.{suffix}", self.arch.name())
     }
 
-    fn usize_opt(&self, suffix: &str) -> Result<Option<usize>> {
+    pub(crate) fn usize_opt(&self, suffix: &str) -> Result<Option<usize>> {
         let key = self.key(suffix);
         match self.md.get_u64(&key)? {
             None => Ok(None),
@@ -61,16 +69,16 @@ impl Keys<'_> {
         }
     }
 
-    fn usize_req(&self, suffix: &str) -> Result<usize> {
+    pub(crate) fn usize_req(&self, suffix: &str) -> Result<usize> {
         self.usize_opt(suffix)?
             .ok_or_else(|| ModelError::MissingKey(self.key(suffix)))
     }
 
-    fn f32_opt(&self, suffix: &str) -> Result<Option<f32>> {
+    pub(crate) fn f32_opt(&self, suffix: &str) -> Result<Option<f32>> {
         Ok(self.md.get_f64(&self.key(suffix))?.map(|v| v as f32))
     }
 
-    fn bad(&self, suffix: &str, msg: impl Into<String>) -> ModelError {
+    pub(crate) fn bad(&self, suffix: &str, msg: impl Into<String>) -> ModelError {
         ModelError::BadValue {
             key: self.key(suffix),
             msg: msg.into(),

@@ -1,7 +1,8 @@
 //! Pieces shared by the llama-family architectures: resolving tensors by
 //! name once at load time, and the building blocks of a forward pass (RMS
-//! norm with its weight, the attention block, the SwiGLU FFN), each with
-//! llama.cpp's order of operations so the rounding matches.
+//! norm with its weight, per-head Q/K norms, the attention block with its
+//! options, the SwiGLU and GeGLU FFNs), each with llama.cpp's order of
+//! operations so the rounding matches.
 
 use minfer_graph::{
     AttnParams, GraphBuilder, KvKind, NodeId, Result as GraphResult, RopeParams, RopeStyle,
@@ -147,6 +148,24 @@ pub fn resolve_tensors(store: &WeightStore, hp: &HParams, biases: Biases) -> Res
     })
 }
 
+/// Every layer's per-head Q and K norm weights (`blk.N.attn_q_norm.weight`,
+/// `blk.N.attn_k_norm.weight`, `[head_dim]` each), for the families that
+/// normalize heads before RoPE.
+///
+/// # Errors
+/// [`ModelError::MissingTensor`] or [`ModelError::TensorShape`] naming the
+/// first tensor at fault.
+pub fn resolve_qk_norms(store: &WeightStore, hp: &HParams) -> Result<Vec<(WeightId, WeightId)>> {
+    let r = Resolver { store };
+    (0..hp.n_layer)
+        .map(|l| {
+            let q = r.required(&format!("blk.{l}.attn_q_norm.weight"), [hp.head_dim, 1])?;
+            let k = r.required(&format!("blk.{l}.attn_k_norm.weight"), [hp.head_dim, 1])?;
+            Ok((q, k))
+        })
+        .collect()
+}
+
 /// `rms_norm(x) * weight`, as llama.cpp's `build_norm` computes it.
 pub fn norm(
     b: &mut GraphBuilder,
@@ -179,33 +198,100 @@ fn proj(
     }
 }
 
+/// How a family's attention block differs from llama's: the RoPE (style
+/// and base, which can differ per layer), RMS norms on each head of Q and
+/// K, the attention scale and a sliding window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnOptions {
+    /// How RoPE pairs dimensions.
+    pub rope: RopeStyle,
+    /// RoPE base frequency of this layer.
+    pub freq_base: f32,
+    /// RoPE position scale of this layer.
+    pub freq_scale: f32,
+    /// `(q_norm, k_norm)`: weights of the per-head RMS norms applied to Q
+    /// and K before RoPE (qwen3, gemma3).
+    pub qk_norm: Option<(WeightId, WeightId)>,
+    /// Multiplier of `q·k` before the softmax. `None`: `1/sqrt(head_dim)`
+    /// inside the attention op. `Some(s)`: Q is scaled by `s` as a node
+    /// of its own first, then attention runs with scale 1 (llama.cpp's
+    /// order for gemma).
+    pub q_scale: Option<f32>,
+    /// Keys a query sees: 0 for all of its window, `n` for the last `n`
+    /// positions up to and including its own.
+    pub sliding_window: u32,
+}
+
+impl AttnOptions {
+    /// Llama's attention: RoPE of `style` at the model's base, no Q/K
+    /// norms, scale `1/sqrt(head_dim)`, full causal window.
+    pub fn plain(hp: &HParams, style: RopeStyle) -> Self {
+        AttnOptions {
+            rope: style,
+            freq_base: hp.rope_freq_base,
+            freq_scale: hp.rope_freq_scale,
+            qk_norm: None,
+            q_scale: None,
+            sliding_window: 0,
+        }
+    }
+}
+
+/// RMS norm of each head of `x` (`[n_head * head_dim, rows]`) with the
+/// per-head weight `weight` (`[head_dim]`).
+pub fn head_norm(
+    b: &mut GraphBuilder,
+    name: &str,
+    x: NodeId,
+    n_head: usize,
+    weight: WeightId,
+    eps: f32,
+) -> GraphResult<NodeId> {
+    let [width, rows] = b.shape(x);
+    let head_dim = width / n_head.max(1);
+    let heads = b.reshape(format!("{name}_heads"), x, [head_dim, n_head * rows])?;
+    let h = norm(b, name, heads, weight, eps)?;
+    b.reshape(format!("{name}_rows"), h, [width, rows])
+}
+
 /// Self-attention of block `l` over its normed input `h`: Q/K/V
-/// projections (with biases where the model has them), RoPE on Q and K,
-/// K and V stored into the layer's cache cells, attention with scale
-/// `1/sqrt(head_dim)`, and the output projection. Returns the block's
-/// contribution to the residual stream.
+/// projections (with biases where the model has them), the per-head Q/K
+/// norms the options name, RoPE on Q and K, K and V stored into the
+/// layer's cache cells, attention, and the output projection. Returns the
+/// block's contribution to the residual stream.
 pub fn attention_block(
     b: &mut GraphBuilder,
     hp: &HParams,
     l: usize,
     t: &LayerTensors,
     h: NodeId,
-    style: RopeStyle,
+    opts: &AttnOptions,
 ) -> GraphResult<NodeId> {
     let n = |s: &str| format!("blk.{l}.{s}");
-    let q = proj(b, n("attn_q"), t.wq, t.bq, h)?;
-    let k = proj(b, n("attn_k"), t.wk, t.bk, h)?;
+    let mut q = proj(b, n("attn_q"), t.wq, t.bq, h)?;
+    let mut k = proj(b, n("attn_k"), t.wk, t.bk, h)?;
     let v = proj(b, n("attn_v"), t.wv, t.bv, h)?;
+    if let Some((qn, kn)) = opts.qk_norm {
+        q = head_norm(b, &n("attn_q_norm"), q, hp.n_head, qn, hp.rms_eps)?;
+        k = head_norm(b, &n("attn_k_norm"), k, hp.n_head_kv, kn, hp.rms_eps)?;
+    }
     let rope = |n_head| RopeParams {
-        style,
+        style: opts.rope,
         n_head,
         head_dim: hp.head_dim,
         n_rot: hp.n_rot,
-        freq_base: hp.rope_freq_base,
-        freq_scale: hp.rope_freq_scale,
+        freq_base: opts.freq_base,
+        freq_scale: opts.freq_scale,
     };
-    let q = b.rope(n("q_rope"), q, rope(hp.n_head))?;
+    let mut q = b.rope(n("q_rope"), q, rope(hp.n_head))?;
     let k = b.rope(n("k_rope"), k, rope(hp.n_head_kv))?;
+    let scale = match opts.q_scale {
+        Some(s) => {
+            q = b.scale(n("q_scaled"), q, s)?;
+            1.0
+        }
+        None => 1.0 / (hp.head_dim as f32).sqrt(),
+    };
     let k_stored = b.kv_store(n("k_store"), k, l, KvKind::K)?;
     let v_stored = b.kv_store(n("v_store"), v, l, KvKind::V)?;
     let a = b.attention(
@@ -218,7 +304,8 @@ pub fn attention_block(
             n_head: hp.n_head,
             n_head_kv: hp.n_head_kv,
             head_dim: hp.head_dim,
-            scale: 1.0 / (hp.head_dim as f32).sqrt(),
+            scale,
+            sliding_window: opts.sliding_window,
         },
     )?;
     let wo = b.weight(t.wo);
@@ -243,6 +330,23 @@ pub fn ffn_swiglu(
     b.mat_mul(n("ffn_down"), down, act)
 }
 
+/// The GeGLU FFN of block `l` on its normed input `h`:
+/// `down × (gelu(gate × h) * (up × h))`, GELU with the tanh approximation
+/// (gemma).
+pub fn ffn_geglu(
+    b: &mut GraphBuilder,
+    l: usize,
+    t: &LayerTensors,
+    h: NodeId,
+) -> GraphResult<NodeId> {
+    let n = |s: &str| format!("blk.{l}.{s}");
+    let up = proj(b, n("ffn_up"), t.ffn_up, None, h)?;
+    let gate = proj(b, n("ffn_gate"), t.ffn_gate, None, h)?;
+    let act = b.geglu(n("ffn_geglu"), gate, up)?;
+    let down = b.weight(t.ffn_down);
+    b.mat_mul(n("ffn_down"), down, act)
+}
+
 /// The pre-norm decoder stack shared by the llama family: per layer,
 /// RMS norm → attention → residual, RMS norm → SwiGLU FFN → residual; then
 /// the final norm and LM head. The last layer's FFN runs only on the rows
@@ -254,12 +358,13 @@ pub fn pre_norm_decoder(
     t: &ModelTensors,
     rope: RopeStyle,
 ) -> GraphResult<NodeId> {
+    let opts = AttnOptions::plain(hp, rope);
     let mut x = embed(b, t)?;
     let last = t.layers.len() - 1;
     for (l, lt) in t.layers.iter().enumerate() {
         let n = |s: &str| format!("blk.{l}.{s}");
         let h = norm(b, &n("attn_norm"), x, lt.attn_norm, hp.rms_eps)?;
-        let a = attention_block(b, hp, l, lt, h, rope)?;
+        let a = attention_block(b, hp, l, lt, h, &opts)?;
         x = b.add(n("attn_residual"), x, a)?;
         if l == last {
             x = b.select_outputs("out_rows", x)?;

@@ -1,15 +1,19 @@
 //! Model architectures for minfer. Each architecture lives in its own
-//! folder (`qwen2/`, `llama/`) and is a short graph builder over the
-//! shared blocks of [`layers`]; [`Model`] reads hyperparameters and
-//! weights from a GGUF file and picks the builder.
+//! folder (`qwen2/`, `llama/`, `qwen3/`, `gemma3/`) and is a short graph
+//! builder over the shared blocks of [`layers`], registered by one line in
+//! the registry; [`Model`] reads hyperparameters and weights from a GGUF
+//! file and picks the builder by `general.architecture`.
 
 mod arch;
 mod error;
+mod gemma3;
 mod hparams;
 pub mod layers;
 mod llama;
 mod model;
 mod qwen2;
+mod qwen3;
+mod registry;
 pub mod testing;
 
 pub use arch::Arch;

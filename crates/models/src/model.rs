@@ -11,7 +11,7 @@ use crate::arch::Arch;
 use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
 use crate::layers::ModelTensors;
-use crate::{llama, qwen2};
+use crate::registry::{self, Forward, LoadCx};
 
 /// A loaded model. Immutable once loaded, so one model can be shared by
 /// several engines (`Arc<Model>`).
@@ -20,7 +20,7 @@ pub struct Model {
     pub hparams: HParams,
     /// Every tensor of the file, by handle; graphs are built over it.
     pub weights: WeightStore,
-    tensors: ModelTensors,
+    forward: Box<dyn Forward>,
     file: Arc<GgufFile>,
 }
 
@@ -58,14 +58,22 @@ impl Model {
         let arch = Arch::from_name(arch_name)?;
         let hparams = HParams::from_gguf(&file, arch)?;
         let weights = WeightStore::from_gguf(Arc::clone(&file))?;
-        let tensors = match arch {
-            Arch::Qwen2 => qwen2::tensors(&weights, &hparams)?,
-            Arch::Llama => llama::tensors(&weights, &hparams)?,
-        };
+        let family = registry::family(arch.name()).ok_or_else(|| {
+            // `Arch::from_name` only answers names of the registry.
+            ModelError::UnknownArchitecture {
+                name: arch_name.to_string(),
+                supported: Arch::all().map(Arch::name).collect::<Vec<_>>().join(", "),
+            }
+        })?;
+        let forward = (family.load)(&LoadCx {
+            file: &file,
+            weights: &weights,
+            hparams: &hparams,
+        })?;
         Ok(Model {
             hparams,
             weights,
-            tensors,
+            forward,
             file,
         })
     }
@@ -89,12 +97,13 @@ impl Model {
     /// The tensors of the forward pass, resolved to weight handles (for
     /// tools that build partial graphs with [`crate::layers`]).
     pub fn tensors(&self) -> &ModelTensors {
-        &self.tensors
+        self.forward.tensors()
     }
 
     /// Whether the LM head reuses the token embeddings.
     pub fn tied_embeddings(&self) -> bool {
-        self.tensors.output == self.tensors.token_embd
+        let t = self.forward.tensors();
+        t.output == t.token_embd
     }
 
     /// Describes the forward pass for the builder's params and returns
@@ -117,9 +126,6 @@ impl Model {
                 ),
             });
         }
-        match self.hparams.arch {
-            Arch::Qwen2 => qwen2::build(b, &self.hparams, &self.tensors),
-            Arch::Llama => llama::build(b, &self.hparams, &self.tensors),
-        }
+        self.forward.build(b, &self.hparams)
     }
 }

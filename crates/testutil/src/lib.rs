@@ -15,6 +15,16 @@ use std::path::PathBuf;
 pub const QWEN: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 /// File name of the SmolLM2-135M-Instruct Q4_1 model in the store.
 pub const SMOLLM: &str = "smollm2-135m-instruct-q4_1.gguf";
+/// File name of the Qwen2.5-Coder-1.5B-Instruct Q4_K_M model in the store.
+pub const QWEN_1_5B: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+/// File name of the Gemma-3-270M Q4_K_M model in the store.
+pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
+
+/// A small model the repository carries itself (`tests/models/<file>`),
+/// such as the random-weight qwen3 model for architecture tests.
+pub fn repo_model(file: &str) -> PathBuf {
+    workspace_root().join("tests").join("models").join(file)
+}
 
 /// The model store directory, following the same rule as the binary:
 /// `$MINFER_HOME/models`, by default `~/.cache/minfer/models`.

@@ -14,8 +14,10 @@ pub enum TextError {
     MissingKey(&'static str),
 
     /// `tokenizer.ggml.model` names a tokenizer family this crate does not
-    /// implement (only byte-level BPE, `gpt2`, is supported).
-    #[error("unsupported tokenizer model `{0}` (only byte-level BPE `gpt2` is supported)")]
+    /// implement (byte-level BPE `gpt2` and SentencePiece `llama` are).
+    #[error(
+        "unsupported tokenizer model `{0}` (supported: byte-level BPE `gpt2`, SentencePiece `llama`)"
+    )]
     UnsupportedModel(String),
 
     /// A metadata array has an element of the wrong type or a wrong length.

@@ -1,5 +1,6 @@
-//! Text in and out of a model: the byte-level BPE tokenizer described by a
-//! GGUF file's metadata, and the model's chat template.
+//! Text in and out of a model: the tokenizer described by a GGUF file's
+//! metadata (byte-level BPE or SentencePiece), and the model's chat
+//! template.
 //!
 //! Both follow llama.cpp, the reference this project is tested against:
 //! [`Tokenizer::encode`] yields the ids `llama_tokenize` yields for the
@@ -9,8 +10,9 @@
 //!
 //! # Choices worth knowing
 //!
-//! - Only `tokenizer.ggml.model == "gpt2"` (byte-level BPE) is supported.
-//!   Other models are a [`TextError::UnsupportedModel`].
+//! - `tokenizer.ggml.model` `gpt2` (byte-level BPE) and `llama`
+//!   (SentencePiece, as llama.cpp's `llm_tokenizer_spm`) are supported.
+//!   Other models are a [`TextError::UnsupportedModel`] naming them.
 //! - Pre-tokenizers (`tokenizer.ggml.pre`): the GPT-2, Llama 3, Qwen 2,
 //!   Qwen 3.5 and StarCoder/SmolLM families and llama.cpp's `default`. An
 //!   unknown or missing name falls back to `default` and records a warning
@@ -39,6 +41,7 @@ mod fxhash;
 mod partition;
 mod pretok;
 mod pyjson;
+mod spm;
 mod strftime;
 mod template;
 mod tokenizer;

@@ -1,21 +1,33 @@
-//! The public tokenizer: text ↔ token ids for byte-level BPE vocabularies.
+//! The public tokenizer: text ↔ token ids for byte-level BPE and
+//! SentencePiece vocabularies.
 
 use minfer_gguf::Metadata;
 
 use crate::bpe::Merges;
 use crate::bytes;
 use crate::partition::{Fragment, SpecialTokens};
-use crate::vocab::{attr, SpecialIds, Vocab};
+use crate::spm::{self, Spm};
+use crate::vocab::{attr, SpecialIds, Vocab, VocabKind};
 use crate::TextError;
 
 const KEY_MERGES: &str = "tokenizer.ggml.merges";
 
-/// A byte-level BPE tokenizer that reproduces llama.cpp's `llama_tokenize`
-/// and `llama_token_to_piece` for the same GGUF file.
+/// How text fragments become tokens.
+#[derive(Clone, Debug)]
+enum Model {
+    /// Byte-level BPE: pre-tokenizer splits, then merge rules.
+    Bpe(Box<Merges>),
+    /// SentencePiece: score-ordered merges with byte fallback.
+    Spm(Spm),
+}
+
+/// A tokenizer (byte-level BPE or SentencePiece) that reproduces
+/// llama.cpp's `llama_tokenize` and `llama_token_to_piece` for the same
+/// GGUF file.
 #[derive(Clone, Debug)]
 pub struct Tokenizer {
     vocab: Vocab,
-    merges: Merges,
+    model: Model,
     specials: SpecialTokens,
     /// Per token, its bytes as rendered with `special = true`.
     pieces: Vec<Box<[u8]>>,
@@ -24,34 +36,33 @@ pub struct Tokenizer {
 impl Tokenizer {
     /// Builds the tokenizer from a model's metadata.
     ///
-    /// Only `tokenizer.ggml.model == "gpt2"` (byte-level BPE) is supported;
-    /// any other model is [`TextError::UnsupportedModel`]. An unknown or
+    /// `tokenizer.ggml.model` `gpt2` (byte-level BPE) and `llama`
+    /// (SentencePiece) are supported; any other model is
+    /// [`TextError::UnsupportedModel`] naming it. For BPE, an unknown or
     /// missing `tokenizer.ggml.pre` is not an error: llama.cpp's `default`
     /// pre-tokenizer is used and a warning is recorded in
     /// [`warnings`](Self::warnings).
     pub fn from_gguf(md: &Metadata) -> Result<Tokenizer, TextError> {
         let v = Vocab::from_gguf(md)?;
-        let merges = md
-            .get_array(KEY_MERGES)?
-            .ok_or(TextError::MissingKey(KEY_MERGES))?;
-        let mut lines = Vec::with_capacity(merges.items.len());
-        for (i, item) in merges.items.iter().enumerate() {
-            lines.push(item.as_str().ok_or_else(|| TextError::BadMetadata {
-                key: KEY_MERGES,
-                reason: format!("element {i} is {}, not a string", item.type_name()),
-            })?);
-        }
-        let merges = Merges::new(&v.texts, &v.token_ids, lines.iter().copied());
+        let model = match v.kind {
+            VocabKind::Bpe => Model::Bpe(Box::new(read_merges(md, &v)?)),
+            VocabKind::Spm => Model::Spm(Spm::new(
+                &v.texts,
+                &v.token_ids,
+                v.scores.clone(),
+                v.special.unk,
+            )),
+        };
         let specials = SpecialTokens::new(&v.texts, &v.attrs);
         let pieces = v
             .texts
             .iter()
             .zip(&v.attrs)
-            .map(|(t, &a)| render_piece(t, a).into_boxed_slice())
+            .map(|(t, &a)| render_piece(v.kind, t, a).into_boxed_slice())
             .collect();
         Ok(Tokenizer {
             vocab: v,
-            merges,
+            model,
             specials,
             pieces,
         })
@@ -84,21 +95,37 @@ impl Tokenizer {
             out.extend(v.special.bos);
         }
         let mut word_buf = Vec::new();
+        let mut escaped = String::new();
+        // SentencePiece puts a space in front of the text and after every
+        // special token (llama.cpp's `is_prev_special`, true at the start).
+        let mut prev_special = true;
         for frag in self.specials.partition(text, &v.texts, parse_special) {
             match frag {
-                Fragment::Token(id) => out.push(id),
+                Fragment::Token(id) => {
+                    out.push(id);
+                    prev_special = true;
+                }
                 Fragment::Text(start, end) => {
                     let t = &text[start..end];
-                    for range in v.pre.split(t) {
-                        word_buf.clear();
-                        word_buf.extend_from_slice(&t.as_bytes()[range]);
-                        self.merges.encode_word(
-                            &word_buf,
-                            v.pre.ignore_merges,
-                            &v.token_ids,
-                            &mut out,
-                        );
+                    match &self.model {
+                        Model::Bpe(merges) => {
+                            for range in v.pre.split(t) {
+                                word_buf.clear();
+                                word_buf.extend_from_slice(&t.as_bytes()[range]);
+                                merges.encode_word(
+                                    &word_buf,
+                                    v.pre.ignore_merges,
+                                    &v.token_ids,
+                                    &mut out,
+                                );
+                            }
+                        }
+                        Model::Spm(s) => {
+                            spm::escape(t, v.add_space_prefix && prev_special, &mut escaped);
+                            s.encode_fragment(&escaped, &v.token_ids, &mut out);
+                        }
                     }
+                    prev_special = false;
                 }
             }
         }
@@ -141,9 +168,22 @@ impl Tokenizer {
         self.vocab.texts.len()
     }
 
-    /// Number of BPE merge rules.
+    /// Number of BPE merge rules (0 for SentencePiece, which merges by
+    /// token scores).
     pub fn n_merges(&self) -> usize {
-        self.merges.len()
+        match &self.model {
+            Model::Bpe(m) => m.len(),
+            Model::Spm(_) => 0,
+        }
+    }
+
+    /// The tokenizer family: `gpt2` (byte-level BPE) or `llama`
+    /// (SentencePiece), as `tokenizer.ggml.model` names it.
+    pub fn model_name(&self) -> &'static str {
+        match self.vocab.kind {
+            VocabKind::Bpe => "gpt2",
+            VocabKind::Spm => "llama",
+        }
     }
 
     /// The vocabulary text of a token (in the byte-mapped alphabet for
@@ -217,12 +257,30 @@ impl Tokenizer {
     }
 }
 
+/// The merge rules of a byte-level BPE vocabulary.
+fn read_merges(md: &Metadata, v: &Vocab) -> Result<Merges, TextError> {
+    let merges = md
+        .get_array(KEY_MERGES)?
+        .ok_or(TextError::MissingKey(KEY_MERGES))?;
+    let mut lines = Vec::with_capacity(merges.items.len());
+    for (i, item) in merges.items.iter().enumerate() {
+        lines.push(item.as_str().ok_or_else(|| TextError::BadMetadata {
+            key: KEY_MERGES,
+            reason: format!("element {i} is {}, not a string", item.type_name()),
+        })?);
+    }
+    Ok(Merges::new(&v.texts, &v.token_ids, lines.iter().copied()))
+}
+
 /// The bytes llama.cpp's piece cache holds for one token.
-fn render_piece(text: &str, a: u8) -> Vec<u8> {
+fn render_piece(kind: VocabKind, text: &str, a: u8) -> Vec<u8> {
     if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
         text.as_bytes().to_vec()
     } else if a & attr::NORMAL != 0 {
-        bytes::decode_text(text)
+        match kind {
+            VocabKind::Bpe => bytes::decode_text(text),
+            VocabKind::Spm => spm::unescape(text),
+        }
     } else if a & attr::BYTE != 0 {
         byte_token(text).map_or_else(|| bytes::decode_text(text), |b| vec![b])
     } else {

@@ -53,9 +53,24 @@ pub struct SpecialIds {
     pub fim_sep: Option<u32>,
 }
 
+/// The tokenizer family of a vocabulary (`tokenizer.ggml.model`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VocabKind {
+    /// `gpt2`: byte-level BPE with merge rules.
+    Bpe,
+    /// `llama`: SentencePiece with scores and byte-fallback tokens.
+    Spm,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Vocab {
+    pub kind: VocabKind,
     pub texts: Vec<String>,
+    /// Per token, its SentencePiece score (empty for BPE).
+    pub scores: Vec<f32>,
+    /// SentencePiece: a space is put in front of the text and after each
+    /// special token (`tokenizer.ggml.add_space_prefix`, default on).
+    pub add_space_prefix: bool,
     pub attrs: Vec<u8>,
     /// Text → id; for duplicate texts the last id wins, as in llama.cpp.
     pub token_ids: FxHashMap<String, u32>,
@@ -72,6 +87,7 @@ const KEY_MODEL: &str = "tokenizer.ggml.model";
 const KEY_PRE: &str = "tokenizer.ggml.pre";
 const KEY_TOKENS: &str = "tokenizer.ggml.tokens";
 const KEY_TYPES: &str = "tokenizer.ggml.token_type";
+const KEY_SCORES: &str = "tokenizer.ggml.scores";
 
 /// Texts that llama.cpp treats as end-of-generation whatever their id.
 const EOG_TEXTS: &[&str] = &[
@@ -162,32 +178,73 @@ type Slot = fn(&mut SpecialIds) -> &mut Option<u32>;
 /// Tokens llama.cpp always renders as text (gpt-oss's structural markers).
 const FORCED_USER_DEFINED: &[&str] = &["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"];
 
+/// The pre-tokenizer `tokenizer.ggml.pre` names (BPE only: SentencePiece
+/// splits nothing before merging); an unknown or missing name falls back
+/// to `default` with a warning.
+fn pre_tokenizer(
+    md: &Metadata,
+    kind: VocabKind,
+    warnings: &mut Vec<String>,
+) -> Result<PreTokenizer, TextError> {
+    let pre = match md.get_str(KEY_PRE)? {
+        // SentencePiece splits nothing before merging.
+        _ if kind == VocabKind::Spm => PreTokenizer::fallback(),
+        None => {
+            warnings.push(format!(
+                "`{KEY_PRE}` is missing; using the `default` pre-tokenizer \
+                 (tokenization may differ from the model's own)"
+            ));
+            PreTokenizer::fallback()
+        }
+        Some(name) => PreTokenizer::by_name(name).unwrap_or_else(|| {
+            warnings.push(format!(
+                "unknown pre-tokenizer `{name}`; using the `default` pre-tokenizer \
+                 (tokenization may differ from the model's own)"
+            ));
+            PreTokenizer::fallback()
+        }),
+    };
+    Ok(pre)
+}
+
+/// The SentencePiece scores, one per token.
+fn read_scores(md: &Metadata, n: usize) -> Result<Vec<f32>, TextError> {
+    let Some(arr) = md.get_array(KEY_SCORES)? else {
+        return Ok(vec![0.0; n]);
+    };
+    if arr.items.len() < n {
+        return Err(TextError::BadMetadata {
+            key: KEY_SCORES,
+            reason: format!("{} scores for {n} tokens", arr.items.len()),
+        });
+    }
+    arr.items[..n]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.as_f64()
+                .map(|s| s as f32)
+                .ok_or_else(|| TextError::BadMetadata {
+                    key: KEY_SCORES,
+                    reason: format!("element {i} is {}, not a number", v.type_name()),
+                })
+        })
+        .collect()
+}
+
 impl Vocab {
     pub fn from_gguf(md: &Metadata) -> Result<Vocab, TextError> {
         let model = md
             .get_str(KEY_MODEL)?
             .ok_or(TextError::MissingKey(KEY_MODEL))?;
-        if model != "gpt2" {
-            return Err(TextError::UnsupportedModel(model.to_string()));
-        }
+        let kind = match model {
+            "gpt2" => VocabKind::Bpe,
+            "llama" => VocabKind::Spm,
+            other => return Err(TextError::UnsupportedModel(other.to_string())),
+        };
         let mut warnings = Vec::new();
 
-        let pre = match md.get_str(KEY_PRE)? {
-            None => {
-                warnings.push(format!(
-                    "`{KEY_PRE}` is missing; using the `default` pre-tokenizer \
-                     (tokenization may differ from the model's own)"
-                ));
-                PreTokenizer::fallback()
-            }
-            Some(name) => PreTokenizer::by_name(name).unwrap_or_else(|| {
-                warnings.push(format!(
-                    "unknown pre-tokenizer `{name}`; using the `default` pre-tokenizer \
-                     (tokenization may differ from the model's own)"
-                ));
-                PreTokenizer::fallback()
-            }),
-        };
+        let pre = pre_tokenizer(md, kind, &mut warnings)?;
 
         let tokens = md
             .get_array(KEY_TOKENS)?
@@ -242,12 +299,21 @@ impl Vocab {
             .map(|(i, t)| (t.clone(), i as u32))
             .collect();
 
+        let scores = match kind {
+            VocabKind::Bpe => Vec::new(),
+            VocabKind::Spm => read_scores(md, n)?,
+        };
         let mut v = Vocab {
+            kind,
             texts,
+            scores,
+            add_space_prefix: md
+                .get_bool("tokenizer.ggml.add_space_prefix")?
+                .unwrap_or(true),
             attrs,
             token_ids,
             special: SpecialIds::default(),
-            add_bos: pre.add_bos_default,
+            add_bos: kind == VocabKind::Spm || pre.add_bos_default,
             add_eos: false,
             eog: Vec::new(),
             pre,
@@ -275,10 +341,20 @@ impl Vocab {
 
     fn read_special_ids(&mut self, md: &Metadata) -> Result<(), TextError> {
         let n = self.texts.len() as u64;
-        // llama.cpp's defaults for byte-level BPE vocabularies.
-        let default = if n > 11 { Some(11) } else { None };
-        self.special.bos = default;
-        self.special.eos = default;
+        let id = |i: u64| (i < n).then_some(i as u32);
+        // llama.cpp's defaults: BOS 1, EOS 2, UNK 0 for SentencePiece,
+        // 11 for both ends for byte-level BPE.
+        match self.kind {
+            VocabKind::Spm => {
+                self.special.bos = id(1);
+                self.special.eos = id(2);
+                self.special.unk = id(0);
+            }
+            VocabKind::Bpe => {
+                self.special.bos = id(11);
+                self.special.eos = self.special.bos;
+            }
+        }
         let keys: [(&str, Slot); 17] = [
             ("bos_token_id", |s| &mut s.bos),
             ("eos_token_id", |s| &mut s.eos),

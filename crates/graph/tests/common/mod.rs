@@ -183,6 +183,7 @@ pub fn build(b: &mut GraphBuilder, hp: &Hp) -> Result<NodeId> {
                 n_head_kv: hp.n_head_kv,
                 head_dim: hp.head_dim,
                 scale: 1.0 / (hp.head_dim as f32).sqrt(),
+                sliding_window: 0,
             },
         )?;
         let wo = wt(b, "attn_output.weight")?;
@@ -263,6 +264,7 @@ impl SeqInputs {
             window_offsets: &self.offsets,
             window_cells: &self.window,
             out_ids: &self.out_ids,
+            ..StepInputs::default()
         }
     }
 }

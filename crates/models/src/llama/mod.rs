@@ -2,15 +2,26 @@
 //! RoPE on adjacent pairs, optional q/k/v biases. Without `output.weight`
 //! the embeddings are tied and the LM head is `token_embd.weight`.
 
-use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle, WeightStore};
+use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle};
 
 use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
 use crate::layers::{self, Biases, ModelTensors};
+use crate::registry::{Family, Forward, LoadCx};
+
+/// The registry entry.
+pub(crate) const FAMILY: Family = Family {
+    name: "llama",
+    load,
+};
+
+#[derive(Debug)]
+struct Llama(ModelTensors);
 
 /// Resolves llama's tensors. Llama-3 style RoPE frequency factors and
 /// mixture-of-experts layers change the math and are refused by name.
-pub(crate) fn tensors(store: &WeightStore, hp: &HParams) -> Result<ModelTensors> {
+fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
+    let store = cx.weights;
     if store.get("rope_freqs.weight").is_some() {
         return Err(ModelError::Unsupported(
             "per-dimension RoPE frequency factors (rope_freqs.weight)".into(),
@@ -21,10 +32,16 @@ pub(crate) fn tensors(store: &WeightStore, hp: &HParams) -> Result<ModelTensors>
             "mixture-of-experts layers (blk.0.ffn_gate_inp.weight)".into(),
         ));
     }
-    layers::resolve_tensors(store, hp, Biases::Optional)
+    let t = layers::resolve_tensors(store, cx.hparams, Biases::Optional)?;
+    Ok(Box::new(Llama(t)))
 }
 
-/// The forward pass; returns logits `[n_vocab, n_out]`.
-pub(crate) fn build(b: &mut GraphBuilder, hp: &HParams, t: &ModelTensors) -> GraphResult<NodeId> {
-    layers::pre_norm_decoder(b, hp, t, RopeStyle::Normal)
+impl Forward for Llama {
+    fn tensors(&self) -> &ModelTensors {
+        &self.0
+    }
+
+    fn build(&self, b: &mut GraphBuilder, hp: &HParams) -> GraphResult<NodeId> {
+        layers::pre_norm_decoder(b, hp, &self.0, RopeStyle::Normal)
+    }
 }

@@ -2,18 +2,34 @@
 //! projections and NeoX-style RoPE (rotating the two halves of each head).
 //! The LM head is `output.weight`, or the token embeddings when tied.
 
-use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle, WeightStore};
+use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle};
 
 use crate::error::Result;
 use crate::hparams::HParams;
 use crate::layers::{self, Biases, ModelTensors};
+use crate::registry::{Family, Forward, LoadCx};
+
+/// The registry entry.
+pub(crate) const FAMILY: Family = Family {
+    name: "qwen2",
+    load,
+};
+
+#[derive(Debug)]
+struct Qwen2(ModelTensors);
 
 /// Resolves qwen2's tensors; the q/k/v biases are required.
-pub(crate) fn tensors(store: &WeightStore, hp: &HParams) -> Result<ModelTensors> {
-    layers::resolve_tensors(store, hp, Biases::Required)
+fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
+    let t = layers::resolve_tensors(cx.weights, cx.hparams, Biases::Required)?;
+    Ok(Box::new(Qwen2(t)))
 }
 
-/// The forward pass; returns logits `[n_vocab, n_out]`.
-pub(crate) fn build(b: &mut GraphBuilder, hp: &HParams, t: &ModelTensors) -> GraphResult<NodeId> {
-    layers::pre_norm_decoder(b, hp, t, RopeStyle::Neox)
+impl Forward for Qwen2 {
+    fn tensors(&self) -> &ModelTensors {
+        &self.0
+    }
+
+    fn build(&self, b: &mut GraphBuilder, hp: &HParams) -> GraphResult<NodeId> {
+        layers::pre_norm_decoder(b, hp, &self.0, RopeStyle::Neox)
+    }
 }

@@ -322,6 +322,124 @@ pub fn attention(
     scratch: &mut AttnScratch,
     out: &mut [f32],
 ) -> Result<()> {
+    attend(q, k, v, offsets, cells, None, p, pool, scratch, out)
+}
+
+/// The windows of a sliding-window attention call: each query's cells
+/// (as for [`attention`]) with the position of every cell and of every
+/// query.
+#[derive(Clone, Copy, Debug)]
+pub struct Windows<'a> {
+    /// `n_tokens + 1` offsets into `cells`.
+    pub offsets: &'a [i32],
+    /// Every query's window, concatenated, each ordered by position.
+    pub cells: &'a [i32],
+    /// The position of each query, `n_tokens` values.
+    pub query_pos: &'a [i32],
+    /// The position of each cell of `cells` (parallel to it).
+    pub cell_pos: &'a [i32],
+}
+
+/// [`attention`] where query `t` at position `p_t` reads only the cells of
+/// its window at positions `> p_t - p.sliding_window`: the most recent
+/// `sliding_window` positions, its own included (llama.cpp's standard
+/// sliding window). Windows are ordered by position, so this is a suffix
+/// of each window; cells before it are never read.
+///
+/// # Errors
+/// As [`attention`], and [`GraphError::BadInput`] when the positions do
+/// not match the windows or a window is not ordered by position.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_sliding(
+    q: &[f32],
+    k: &KvRegion,
+    v: &KvRegion,
+    w: &Windows,
+    p: &AttnParams,
+    pool: &ThreadPool,
+    scratch: &mut AttnScratch,
+    out: &mut [f32],
+) -> Result<()> {
+    let n_tok = w.offsets.len().saturating_sub(1);
+    if w.query_pos.len() < n_tok || w.cell_pos.len() < w.cells.len() {
+        return Err(GraphError::BadInput {
+            what: "sliding-window positions",
+            msg: format!(
+                "{} query positions for {n_tok} queries, {} cell positions for {} cells",
+                w.query_pos.len(),
+                w.cell_pos.len(),
+                w.cells.len()
+            ),
+        });
+    }
+    for t in 0..n_tok {
+        // Offsets out of range are refused by the validation of `attend`.
+        let (Ok(from), Ok(to)) = (
+            usize::try_from(w.offsets[t]),
+            usize::try_from(w.offsets[t + 1]),
+        ) else {
+            continue;
+        };
+        let ordered = w
+            .cell_pos
+            .get(from..to)
+            .is_none_or(|ps| ps.windows(2).all(|pair| pair[0] <= pair[1]));
+        if !ordered {
+            return Err(GraphError::BadInput {
+                what: "sliding-window positions",
+                msg: format!("the window of query {t} is not ordered by position"),
+            });
+        }
+    }
+    let sliding = Sliding {
+        query_pos: w.query_pos,
+        cell_pos: w.cell_pos,
+        size: i64::from(p.sliding_window),
+    };
+    attend(
+        q,
+        k,
+        v,
+        w.offsets,
+        w.cells,
+        Some(sliding),
+        p,
+        pool,
+        scratch,
+        out,
+    )
+}
+
+/// Positions that cut each window to its sliding suffix.
+#[derive(Clone, Copy)]
+struct Sliding<'a> {
+    query_pos: &'a [i32],
+    cell_pos: &'a [i32],
+    size: i64,
+}
+
+impl Sliding<'_> {
+    /// Index in `cells` where token `t`'s sliding window starts, given its
+    /// full window `cells[from..to]`.
+    fn start(&self, t: usize, from: usize, to: usize) -> usize {
+        let qp = i64::from(self.query_pos[t]);
+        from + self.cell_pos[from..to].partition_point(|&kp| qp - i64::from(kp) >= self.size)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn attend(
+    q: &[f32],
+    k: &KvRegion,
+    v: &KvRegion,
+    offsets: &[i32],
+    cells: &[i32],
+    sliding: Option<Sliding>,
+    p: &AttnParams,
+    pool: &ThreadPool,
+    scratch: &mut AttnScratch,
+    out: &mut [f32],
+) -> Result<()> {
     let longest = validate(q.len(), out.len(), k, v, offsets, cells, p)?;
     if scratch.bufs.len() < pool.n_threads()
         || longest > scratch.n_ctx
@@ -366,7 +484,9 @@ pub fn attention(
             let t = pair / p.n_head;
             let h = pair % p.n_head;
             // Validated: offsets are non-negative, ordered and within `cells`.
-            let window = &cells[offsets[t] as usize..offsets[t + 1] as usize];
+            let (from, to) = (offsets[t] as usize, offsets[t + 1] as usize);
+            let from = sliding.map_or(from, |s| s.start(t, from, to));
+            let window = &cells[from..to];
             let qh = &q[pair * hd..(pair + 1) * hd];
             // SAFETY: pair `(t, h)` owns `out[pair * hd..(pair + 1) * hd]`,
             // inside `out` (its length equals `q`'s, checked), and each

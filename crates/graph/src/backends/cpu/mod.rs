@@ -11,10 +11,10 @@ mod elementwise;
 mod get_rows;
 mod rope;
 
-pub use attention::{attention, kv_store, AttnScratch};
+pub use attention::{attention, attention_sliding, kv_store, AttnScratch, Windows};
 pub use elementwise::{
-    add_inplace, mul_inplace, rms_norm, scale_inplace, silu_inplace, softmax_inplace,
-    swiglu_inplace,
+    add_inplace, geglu_inplace, gelu_tanh, mul_inplace, rms_norm, scale_inplace, silu_inplace,
+    softmax_inplace, swiglu_inplace, tanh_inplace,
 };
 pub use get_rows::get_rows;
 pub use rope::rope_inplace;

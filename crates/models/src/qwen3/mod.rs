@@ -1,0 +1,60 @@
+//! Qwen3: the qwen2 decoder without q/k/v biases and with an RMS norm on
+//! each head of Q and K before RoPE (NeoX style). Head size comes from
+//! `attention.key_length`, so it need not be `d_model / n_head`. Without
+//! `output.weight` the LM head is the token embeddings.
+
+use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle, WeightId};
+
+use crate::error::Result;
+use crate::hparams::HParams;
+use crate::layers::{self, AttnOptions, Biases, ModelTensors};
+use crate::registry::{Family, Forward, LoadCx};
+
+/// The registry entry.
+pub(crate) const FAMILY: Family = Family {
+    name: "qwen3",
+    load,
+};
+
+#[derive(Debug)]
+struct Qwen3 {
+    t: ModelTensors,
+    /// Per layer: `(attn_q_norm, attn_k_norm)`, `[head_dim]` each.
+    qk_norms: Vec<(WeightId, WeightId)>,
+}
+
+fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
+    let hp = cx.hparams;
+    let t = layers::resolve_tensors(cx.weights, hp, Biases::Optional)?;
+    let qk_norms = layers::resolve_qk_norms(cx.weights, hp)?;
+    Ok(Box::new(Qwen3 { t, qk_norms }))
+}
+
+impl Forward for Qwen3 {
+    fn tensors(&self) -> &ModelTensors {
+        &self.t
+    }
+
+    fn build(&self, b: &mut GraphBuilder, hp: &HParams) -> GraphResult<NodeId> {
+        let t = &self.t;
+        let mut x = layers::embed(b, t)?;
+        let last = t.layers.len() - 1;
+        for (l, lt) in t.layers.iter().enumerate() {
+            let n = |s: &str| format!("blk.{l}.{s}");
+            let opts = AttnOptions {
+                qk_norm: Some(self.qk_norms[l]),
+                ..AttnOptions::plain(hp, RopeStyle::Neox)
+            };
+            let h = layers::norm(b, &n("attn_norm"), x, lt.attn_norm, hp.rms_eps)?;
+            let a = layers::attention_block(b, hp, l, lt, h, &opts)?;
+            x = b.add(n("attn_residual"), x, a)?;
+            if l == last {
+                x = b.select_outputs("out_rows", x)?;
+            }
+            let h = layers::norm(b, &n("ffn_norm"), x, lt.ffn_norm, hp.rms_eps)?;
+            let f = layers::ffn_swiglu(b, l, lt, h)?;
+            x = b.add(n("ffn_residual"), x, f)?;
+        }
+        layers::lm_head(b, hp, t, x)
+    }
+}

@@ -1,0 +1,51 @@
+//! The registry of model families: one line per architecture. A family
+//! is a folder of this crate that reads its tensors (and any
+//! hyperparameters of its own) and builds its forward pass; nothing outside
+//! its folder and this list knows about it.
+
+use minfer_gguf::GgufFile;
+use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, WeightStore};
+
+use crate::error::Result;
+use crate::hparams::HParams;
+use crate::layers::ModelTensors;
+use crate::{gemma3, llama, qwen2, qwen3};
+
+/// A loaded architecture: its tensors resolved to handles, ready to
+/// describe its forward pass.
+pub(crate) trait Forward: Send + Sync + std::fmt::Debug {
+    /// The tensors every llama-style family has (embeddings, per-layer
+    /// attention and FFN, final norm, LM head).
+    fn tensors(&self) -> &ModelTensors;
+
+    /// Describes the forward pass; returns logits `[n_vocab, n_out]`.
+    fn build(&self, b: &mut GraphBuilder, hp: &HParams) -> GraphResult<NodeId>;
+}
+
+/// What a family's loader reads from.
+pub(crate) struct LoadCx<'a> {
+    /// The GGUF file (for metadata keys of the family's own).
+    pub file: &'a GgufFile,
+    /// Every tensor of the file, by handle.
+    pub weights: &'a WeightStore,
+    /// The hyperparameters every family shares.
+    pub hparams: &'a HParams,
+}
+
+/// One architecture: its GGUF name and its loader.
+pub(crate) struct Family {
+    /// `general.architecture`.
+    pub name: &'static str,
+    /// Resolves the tensors (checking their shapes) and returns the
+    /// family's forward pass.
+    pub load: fn(&LoadCx) -> Result<Box<dyn Forward>>,
+}
+
+/// Every supported architecture.
+pub(crate) const FAMILIES: &[Family] =
+    &[qwen2::FAMILY, llama::FAMILY, qwen3::FAMILY, gemma3::FAMILY];
+
+/// The family called `name`.
+pub(crate) fn family(name: &str) -> Option<&'static Family> {
+    FAMILIES.iter().find(|f| f.name == name)
+}
