@@ -363,10 +363,12 @@ impl Gate {
         n_ctx: u32,
         on_text: &mut impl FnMut(&[u8]) -> bool,
     ) -> Result<Next> {
+        let t_sample = crate::trace::rec::start();
         let token = self
             .sampler
             .sample(logits, &self.history)
             .map_err(|e| EngineError::InvalidArgument(format!("sampler: {e}")))?;
+        crate::trace::rec::end(t_sample, "engine", "sample", 1);
         if vocab.is_eog(token) {
             return Ok(Next::Stop(StopReason::Eog));
         }
@@ -381,7 +383,9 @@ impl Gate {
         }
         self.tokens.push(token);
         self.history.push(token);
+        let t_detok = crate::trace::rec::start();
         let pushed = self.stops.push(vocab.token_bytes(token));
+        crate::trace::rec::end(t_detok, "engine", "detokenize", 1);
         if !pushed.emit.is_empty() && !on_text(pushed.emit) {
             return Ok(Next::Stop(StopReason::Cancelled));
         }

@@ -22,6 +22,7 @@ mod load;
 pub mod perplexity;
 mod runtime;
 pub mod scheduler;
+pub mod trace;
 
 pub use chat::{ChatSession, ChatStats, TurnStart, TurnStats};
 pub use engine::{Engine, EngineConfig};
