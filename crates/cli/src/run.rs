@@ -99,14 +99,18 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
     if prompt.is_empty() {
         bail!("the prompt is empty");
     }
-    let loaded = runtime::load(store, &model_spec)?;
     let engine_cfg = args.runtime.engine_config()?;
+    let diag = crate::trace::Diag::start(&args.runtime.diag)?;
+    let loaded = runtime::load(store, &model_spec)?;
     let mode = if args.no_template {
         PromptMode::Raw
     } else {
         PromptMode::Chat
     };
     let ids = loaded.prompt(args.system.as_deref(), &prompt, mode, engine_cfg.n_ctx)?;
+    if diag.dump_graphs(&loaded, engine_cfg, ids.len())? {
+        return Ok(());
+    }
     let cfg = args.sampling.generate_config()?;
     let mut sched = loaded.scheduler(engine_cfg)?;
     let id = sched.submit(&ids, &cfg)?;
@@ -150,5 +154,6 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         stats.stop_reason,
         stats.graph_builds,
     );
-    Ok(())
+    runtime::log_kv_usage(sched.runtime());
+    diag.finish()
 }
