@@ -89,6 +89,8 @@ fn read_prompt(arg: Option<String>, file: &Option<std::path::PathBuf>) -> Result
 }
 
 pub fn run(store: &Store, args: Args) -> Result<()> {
+    // Output paths are checked first: a bad one fails before any work.
+    let diag = crate::trace::Diag::start(&args.runtime.diag)?;
     let (model_spec, prompt_arg) = model_and_prompt(store, &args.positional);
     // A model given as a path is checked before the prompt is read: "file
     // not found" is the real problem when both are missing.
@@ -100,7 +102,6 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         bail!("the prompt is empty");
     }
     let engine_cfg = args.runtime.engine_config()?;
-    let diag = crate::trace::Diag::start(&args.runtime.diag)?;
     let loaded = runtime::load(store, &model_spec)?;
     let mode = if args.no_template {
         PromptMode::Raw

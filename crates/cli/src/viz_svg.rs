@@ -109,12 +109,20 @@ pub fn graph_svg(dump: &Value) -> String {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph\" width=\"{total_w}\" height=\"{height}\" viewBox=\"0 0 {total_w} {height}\">"
     );
     s.push_str("<g class=\"edges\" stroke=\"#999\" stroke-width=\"1\" fill=\"none\">");
+    let is_input = |i: usize| nodes.get(i).is_some_and(|n| n["op"] == "input");
     for (i, n) in nodes.iter().enumerate() {
         let Some(&(x, y)) = pos.get(&i) else { continue };
         for src in n["srcs"].as_array().unwrap_or(&empty) {
-            let Some(&(sx, sy)) = src.as_u64().and_then(|s| pos.get(&(s as usize))) else {
+            let s_id = src.as_u64().unwrap_or(u64::MAX) as usize;
+            let Some(&(sx, sy)) = pos.get(&s_id) else {
                 continue;
             };
+            // Step inputs (positions, cells, windows) feed every layer;
+            // their long edges would cover the picture, so only the ones
+            // to the next row are drawn (tooltips name the sources).
+            if is_input(s_id) && rank[i] > rank[s_id] + 1 {
+                continue;
+            }
             let _ = write!(
                 s,
                 "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{y}\"/>",

@@ -190,10 +190,14 @@ fn shape_text(v: &Value) -> String {
 /// Graphviz DOT for a list of graph dumps (from [`dump_json`]): one
 /// cluster per graph, one box per node (name, op, shape, type, buffer);
 /// fused-away nodes are dashed grey boxes with a dashed edge to the node
-/// that absorbed them.
+/// that absorbed them. Weights are named in the label of the node that
+/// reads them rather than drawn: a few hundred extra nodes, each with an
+/// edge, make Graphviz take minutes instead of seconds.
 pub fn dumps_to_dot(dumps: &[Value]) -> String {
+    // Straight edges and a short crossing search keep `dot` fast on
+    // graphs of a thousand nodes; the layers read top to bottom anyway.
     let mut s = String::from(
-        "digraph minfer {\n  rankdir=TB;\n  newrank=true;\n  node [fontname=\"monospace\", fontsize=9];\n",
+        "digraph minfer {\n  rankdir=TB;\n  newrank=true;\n  splines=false;\n  mclimit=0.1;\n  nslimit=1;\n  remincross=false;\n  node [fontname=\"monospace\", fontsize=9];\n",
     );
     for (gi, d) in dumps.iter().enumerate() {
         let kind = d["kind"].as_str().unwrap_or("graph");
@@ -207,21 +211,37 @@ pub fn dumps_to_dot(dumps: &[Value]) -> String {
         let output = d["output"].as_u64();
         let empty = Vec::new();
         let nodes = d["nodes"].as_array().unwrap_or(&empty);
+        let is_weight = |i: u64| nodes.get(i as usize).is_some_and(|n| n["op"] == "weight");
         let mut by_name = std::collections::HashMap::new();
         for n in nodes {
             let id = n["id"].as_u64().unwrap_or(0);
             let name = n["name"].as_str().unwrap_or("");
             by_name.insert(name, id);
             let op = n["op"].as_str().unwrap_or("");
+            if op == "weight" {
+                continue;
+            }
             let shape = match (op, Some(id) == output) {
                 (_, true) => "doubleoctagon",
                 ("input", _) => "ellipse",
-                ("weight", _) => "note",
                 _ => "box",
+            };
+            let weights: Vec<&str> = n["srcs"]
+                .as_array()
+                .unwrap_or(&empty)
+                .iter()
+                .filter_map(Value::as_u64)
+                .filter(|&w| is_weight(w))
+                .filter_map(|w| nodes[w as usize]["name"].as_str())
+                .collect();
+            let w = if weights.is_empty() {
+                String::new()
+            } else {
+                format!("\\nw: {}", dot_escape(&weights.join(", ")))
             };
             let _ = writeln!(
                 s,
-                "    g{gi}n{id} [shape={shape}, label=\"{}\\n{} {} {}\\n{}\"];",
+                "    g{gi}n{id} [shape={shape}, label=\"{}\\n{} {} {}\\n{}{w}\"];",
                 dot_escape(name),
                 dot_escape(op),
                 shape_text(&n["shape"]),
@@ -229,10 +249,27 @@ pub fn dumps_to_dot(dumps: &[Value]) -> String {
                 dot_escape(n["buffer"].as_str().unwrap_or("")),
             );
         }
+        // Step inputs feed every layer; a long edge from one node to each
+        // layer is what makes Graphviz slow (minutes for a few hundred), so
+        // after its first reader an input is drawn again, dotted, beside
+        // each further one.
+        let mut input_used = std::collections::HashSet::new();
         for n in nodes {
             let id = n["id"].as_u64().unwrap_or(0);
             for src in n["srcs"].as_array().unwrap_or(&empty) {
-                let _ = writeln!(s, "    g{gi}n{src} -> g{gi}n{id};");
+                let Some(src) = src.as_u64().filter(|&w| !is_weight(w)) else {
+                    continue;
+                };
+                let src_node = &nodes[src as usize];
+                if src_node["op"] == "input" && !input_used.insert(src) {
+                    let _ = writeln!(
+                        s,
+                        "    g{gi}n{src}u{id} [shape=ellipse, style=dotted, label=\"{}\"];\n    g{gi}n{src}u{id} -> g{gi}n{id};",
+                        dot_escape(src_node["name"].as_str().unwrap_or(""))
+                    );
+                } else {
+                    let _ = writeln!(s, "    g{gi}n{src} -> g{gi}n{id};");
+                }
             }
         }
         let fused = d["fused_away"].as_array().unwrap_or(&empty);
