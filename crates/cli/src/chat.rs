@@ -53,7 +53,7 @@ struct Style {
 
 impl Style {
     fn detect() -> Style {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let no_color = crate::logs::startup().no_color;
         Style {
             color: std::io::stdout().is_terminal() && !no_color,
         }

@@ -25,6 +25,8 @@ pub struct Startup {
     pub log_filter: Option<String>,
     /// Whether stderr is a terminal (progress bars, colours).
     pub stderr_tty: bool,
+    /// `NO_COLOR` is set (and not empty): no terminal colours.
+    pub no_color: bool,
     /// The model store's settings (`MINFER_HOME`, Hugging Face variables).
     pub store: StoreConfig,
 }
@@ -41,6 +43,7 @@ impl Startup {
             verbose,
             log_filter: std::env::var(LOG_ENV).ok().filter(|v| !v.trim().is_empty()),
             stderr_tty,
+            no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
             store,
         }
     }
@@ -63,7 +66,7 @@ impl Startup {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
-            .with_ansi(self.stderr_tty)
+            .with_ansi(self.stderr_tty && !self.no_color)
             .with_target(self.verbose >= 2)
             .try_init();
         let _ = STARTUP.set(self);

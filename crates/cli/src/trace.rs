@@ -181,7 +181,7 @@ fn graphs_of(r: &rec::Recording) -> Vec<Value> {
                 .collect();
             json!({
                 "kind": g.kind, "n_tokens": g.n_tokens, "census": census,
-                "nodes": nodes, "fused_away": [],
+                "nodes": nodes,
                 "output": g.nodes.len().saturating_sub(1),
             })
         })

@@ -70,7 +70,7 @@ pub fn page(v: &Value, title: &str) -> Result<String> {
     if let Some(events) = events {
         html.push_str(&trace_section(events));
     }
-    let _ = write!(html, "<script>{SCRIPT}</script></body></html>\n");
+    let _ = writeln!(html, "<script>{SCRIPT}</script></body></html>");
     Ok(html)
 }
 
@@ -82,10 +82,15 @@ fn graph_panel(kind: &str, g: Option<&Value>) -> String {
         return s;
     };
     let n_nodes = g["nodes"].as_array().map_or(0, Vec::len);
-    let n_fused = g["fused_away"].as_array().map_or(0, Vec::len);
+    // A trace knows the graphs as they run; only a dump lists what the
+    // fusion pass removed.
+    let fused = match g["fused_away"].as_array() {
+        Some(f) => format!("{} fused away (dashed, on the right)", f.len()),
+        None => "fused-away nodes: see a --dump-graph FILE.json".to_string(),
+    };
     let _ = write!(
         s,
-        "<p>{} tokens · {n_nodes} nodes · {n_fused} fused away</p><table class=\"census\"><tr><th>op</th><th>nodes</th></tr>",
+        "<p>{} tokens · {n_nodes} nodes · {fused}</p><table class=\"census\"><tr><th>op</th><th>nodes</th></tr>",
         g["n_tokens"]
     );
     if let Some(c) = g["census"].as_object() {

@@ -262,7 +262,7 @@ fn log_load(path: &Path, file: &GgufFile, took: std::time::Duration) {
             None => mix.push((ty, t.info.n_bytes, 1)),
         }
     }
-    mix.sort_by(|a, b| b.1.cmp(&a.1));
+    mix.sort_by_key(|m| std::cmp::Reverse(m.1));
     let mix: Vec<String> = mix
         .iter()
         .map(|(n, b, c)| format!("{n}: {c} tensors, {:.1} MiB", *b as f64 / 1048576.0))

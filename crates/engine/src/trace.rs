@@ -283,7 +283,7 @@ impl Summary {
             let total: u64 = rows.iter().map(|(_, t)| t.ns).sum();
             let forwards = self.phases.get(kind).map_or(1, |t| t.count.max(1));
             let mut rows = rows;
-            rows.sort_by(|a, b| b.1.ns.cmp(&a.1.ns));
+            rows.sort_by_key(|r| std::cmp::Reverse(r.1.ns));
             let _ = writeln!(
                 out,
                 "  {kind} ops ({forwards} forwards, {:.2} ms of ops per forward):",
