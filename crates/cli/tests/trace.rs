@@ -370,4 +370,9 @@ fn bad_trace_and_dump_paths_are_one_line_errors_with_nothing_written() {
     let out = minfer(&["viz", not_ours.to_str().unwrap()], dir.path());
     assert_one_line_error(&out, 1, &["neither a minfer trace"]);
     assert!(!dir.path().join("other.html").exists());
+    let out = common::command(&["list"], dir.path())
+        .env("MINFER_LOG", "minfer=[")
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, 1, &["MINFER_LOG", "not a valid log filter"]);
 }
