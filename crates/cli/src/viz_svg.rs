@@ -51,12 +51,17 @@ fn shape_text(v: &Value) -> String {
     }
 }
 
-/// The graph of a dump as SVG: weights are left out (a product's weight
-/// is named in its tooltip), fused-away nodes are dashed boxes on the
-/// right of the node that absorbed them.
-pub fn graph_svg(dump: &Value) -> String {
+/// Where each drawn node goes: its row (one below its deepest drawn
+/// source) and its box's top-left corner.
+struct Layout {
+    rank: Vec<usize>,
+    n_rows: usize,
+    pos: HashMap<usize, (usize, usize)>,
+    width: usize,
+}
+
+fn layout(nodes: &[Value]) -> Layout {
     let empty = Vec::new();
-    let nodes = dump["nodes"].as_array().unwrap_or(&empty);
     let is_weight = |i: usize| nodes.get(i).is_some_and(|n| n["op"] == "weight");
     let mut rank = vec![0usize; nodes.len()];
     let mut rows: Vec<Vec<usize>> = Vec::new();
@@ -89,6 +94,26 @@ pub fn graph_svg(dump: &Value) -> String {
             width = width.max(x + BOX_W);
         }
     }
+    Layout {
+        rank,
+        n_rows: rows.len(),
+        pos,
+        width,
+    }
+}
+
+/// The graph of a dump as SVG: weights are left out (a product's weight
+/// is named in its tooltip), fused-away nodes are dashed boxes on the
+/// right of the node that absorbed them.
+pub fn graph_svg(dump: &Value) -> String {
+    let empty = Vec::new();
+    let nodes = dump["nodes"].as_array().unwrap_or(&empty);
+    let Layout {
+        rank,
+        n_rows,
+        pos,
+        width,
+    } = layout(nodes);
     let by_name: HashMap<&str, usize> = nodes
         .iter()
         .enumerate()
@@ -102,7 +127,7 @@ pub fn graph_svg(dump: &Value) -> String {
     } else {
         fused_x + BOX_W + GAP_X
     };
-    let height = GAP_Y + rows.len() * (BOX_H + GAP_Y);
+    let height = GAP_Y + n_rows * (BOX_H + GAP_Y);
     let mut s = String::new();
     let _ = write!(
         s,

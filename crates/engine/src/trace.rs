@@ -320,3 +320,92 @@ impl Summary {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use rec::{GraphMeta, NodeMeta};
+
+    fn recording() -> Recording {
+        let node = |name: &str, op: &'static str| NodeMeta {
+            name: name.into(),
+            op,
+            shape: [4, 1],
+            dtype: "f32",
+            weight_bytes: 0,
+            srcs: vec![],
+        };
+        let span = |start_ns, dur_ns, name| Event {
+            start_ns,
+            dur_ns,
+            what: What::Span {
+                cat: "engine",
+                name,
+                arg: 1,
+            },
+        };
+        let op = |start_ns, dur_ns, node| Event {
+            start_ns,
+            dur_ns,
+            what: What::Op { graph: 0, node },
+        };
+        Recording {
+            lanes: vec![(
+                1,
+                "main".into(),
+                vec![
+                    op(1000, 3000, 0),
+                    op(5000, 1000, 1),
+                    span(0, 8000, "decode"),
+                ],
+            )],
+            graphs: vec![Arc::new(GraphMeta {
+                kind: "decode",
+                n_tokens: 1,
+                nodes: vec![node("blk.0.q", "mat_mul"), node("blk.0.attn", "attention")],
+            })],
+            tracks: vec![(7, "request 7".into())],
+            dropped: 0,
+        }
+    }
+
+    #[test]
+    fn chrome_json_names_ops_and_tracks() {
+        let v = chrome_json(&recording(), json!({}));
+        let ev = v["traceEvents"].as_array().unwrap();
+        let op = ev.iter().find(|e| e["name"] == "blk.0.q").unwrap();
+        assert_eq!(op["ph"], "X");
+        assert_eq!(op["args"]["op"], "mat_mul");
+        assert_eq!(op["ts"], 1.0);
+        assert_eq!(op["dur"], 3.0);
+        assert!(ev
+            .iter()
+            .any(|e| e["name"] == "thread_name" && e["args"]["name"] == "request 7"));
+    }
+
+    #[test]
+    fn the_summary_splits_op_time_by_type() {
+        let s = Summary::of(&recording());
+        assert_eq!(s.ops[&("decode", "mat_mul")].ns, 3000);
+        assert_eq!(s.ops[&("decode", "attention")].count, 1);
+        assert_eq!(s.phases["decode"].count, 1);
+        let text = s.render();
+        assert!(text.contains("decode ops (1 forwards"), "{text}");
+        assert!(text.contains("75.0%"), "{text}");
+    }
+
+    #[test]
+    fn a_write_that_fails_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.json");
+        let err = write_atomically(&path, |w| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("disk full"))
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("disk full"));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}

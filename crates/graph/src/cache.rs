@@ -659,3 +659,35 @@ fn param_changes(old: &GraphParams, new: &GraphParams) -> String {
     }
     out.join(", ")
 }
+
+#[cfg(test)]
+mod param_change_tests {
+    use super::*;
+    use crate::params::{BackendPlan, ComputeParams, Fusion, GraphKind};
+
+    #[test]
+    fn a_rebuild_names_the_params_that_changed() {
+        let a = GraphParams {
+            n_tokens: 7,
+            n_out: 1,
+            kind: GraphKind::Prefill,
+            compute: ComputeParams {
+                n_ctx: 64,
+                kv_format: KvFormat::F16,
+                backend: BackendPlan::Cpu,
+                fusion: Fusion::ALL,
+            },
+            weights_version: 0,
+        };
+        let b = GraphParams {
+            n_tokens: 1,
+            kind: GraphKind::Decode,
+            ..a
+        };
+        assert_eq!(
+            param_changes(&a, &b),
+            "n_tokens 7 -> 1, kind Prefill -> Decode"
+        );
+        assert_eq!(param_changes(&a, &a), "params of an evicted graph");
+    }
+}
