@@ -147,7 +147,7 @@ impl Diag {
         let r = rec::snapshot();
         if let Some(path) = &self.trace {
             let v = trace::chrome_json(&r, json!({ "graphs": graphs_of(&r) }));
-            trace::write_json_atomically(path, &v)?;
+            trace::write_chrome_trace(path, &v)?;
             eprintln!("trace written to {}", path.display());
         }
         if self.timings {

@@ -73,7 +73,13 @@ fn the_trace_is_chrome_json_with_spans_nested_per_thread() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (_, v) = traced_run(dir.path(), &model);
+    let (path, v) = traced_run(dir.path(), &model);
+    // Streaming readers (Perfetto's JSON tokenizer) stop at a top-level key
+    // they do not know, so the events come first and our own key last.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let at = |k: &str| text.find(&format!("\"{k}\":")).unwrap();
+    assert_eq!(at("displayTimeUnit"), 1);
+    assert!(at("traceEvents") < at("otherData") && at("otherData") < at("minfer"));
     let all = spans(&v);
     let mut tids: Vec<u64> = all.iter().map(|s| s.0).collect();
     tids.sort_unstable();

@@ -114,6 +114,42 @@ pub fn chrome_json(r: &Recording, extra: Value) -> Value {
     })
 }
 
+/// Writes a trace made by [`chrome_json`] with its top-level keys in the
+/// order trace viewers stream them: `displayTimeUnit` first (Perfetto
+/// reads it only at the start), then `traceEvents`, `otherData`, and our
+/// own `minfer` key last, because a streaming reader may stop at a key it
+/// does not know.
+///
+/// # Errors
+/// As [`write_atomically`].
+pub fn write_chrome_trace(path: &Path, trace: &Value) -> Result<()> {
+    write_atomically(path, |w| {
+        let ser = |w: &mut dyn Write, v: &Value| {
+            serde_json::to_writer(&mut *w, v).map_err(std::io::Error::other)
+        };
+        w.write_all(b"{\"displayTimeUnit\":")?;
+        ser(w, &trace["displayTimeUnit"])?;
+        w.write_all(b",\n\"traceEvents\":[\n")?;
+        let empty = Vec::new();
+        for (i, e) in trace["traceEvents"]
+            .as_array()
+            .unwrap_or(&empty)
+            .iter()
+            .enumerate()
+        {
+            if i > 0 {
+                w.write_all(b",\n")?;
+            }
+            ser(w, e)?;
+        }
+        w.write_all(b"],\n\"otherData\":")?;
+        ser(w, &trace["otherData"])?;
+        w.write_all(b",\n\"minfer\":")?;
+        ser(w, &trace["minfer"])?;
+        w.write_all(b"}\n")
+    })
+}
+
 /// Virtual tracks get tids far above any thread's.
 fn track_tid(track: u32) -> u64 {
     1_000_000 + u64::from(track)
