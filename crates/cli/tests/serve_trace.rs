@@ -1,8 +1,6 @@
 //! `minfer serve --trace`: the trace is written when the server shuts down
 //! (SIGTERM) and gives every request its own track.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
