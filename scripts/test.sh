@@ -16,6 +16,20 @@ if ! command -v tmux >/dev/null 2>&1; then
     fi
 fi
 
+# Graphviz renders --dump-graph's DOT and headless Chromium loads the
+# `minfer viz` page in the CLI's trace tests.
+missing=()
+command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+    else
+        echo "missing ${missing[*]}: install them (apt-get install ${missing[*]}) for the trace viewer tests" >&2
+        exit 1
+    fi
+fi
+
 python3 -m pip install -q gguf==0.19.0
 
 python3 -m venv target/pyenv

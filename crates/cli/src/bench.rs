@@ -60,7 +60,12 @@ impl Row {
 
 pub fn run(store: &Store, mut args: Args) -> Result<()> {
     anyhow::ensure!(args.reps > 0, "-r must be at least 1");
+    let diag = crate::trace::Diag::start(&args.runtime.diag)?;
     let loaded = runtime::load(store, &args.model)?;
+    let cfg = args.runtime.engine_config()?;
+    if diag.dump_graphs(&loaded, cfg, args.n_prompt.max(2))? {
+        return Ok(());
+    }
     if !args.parallel.is_empty() {
         let opts = crate::bench_parallel::Opts {
             npl: &args.parallel,
@@ -69,7 +74,8 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
             reps: args.reps,
             output: &args.output,
         };
-        return crate::bench_parallel::run(&loaded, &args.runtime, &opts);
+        crate::bench_parallel::run(&loaded, &args.runtime, &opts)?;
+        return diag.finish();
     }
     // Both tests start from an empty cache; the context only needs to hold
     // the longer one.
@@ -127,7 +133,9 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
         }
         rows.push(row);
     }
-    print_rows(&args, &loaded, engine.config().n_threads, &rows)
+    print_rows(&args, &loaded, engine.config().n_threads, &rows)?;
+    runtime::log_kv_usage(engine.runtime());
+    diag.finish()
 }
 
 fn print_rows(args: &Args, loaded: &LoadedModel, threads: usize, rows: &[Row]) -> Result<()> {

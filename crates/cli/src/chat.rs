@@ -40,10 +40,6 @@ pub struct Args {
     /// there after every turn.
     #[arg(long, value_name = "FILE")]
     session: Option<PathBuf>,
-    /// Tell on stderr what each turn evaluates, and when the cache had to
-    /// be re-evaluated because the template rewrote earlier text.
-    #[arg(short, long)]
-    verbose: bool,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -57,7 +53,7 @@ struct Style {
 
 impl Style {
     fn detect() -> Style {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let no_color = crate::logs::startup().no_color;
         Style {
             color: std::io::stdout().is_terminal() && !no_color,
         }
@@ -381,7 +377,11 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         .model
         .clone()
         .unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    let diag = crate::trace::Diag::start(&args.runtime.diag)?;
     let model = runtime::load(store, &spec)?;
+    if diag.dump_graphs(&model, engine_cfg, DUMP_PROMPT_TOKENS)? {
+        return Ok(());
+    }
     let mut sched = model.scheduler(engine_cfg)?;
     let mut session = match ChatSession::new(&model, &mut sched, args.system.as_deref(), gen) {
         Err(EngineError::NoTemplate) => bail!(
@@ -413,18 +413,26 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         session,
         style: Style::detect(),
         interactive,
-        verbose: args.verbose,
+        // The global -v: what each turn evaluates, and when the cache had
+        // to be re-evaluated because the template rewrote earlier text.
+        verbose: crate::logs::startup().verbose > 0,
         save_to: args.session.clone(),
         interrupted,
         generating,
         shift_told: false,
     };
-    if interactive {
+    let result = if interactive {
         repl(&mut chat, args.session.as_deref())
     } else {
         piped(&mut chat)
-    }
+    };
+    crate::runtime::log_kv_usage(chat.sched.runtime());
+    result.and(diag.finish())
 }
+
+/// The prompt length of the prefill graph `--dump-graph` shows when there
+/// is no prompt yet.
+const DUMP_PROMPT_TOKENS: usize = 32;
 
 fn repl(chat: &mut Chat, session: Option<&Path>) -> Result<()> {
     let mut rl = DefaultEditor::new()?;

@@ -5,6 +5,7 @@ mod bench_parallel;
 mod chat;
 mod chat_cmds;
 mod inspect;
+mod logs;
 mod perplexity;
 mod run;
 mod runtime;
@@ -12,12 +13,14 @@ mod sampling;
 mod serve;
 mod store_cmds;
 mod tokenize;
+mod trace;
+mod viz;
+mod viz_svg;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use minfer_store::{Store, StoreConfig};
+use clap::{ArgAction, Parser, Subcommand};
+use minfer_store::Store;
 
 /// A local LLM inference engine for GGUF models.
 ///
@@ -27,10 +30,17 @@ use minfer_store::{Store, StoreConfig};
 ///
 /// Environment: MINFER_HOME (store location, default ~/.cache/minfer),
 /// HF_ENDPOINT and HF_TOKEN (Hugging Face downloads), MINFER_PYTHON (the
-/// Python used to fetch wheels, default python3).
+/// Python used to fetch wheels, default python3), MINFER_LOG (log filter
+/// in env-filter syntax, e.g. `debug` or `minfer_graph=debug`; overrides
+/// -v).
 #[derive(Parser)]
 #[command(name = "minfer", version, about, long_about)]
 struct Cli {
+    /// More log output on stderr: -v for info (model load, KV usage), -vv
+    /// for debug (graph builds and why). In `chat`, -v also tells what
+    /// each turn evaluates.
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -57,6 +67,11 @@ enum Command {
     List(store_cmds::ListArgs),
     /// Serve the OpenAI API (chat and text completions, streaming) over HTTP.
     Serve(serve::Args),
+    /// Turn a trace (--trace) or a graph dump (--dump-graph FILE.json)
+    /// into one self-contained HTML page: the prefill and decode graphs
+    /// side by side with their op census and, for a trace, a per-step
+    /// timeline and the time per op type.
+    Viz(viz::Args),
 }
 
 fn main() -> ExitCode {
@@ -67,9 +82,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    let mut cfg = StoreConfig::from_env();
-    cfg.progress = std::io::stderr().is_terminal();
-    let store = Store::new(cfg);
+    let startup = logs::Startup::read(cli.verbose);
+    let store = Store::new(startup.store.clone());
+    if let Err(e) = startup.install() {
+        eprintln!("error: {e:#}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Run(args) => run::run(&store, args),
         Command::Chat(args) => chat::run(&store, args),
@@ -80,6 +98,7 @@ fn main() -> ExitCode {
         Command::Pull(args) => store_cmds::pull(&store, args),
         Command::List(args) => store_cmds::list(&store, args),
         Command::Serve(args) => serve::run(store, args),
+        Command::Viz(args) => viz::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -89,6 +89,8 @@ fn read_prompt(arg: Option<String>, file: &Option<std::path::PathBuf>) -> Result
 }
 
 pub fn run(store: &Store, args: Args) -> Result<()> {
+    // Output paths are checked first: a bad one fails before any work.
+    let diag = crate::trace::Diag::start(&args.runtime.diag)?;
     let (model_spec, prompt_arg) = model_and_prompt(store, &args.positional);
     // A model given as a path is checked before the prompt is read: "file
     // not found" is the real problem when both are missing.
@@ -102,14 +104,17 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
     // Sampling settings, grammar files and schemas are checked before the
     // model takes its seconds to load.
     let cfg = args.sampling.generate_config()?;
-    let loaded = runtime::load(store, &model_spec)?;
     let engine_cfg = args.runtime.engine_config()?;
+    let loaded = runtime::load(store, &model_spec)?;
     let mode = if args.no_template {
         PromptMode::Raw
     } else {
         PromptMode::Chat
     };
     let ids = loaded.prompt(args.system.as_deref(), &prompt, mode, engine_cfg.n_ctx)?;
+    if diag.dump_graphs(&loaded, engine_cfg, ids.len())? {
+        return Ok(());
+    }
     let mut sched = loaded.scheduler(engine_cfg)?;
     let id = sched.submit(&ids, &cfg)?;
     let stdout = std::io::stdout();
@@ -152,5 +157,6 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         stats.stop_reason,
         stats.graph_builds,
     );
-    Ok(())
+    runtime::log_kv_usage(sched.runtime());
+    diag.finish()
 }

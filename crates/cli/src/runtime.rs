@@ -18,6 +18,8 @@ pub struct RuntimeArgs {
     /// KV cache format: f16 (llama.cpp's default), f32 or q8_0.
     #[arg(long = "kv-type", default_value = "f16", value_parser = parse_kv)]
     pub kv_type: KvFormat,
+    #[command(flatten)]
+    pub diag: crate::trace::DiagArgs,
 }
 
 /// `--threads`: a whole number, at least 1 (checked here so that a bad
@@ -64,7 +66,26 @@ impl RuntimeArgs {
 /// Resolves (pulling if needed) and loads a model with its tokenizer and
 /// chat template.
 pub fn load(store: &Store, spec: &str) -> Result<LoadedModel> {
-    Ok(LoadedModel::load(store, spec)?)
+    let loaded = crate::logs::with_progress(&format!("loading {spec}"), || {
+        LoadedModel::load(store, spec)
+    })?;
+    Ok(loaded)
+}
+
+/// Logs how full the KV cache is (at the end of a command).
+pub fn log_kv_usage(rt: &minfer_engine::Runtime) {
+    let u = rt.usage();
+    tracing::info!(
+        used = u.used,
+        n_ctx = u.n_ctx,
+        live = u.live,
+        idle = u.idle,
+        graph_builds = rt.graph_builds(),
+        graph_reuses = rt.graph_reuses(),
+        "KV cells in use: {} of {}",
+        u.used,
+        u.n_ctx
+    );
 }
 
 /// A single-sequence engine for a loaded model.

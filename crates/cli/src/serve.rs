@@ -75,8 +75,15 @@ fn parse_secs(s: &str) -> Result<f64, String> {
 
 pub fn run(store: Store, args: Args) -> Result<()> {
     let engine = args.runtime.engine_config()?;
+    let diag = crate::trace::Diag::start(&args.runtime.diag)?;
+    let model = args.model.unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    if args.runtime.diag.dump_graph.is_some() {
+        let loaded = crate::runtime::load(&store, &model)?;
+        diag.dump_graphs(&loaded, engine, DUMP_PROMPT_TOKENS)?;
+        return Ok(());
+    }
     let cfg = ServerConfig {
-        model: args.model.unwrap_or_else(|| DEFAULT_MODEL.to_string()),
+        model,
         n_parallel: args.np as usize,
         queue: args.queue,
         max_body: args.max_body,
@@ -85,8 +92,12 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         engine,
     };
     minfer_server::serve(store, &args.host, args.port, cfg)?;
-    Ok(())
+    // The trace covers the server's whole life, up to the drained shutdown.
+    diag.finish()
 }
+
+/// The prompt length of the prefill graph `--dump-graph` shows.
+const DUMP_PROMPT_TOKENS: usize = 32;
 
 #[cfg(test)]
 mod tests {

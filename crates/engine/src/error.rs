@@ -67,6 +67,14 @@ pub enum EngineError {
     /// The chat template failed on these messages.
     #[error("the model's chat template cannot render this conversation: {0}")]
     Template(String),
+    /// A trace or graph dump could not be written.
+    #[error("cannot write {}: {msg}", path.display())]
+    Output {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        msg: String,
+    },
     /// The prompt has no tokens.
     #[error("the prompt is empty")]
     EmptyPrompt,

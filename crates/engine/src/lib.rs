@@ -22,6 +22,7 @@ mod load;
 pub mod perplexity;
 mod runtime;
 pub mod scheduler;
+pub mod trace;
 mod vocab;
 
 pub use chat::{ChatSession, ChatStats, TurnStart, TurnStats};

@@ -69,12 +69,16 @@ impl LoadedModel {
             path: path.to_path_buf(),
             what,
         };
+        let t0 = std::time::Instant::now();
+        let t_load = crate::trace::rec::start();
         let file = Arc::new(GgufFile::open(path).map_err(|e| fail(e.to_string()))?);
         let model = Arc::new(Model::load(file.clone()).map_err(|e| fail(e.to_string()))?);
         let tokenizer =
             Tokenizer::from_gguf(file.metadata()).map_err(|e| fail(format!("tokenizer: {e}")))?;
         let template = ChatTemplate::from_gguf(file.metadata())
             .map_err(|e| fail(format!("chat template: {e}")))?;
+        crate::trace::rec::end(t_load, "engine", "load", file.file_size());
+        log_load(path, &file, t0.elapsed());
         Ok(LoadedModel {
             path: path.to_path_buf(),
             file,
@@ -145,7 +149,10 @@ impl LoadedModel {
     /// Text to token ids: special-token text is parsed, and the model's
     /// BOS/EOS rule applies, as llama.cpp does.
     pub fn tokenize(&self, text: &str) -> Vec<u32> {
-        self.tokenizer.encode(text, true, true)
+        let t = crate::trace::rec::start();
+        let ids = self.tokenizer.encode(text, true, true);
+        crate::trace::rec::end(t, "engine", "tokenize", ids.len() as u64);
+        ids
     }
 
     /// A one-turn prompt: `user` (with an optional `system` message) as
@@ -236,4 +243,36 @@ pub fn check_fits(ids: &[u32], n_ctx: u32) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Logs what a model load found: the file, its architecture, the mix of
+/// tensor types (by bytes), the bytes mapped and the time taken.
+fn log_load(path: &Path, file: &GgufFile, took: std::time::Duration) {
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return;
+    }
+    let mut mix: Vec<(String, u64, usize)> = Vec::new();
+    for t in file.tensors() {
+        let ty = t.info.ggml_type.to_string();
+        match mix.iter_mut().find(|(n, _, _)| *n == ty) {
+            Some((_, b, c)) => {
+                *b += t.info.n_bytes;
+                *c += 1;
+            }
+            None => mix.push((ty, t.info.n_bytes, 1)),
+        }
+    }
+    mix.sort_by_key(|m| std::cmp::Reverse(m.1));
+    let mix: Vec<String> = mix
+        .iter()
+        .map(|(n, b, c)| format!("{n}: {c} tensors, {:.1} MiB", *b as f64 / 1048576.0))
+        .collect();
+    tracing::info!(
+        file = %path.display(),
+        arch = file.architecture().unwrap_or("?"),
+        bytes_mapped = file.file_size(),
+        load_ms = took.as_secs_f64() * 1e3,
+        "model loaded; quant mix: {}",
+        mix.join(", ")
+    );
 }

@@ -20,6 +20,7 @@
 //! their cells ([`Runtime::new_sequence_for`]). Idle sequences are evicted,
 //! least recently used first, as soon as their cells or ids are needed.
 
+mod inspect;
 mod snapshot;
 
 use std::sync::Arc;
@@ -709,6 +710,7 @@ impl Runtime {
             weights_version: 0,
         };
         let model = &self.model;
+        let t_fwd = crate::trace::rec::start();
         let uid = self
             .cache
             .prepare(&params, &model.weights, |b| model.build_graph(b))?;
@@ -725,6 +727,8 @@ impl Runtime {
         if wanted > 0 {
             self.logits.extend_from_slice(out);
         }
+        let kind = minfer_graph::dump::kind_name(params.kind);
+        crate::trace::forward_done(t_fwd, kind, n, self.cells.used());
         self.rows.clear();
         self.ids.clear();
         self.out_ids.clear();

@@ -512,6 +512,13 @@ impl Scheduler {
     /// [`StopReason::Cancelled`] so a retry does not loop on the same
     /// failure).
     pub fn step(&mut self) -> Result<bool> {
+        let t = crate::trace::rec::start();
+        let r = self.step_inner();
+        crate::trace::rec::end(t, "engine", "step", 0);
+        r
+    }
+
+    fn step_inner(&mut self) -> Result<bool> {
         let sampled = self.sample_saved()?;
         let budget_total = self.rt.config().n_batch;
         let mut room = self.rt.room();

@@ -15,6 +15,7 @@
 use std::time::{Duration, Instant};
 
 use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::trace;
 use minfer_kernels::{matmul, ActScratch, Kernels, MatRef, RowKernels, SimdLevel};
 
 use crate::alloc::{AllocStats, Allocator, MemPlan, Slot};
@@ -338,12 +339,30 @@ impl GraphCache {
             if let Some(t0) = t0 {
                 self.timings.prepare = t0.elapsed();
             }
+            trace::counter("graph_reuses", self.reuses as f64);
             return Ok(self.entries[0].uid);
         }
+        let t_build = trace::start();
+        let why = self
+            .entries
+            .first()
+            .map(|e| param_changes(&e.params, params));
         let (graph, report) = self.build_fused(params, weights, build)?;
         let plan = self.alloc.plan(&graph, params, weights)?;
         self.size_scratch(&plan, params, weights)?;
-        let sched = Schedule::new(&graph, params.compute.backend);
+        let mut sched = Schedule::new(&graph, params.compute.backend);
+        if trace::enabled() {
+            sched.trace_key =
+                trace::register_graph(crate::dump::trace_meta(&graph, params, weights));
+        }
+        tracing::debug!(
+            nodes = graph.nodes.len(),
+            kind = crate::dump::kind_name(params.kind),
+            n_tokens = params.n_tokens,
+            "graph build {}: {}",
+            self.builds + 1,
+            why.as_deref().unwrap_or("first graph")
+        );
         let uid = GraphUid(self.next_uid);
         self.next_uid += 1;
         self.builds += 1;
@@ -364,7 +383,41 @@ impl GraphCache {
         if let Some(t0) = t0 {
             self.timings.prepare = t0.elapsed();
         }
+        trace::end(t_build, "graph", "graph_build", self.builds);
         Ok(uid)
+    }
+
+    /// Nodes per op name of graph `uid` (the census the scheduler made
+    /// when the graph was built).
+    pub fn census(&self, uid: GraphUid) -> Option<&[(&'static str, usize)]> {
+        self.entry(uid).ok().map(|e| e.sched.census.as_slice())
+    }
+
+    /// Graph `uid` as a JSON dump (see [`crate::dump::dump_json`]); `build`
+    /// must be the builder the graph was prepared with, run again with
+    /// every rewrite off to find the nodes fusion removed.
+    ///
+    /// # Errors
+    /// An unknown uid; errors of `build`.
+    pub fn dump(
+        &self,
+        uid: GraphUid,
+        weights: &WeightStore,
+        build: impl FnOnce(&mut GraphBuilder) -> Result<NodeId>,
+    ) -> Result<serde_json::Value> {
+        let e = self.entry(uid)?;
+        let mut plain = e.params;
+        plain.compute.fusion = crate::params::Fusion::NONE;
+        let (unfused, _) = self.build_fused(&plain, weights, build)?;
+        let parts = crate::dump::DumpParts {
+            params: &e.params,
+            graph: &e.graph,
+            unfused: &unfused,
+            slots: &e.plan.slots,
+            inplace: &e.plan.inplace,
+            census: &e.sched.census,
+        };
+        Ok(crate::dump::dump_json(&parts, weights))
     }
 
     fn build_fused(
@@ -574,5 +627,76 @@ impl GraphCache {
             return Err(GraphError::Other("the output has no f32 buffer".into()));
         };
         Ok(&self.alloc.step_parts(backend).0.f32[buf][..len])
+    }
+}
+
+/// The fields in which `new` differs from `old`, for the log line that says
+/// why a graph was rebuilt.
+fn param_changes(old: &GraphParams, new: &GraphParams) -> String {
+    let mut out = Vec::new();
+    if old.n_tokens != new.n_tokens {
+        out.push(format!("n_tokens {} -> {}", old.n_tokens, new.n_tokens));
+    }
+    if old.n_out != new.n_out {
+        out.push(format!("n_out {} -> {}", old.n_out, new.n_out));
+    }
+    if old.kind != new.kind {
+        out.push(format!("kind {:?} -> {:?}", old.kind, new.kind));
+    }
+    let (a, b) = (&old.compute, &new.compute);
+    if a.n_ctx != b.n_ctx {
+        out.push(format!("n_ctx {} -> {}", a.n_ctx, b.n_ctx));
+    }
+    if a.kv_format != b.kv_format {
+        out.push(format!("kv_format {:?} -> {:?}", a.kv_format, b.kv_format));
+    }
+    if a.backend != b.backend {
+        out.push(format!("backend {:?} -> {:?}", a.backend, b.backend));
+    }
+    if a.fusion != b.fusion {
+        out.push(format!("fusion {:?} -> {:?}", a.fusion, b.fusion));
+    }
+    if old.weights_version != new.weights_version {
+        out.push(format!(
+            "weights_version {} -> {}",
+            old.weights_version, new.weights_version
+        ));
+    }
+    if out.is_empty() {
+        // Equal to the most recent graph but evicted from the cache.
+        return "params of an evicted graph".into();
+    }
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod param_change_tests {
+    use super::*;
+    use crate::params::{BackendPlan, ComputeParams, Fusion, GraphKind};
+
+    #[test]
+    fn a_rebuild_names_the_params_that_changed() {
+        let a = GraphParams {
+            n_tokens: 7,
+            n_out: 1,
+            kind: GraphKind::Prefill,
+            compute: ComputeParams {
+                n_ctx: 64,
+                kv_format: KvFormat::F16,
+                backend: BackendPlan::Cpu,
+                fusion: Fusion::ALL,
+            },
+            weights_version: 0,
+        };
+        let b = GraphParams {
+            n_tokens: 1,
+            kind: GraphKind::Decode,
+            ..a
+        };
+        assert_eq!(
+            param_changes(&a, &b),
+            "n_tokens 7 -> 1, kind Prefill -> Decode"
+        );
+        assert_eq!(param_changes(&a, &a), "params of an evicted graph");
     }
 }

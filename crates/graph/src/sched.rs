@@ -9,6 +9,8 @@
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
+use minfer_kernels::trace;
+
 use crate::alloc::MemPlan;
 use crate::builder::BuiltGraph;
 use crate::error::Result;
@@ -39,6 +41,9 @@ pub(crate) struct Schedule {
     pub splits: Vec<Split>,
     /// Number of nodes per op name, sorted by name.
     pub census: Vec<(&'static str, usize)>,
+    /// The key the trace recorder knows this graph by, when the graph was
+    /// built while tracing.
+    pub trace_key: Option<u32>,
 }
 
 impl Schedule {
@@ -68,7 +73,11 @@ impl Schedule {
             }
         }
         census.sort_unstable();
-        Schedule { splits, census }
+        Schedule {
+            splits,
+            census,
+            trace_key: None,
+        }
     }
 
     /// Prints the census and the splits of graph `uid` on stderr.
@@ -95,6 +104,8 @@ impl Schedule {
         timed: bool,
     ) -> Result<Duration> {
         let mut kernels = Duration::ZERO;
+        // Checked once per walk, so tracing off costs one branch per node.
+        let key = self.trace_key.filter(|_| trace::enabled());
         for split in &self.splits {
             match split.backend {
                 BackendPlan::Cpu => {
@@ -102,7 +113,12 @@ impl Schedule {
                         if !runs(&g.nodes[i].op) {
                             continue;
                         }
-                        if timed {
+                        if let Some(key) = key {
+                            trace::set_current_op(key, i as u32);
+                            let t = trace::now_ns();
+                            exec_node(cx, g, plan, i)?;
+                            trace::op(key, i as u32, t);
+                        } else if timed {
                             let t = Instant::now();
                             exec_node(cx, g, plan, i)?;
                             kernels += t.elapsed();

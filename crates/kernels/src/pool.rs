@@ -680,8 +680,12 @@ fn worker_main(shared: &Shared, index: usize) {
         // closure it points to) alive until this worker's `finish_one`.
         let job = unsafe { *shared.slot.job.get() };
         if let Some(job) = job {
+            let t = crate::trace::start();
             if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| job(&ctx))) {
                 shared.record_panic(payload);
+            }
+            if let Some(t) = t {
+                crate::trace::work(t);
             }
         }
         shared.finish_one();

@@ -12,6 +12,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use minfer_engine::trace::rec as trace;
 use minfer_engine::{
     Event, GenId, GenerateConfig, Scheduler, StopReason, TokenLogprobs, Tokenizer, Utf8Stream,
 };
@@ -97,6 +98,8 @@ struct Running {
     counted: bool,
     /// Tokens of its prompt.
     prompt_len: usize,
+    /// Trace time of its start, when tracing.
+    t_trace: Option<u64>,
 }
 
 /// OpenAI's `{token, logprob, bytes, top_logprobs: [{token, logprob,
@@ -264,6 +267,10 @@ impl Worker {
             };
             match self.sched.submit(&job.prompt, &job.cfg) {
                 Ok(gen) => {
+                    let t_trace = trace::start();
+                    if t_trace.is_some() {
+                        trace::name_track(job.id as u32, format!("request {}", job.id));
+                    }
                     self.metrics
                         .prompt_tokens
                         .fetch_add(job.prompt.len() as u64, Relaxed);
@@ -275,6 +282,7 @@ impl Worker {
                             utf8: Utf8Stream::new(),
                             counted: false,
                             prompt_len: job.prompt.len(),
+                            t_trace,
                         },
                     );
                 }
@@ -298,6 +306,9 @@ impl Worker {
             if !r.counted {
                 if let Some(t) = self.sched.times(r.gen) {
                     r.counted = true;
+                    if let Some(t0) = r.t_trace {
+                        trace::track_span(id as u32, "prefill", t0, r.prompt_len as u64);
+                    }
                     self.metrics
                         .prefix_reused_tokens
                         .fetch_add(t.reused_tokens as u64, Relaxed);
@@ -323,6 +334,10 @@ impl Worker {
                         self.metrics
                             .completion_tokens
                             .fetch_add(stats.generated_tokens as u64, Relaxed);
+                        if let Some(t0) = r.t_trace {
+                            let n = stats.generated_tokens as u64;
+                            trace::track_span(id as u32, "request", t0, n);
+                        }
                         if stats.stop_reason == StopReason::Cancelled {
                             // Only a failed step cancels on its own (our
                             // cancels remove the request first).
