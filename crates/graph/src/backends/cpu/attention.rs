@@ -6,7 +6,7 @@
 //! [`KvCells`](crate::kv::KvCells)), so several sequences can share one
 //! batch and one region, and cells past a sequence's cursor are never read.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use minfer_kernels::blocks::QK;
 use minfer_kernels::pool::ThreadPool;
@@ -427,6 +427,24 @@ impl Sliding<'_> {
     }
 }
 
+/// One of the per-thread buffers that no other thread holds: at most
+/// `n_threads` chunks run at once and there are that many buffers, so the
+/// scan always finds one.
+fn lock_free_buf(bufs: &[Mutex<ThreadBuf>]) -> MutexGuard<'_, ThreadBuf> {
+    loop {
+        for b in bufs {
+            match b.try_lock() {
+                Ok(g) => return g,
+                // A poisoned lock only means an earlier job panicked while
+                // holding it; the buffers hold no invariant.
+                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
+        std::hint::spin_loop();
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn attend(
     q: &[f32],
@@ -469,16 +487,10 @@ fn attend(
     let bufs = &scratch.bufs;
     let rk = scratch.rows;
     let failed = std::sync::atomic::AtomicBool::new(false);
-    pool.run(|ctx| {
-        let pairs = ctx.chunk(n_pairs, 1);
-        if pairs.is_empty() {
-            return;
-        }
-        // A poisoned lock only means an earlier job panicked while holding
-        // it; the buffers hold no invariant, so keep using them.
-        let mut guard = bufs[ctx.thread_index()]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+    // Pairs are claimed a few at a time, so a thread that is not running
+    // (another process has its core) leaves its share to the others.
+    pool.for_chunks(n_pairs, 1, 4, |pairs| {
+        let mut guard = lock_free_buf(bufs);
         let buf = &mut *guard;
         for pair in pairs {
             let t = pair / p.n_head;
@@ -490,7 +502,7 @@ fn attend(
             let qh = &q[pair * hd..(pair + 1) * hd];
             // SAFETY: pair `(t, h)` owns `out[pair * hd..(pair + 1) * hd]`,
             // inside `out` (its length equals `q`'s, checked), and each
-            // pair belongs to exactly one thread's chunk.
+            // pair belongs to exactly one chunk.
             let oh = unsafe { std::slice::from_raw_parts_mut(out_ptr.get().add(pair * hd), hd) };
             if !attend_head(qh, k, v, window, (h / group) * hd, p.scale, rk, buf, oh) {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
