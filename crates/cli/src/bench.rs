@@ -1,7 +1,8 @@
 //! `minfer bench`: prompt processing and generation speed with
 //! llama-bench's conventions — `pp` evaluates a batch of prompt tokens and
-//! `tg` generates tokens one at a time, each test from an empty cache,
-//! repeated and reported as mean ± standard deviation.
+//! `tg` generates tokens one at a time, each test from an empty cache (or
+//! one holding `-d` tokens), repeated and reported as mean ± standard
+//! deviation.
 
 use std::io::Write;
 use std::time::Instant;
@@ -24,6 +25,11 @@ pub struct Args {
     #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
     n_gen: usize,
     /// Repetitions of each test.
+    /// Tokens already in the cache when each test starts (llama-bench's
+    /// `-d`): they are evaluated before the timing, so `tg128 @ d2048`
+    /// measures decoding with 2048 tokens of context to attend over.
+    #[arg(short = 'd', long = "n-depth", default_value_t = 0)]
+    n_depth: usize,
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     reps: usize,
     /// Batched decoding instead, as llama-batched-bench measures it: for
@@ -77,12 +83,12 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
         crate::bench_parallel::run(&loaded, &args.runtime, &opts)?;
         return diag.finish();
     }
-    // Both tests start from an empty cache; the context only needs to hold
-    // the longer one.
+    // Both tests start from a cache holding `n_depth` tokens; the context
+    // only needs to hold those and the longer test.
     args.runtime.n_ctx = args
         .runtime
         .n_ctx
-        .max((args.n_prompt.max(args.n_gen) + 1) as u32);
+        .max((args.n_depth + args.n_prompt.max(args.n_gen) + 1) as u32);
     let mut engine = runtime::engine(&loaded, &args.runtime)?;
     let n_vocab = engine.n_vocab() as u32;
     // Deterministic pseudo-random tokens, as llama-bench uses random ones.
@@ -93,19 +99,33 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
         state ^= state << 17;
         (state % n_vocab as u64) as u32
     };
+    let depth: Vec<u32> = (0..args.n_depth).map(|_| next_token()).collect();
+    let suffix = if args.n_depth > 0 {
+        format!(" @ d{}", args.n_depth)
+    } else {
+        String::new()
+    };
+    // Empties the cache and fills in the depth tokens (not timed).
+    let start = |engine: &mut minfer_engine::Engine| -> Result<()> {
+        engine.reset();
+        if !depth.is_empty() {
+            engine.eval(&depth, false)?;
+        }
+        Ok(())
+    };
     let mut rows = Vec::new();
     if args.n_prompt > 0 {
         let tokens: Vec<u32> = (0..args.n_prompt).map(|_| next_token()).collect();
         // Warm-up run, not measured: builds the graph and faults the weights in.
-        engine.reset();
+        start(&mut engine)?;
         engine.eval(&tokens, false)?;
         let mut row = Row {
-            test: format!("pp{}", args.n_prompt),
+            test: format!("pp{}{suffix}", args.n_prompt),
             n: args.n_prompt,
             samples: vec![],
         };
         for _ in 0..args.reps {
-            engine.reset();
+            start(&mut engine)?;
             let t = Instant::now();
             engine.eval(&tokens, false)?;
             row.samples
@@ -115,15 +135,15 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
     }
     if args.n_gen > 0 {
         let tokens: Vec<u32> = (0..args.n_gen).map(|_| next_token()).collect();
-        engine.reset();
+        start(&mut engine)?;
         engine.eval(&tokens[..1], false)?;
         let mut row = Row {
-            test: format!("tg{}", args.n_gen),
+            test: format!("tg{}{suffix}", args.n_gen),
             n: args.n_gen,
             samples: vec![],
         };
         for _ in 0..args.reps {
-            engine.reset();
+            start(&mut engine)?;
             let t = Instant::now();
             for &tok in &tokens {
                 engine.eval(&[tok], false)?;
