@@ -106,6 +106,15 @@ pub(crate) fn softmax(cands: &mut [Candidate]) {
     }
 }
 
+/// The entropy (nats) of the candidates' probabilities, after [`softmax`].
+fn entropy(cands: &[Candidate]) -> f32 {
+    cands
+        .iter()
+        .filter(|c| c.p > 0.0)
+        .map(|c| -c.p * c.p.ln())
+        .sum()
+}
+
 /// Keeps the smallest best-first prefix whose softmax mass reaches `p`
 /// (always at least one candidate); leaves the candidates sorted best first.
 pub(crate) fn top_p(cands: &mut Vec<Candidate>, p: f32) {
@@ -162,11 +171,7 @@ pub(crate) fn typical(cands: &mut Vec<Candidate>, typical_p: f32, order: &mut Ve
         return;
     }
     softmax(cands);
-    let entropy: f32 = cands
-        .iter()
-        .filter(|c| c.p > 0.0)
-        .map(|c| -c.p * c.p.ln())
-        .sum();
+    let entropy = entropy(cands);
     order.clear();
     // A zero probability has an infinite surprise: last in the order.
     order.extend(cands.iter().enumerate().map(|(i, c)| {
@@ -282,11 +287,7 @@ pub(crate) fn dynamic_temperature(
     let max_t = temp + range;
     let max_entropy = (cands.len() as f32).ln();
     softmax(cands);
-    let entropy: f32 = cands
-        .iter()
-        .filter(|c| c.p > 0.0)
-        .map(|c| -c.p * c.p.ln())
-        .sum();
+    let entropy = entropy(cands);
     let normalized = entropy / max_entropy;
     let t = min_t + (max_t - min_t) * normalized.powf(exponent);
     temperature(cands, t);

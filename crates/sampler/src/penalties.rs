@@ -42,6 +42,19 @@ impl Penalties {
     }
 }
 
+/// Puts the window's ids into `seen`, sorted; `false` when there is nothing
+/// to penalise. Sorting a copy of the window is O(n log n) and reuses
+/// `seen`'s capacity, where a hash map of counts would allocate.
+fn sorted_window(window: &[u32], p: Penalties, seen: &mut Vec<u32>) -> bool {
+    if window.is_empty() || p.is_off() {
+        return false;
+    }
+    seen.clear();
+    seen.extend_from_slice(window);
+    seen.sort_unstable();
+    true
+}
+
 /// llama.cpp's penalties: for each distinct id seen `c` times in `window`,
 /// the repeat penalty divides its logit when positive and multiplies it when
 /// not (once, however often it occurs), then
@@ -52,14 +65,9 @@ pub(crate) fn apply_penalties(
     p: Penalties,
     seen: &mut Vec<u32>,
 ) {
-    if window.is_empty() || p.is_off() {
+    if !sorted_window(window, p, seen) {
         return;
     }
-    // Sorting a copy of the window is O(n log n) and reuses `seen`'s
-    // capacity, where a hash map of counts would allocate.
-    seen.clear();
-    seen.extend_from_slice(window);
-    seen.sort_unstable();
     for run in seen.chunk_by(|a, b| a == b) {
         if let Some(l) = logits.get_mut(run[0] as usize) {
             p.apply(l, run.len());
@@ -75,12 +83,9 @@ pub(crate) fn apply_penalties_sparse(
     p: Penalties,
     seen: &mut Vec<u32>,
 ) {
-    if window.is_empty() || p.is_off() {
+    if !sorted_window(window, p, seen) {
         return;
     }
-    seen.clear();
-    seen.extend_from_slice(window);
-    seen.sort_unstable();
     for c in cands.iter_mut() {
         let lo = seen.partition_point(|&t| t < c.id);
         let hi = seen.partition_point(|&t| t <= c.id);

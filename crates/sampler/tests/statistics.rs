@@ -35,6 +35,16 @@ fn expected(logits: &[f32], k: usize, p: f64, temp: f64) -> Vec<(u32, f64)> {
         .collect()
 }
 
+/// Pearson's statistic of `counts` (over `n` draws) against `want`.
+fn chi_square(counts: &[usize], want: &[(u32, f64)], n: usize) -> f64 {
+    want.iter()
+        .map(|&(i, q)| {
+            let e = q * n as f64;
+            (counts[i as usize] as f64 - e).powi(2) / e
+        })
+        .sum()
+}
+
 #[test]
 fn draws_match_the_computed_distribution() {
     let logits = [1.0f32, 2.5, 0.3, 2.2, -1.0, 1.8, 0.9, 2.4, -0.5, 1.2];
@@ -61,13 +71,7 @@ fn draws_match_the_computed_distribution() {
     // Nothing outside the kept set is ever drawn.
     let kept_total: usize = want.iter().map(|&(i, _)| counts[i as usize]).sum();
     assert_eq!(kept_total, n, "{counts:?} vs {want:?}");
-    let chi2: f64 = want
-        .iter()
-        .map(|&(i, q)| {
-            let e = q * n as f64;
-            (counts[i as usize] as f64 - e).powi(2) / e
-        })
-        .sum();
+    let chi2 = chi_square(&counts, &want, n);
     // The 0.999 quantile of chi-square with up to 5 degrees of freedom is
     // 20.5; a wrong distribution (say, temperature applied before top-p)
     // lands in the hundreds.
@@ -79,13 +83,7 @@ fn draws_match_the_computed_distribution() {
 
     // The same test is sensitive: the untempered distribution fails it.
     let wrong = expected(&logits, k, p, 1.0);
-    let chi2_wrong: f64 = wrong
-        .iter()
-        .map(|&(i, q)| {
-            let e = q * n as f64;
-            (counts[i as usize] as f64 - e).powi(2) / e
-        })
-        .sum();
+    let chi2_wrong = chi_square(&counts, &wrong, n);
     assert!(
         chi2_wrong > 100.0,
         "chi2 against the wrong distribution: {chi2_wrong:.1}"
