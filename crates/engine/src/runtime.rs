@@ -26,10 +26,7 @@ mod snapshot;
 use std::sync::Arc;
 
 use minfer_graph::kv::{BatchPlan, KvCells, MAX_SEQS};
-use minfer_graph::{
-    BackendPlan, ComputeParams, GraphCache, GraphKind, GraphParams, KvKind, SimdLevel, StepInputs,
-    StepTimings,
-};
+use minfer_graph::{GraphCache, KvKind, SimdLevel, StepInputs, StepTimings};
 use minfer_models::Model;
 
 use crate::engine::EngineConfig;
@@ -692,23 +689,7 @@ impl Runtime {
         self.cells.plan_batch(&self.rows, &mut self.plan)?;
         self.positions.clear();
         self.positions.extend(self.rows.iter().map(|&(_, p)| p));
-        let params = GraphParams {
-            n_tokens: n as u32,
-            n_out: n_out as u32,
-            kind: if n == 1 {
-                GraphKind::Decode
-            } else {
-                GraphKind::Prefill
-            },
-            compute: ComputeParams {
-                n_ctx: self.cfg.n_ctx,
-                kv_format: self.cfg.kv_format,
-                backend: BackendPlan::Cpu,
-                fusion: self.cfg.fusion,
-            },
-            // The model is immutable for the life of the runtime.
-            weights_version: 0,
-        };
+        let params = self.params_for(n, n_out);
         let model = &self.model;
         let t_fwd = crate::trace::rec::start();
         let uid = self

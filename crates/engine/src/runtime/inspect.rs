@@ -10,7 +10,7 @@ use crate::error::Result;
 impl Runtime {
     /// The params of a forward of `n_tokens` rows with `n_out` outputs, as
     /// a step builds them.
-    fn params_for(&self, n_tokens: usize, n_out: usize) -> GraphParams {
+    pub(super) fn params_for(&self, n_tokens: usize, n_out: usize) -> GraphParams {
         GraphParams {
             n_tokens: n_tokens as u32,
             n_out: n_out as u32,
@@ -25,6 +25,7 @@ impl Runtime {
                 backend: BackendPlan::Cpu,
                 fusion: self.cfg.fusion,
             },
+            // The model is immutable for the life of the runtime.
             weights_version: 0,
         }
     }
