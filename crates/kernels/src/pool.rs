@@ -160,6 +160,8 @@ struct Shared {
     caller_waiting: AtomicBool,
     done_lock: Mutex<()>,
     done_cv: Condvar,
+    /// Workers that have started running; `new` returns once all have.
+    started: AtomicUsize,
 }
 
 // SAFETY: every field but `slot.job` is Sync. `slot.job` is written only by
@@ -432,6 +434,7 @@ impl ThreadPool {
             caller_waiting: AtomicBool::new(false),
             done_lock: Mutex::new(()),
             done_cv: Condvar::new(),
+            started: AtomicUsize::new(0),
         });
         let mut pool = ThreadPool {
             shared,
@@ -448,6 +451,12 @@ impl ThreadPool {
                 // Dropping `pool` while unwinding stops the workers spawned so far.
                 Err(e) => panic!("minfer ThreadPool: cannot spawn minfer-worker-{index}: {e}"),
             }
+        }
+        // A thread's start-up (its name, its stack guard) allocates. Elastic
+        // jobs never wait for a worker, so without this wait a worker could
+        // first run, and allocate, in the middle of a later decode step.
+        while pool.shared.started.load(Ordering::Acquire) < n_threads - 1 {
+            thread::yield_now();
         }
         pool
     }
@@ -663,6 +672,7 @@ fn worker_main(shared: &Shared, index: usize) {
         index,
         n_threads: shared.n_threads,
     };
+    shared.started.fetch_add(1, Ordering::Release);
     // Workers start before any dispatch, at epoch 0.
     let mut seen = 0;
     loop {

@@ -71,9 +71,9 @@ struct ThreadBuf {
 /// decoded from a quantized region.
 #[derive(Debug)]
 pub struct AttnScratch {
-    /// One buffer per pool thread. Each thread locks only its own, so the
-    /// locks are never contended; they are what lets threads of a shared
-    /// job each get a mutable buffer without `unsafe`.
+    /// One buffer per pool thread. A chunk locks whichever is free (at most
+    /// `n_threads` chunks run at once); the locks are what lets threads of
+    /// a shared job each get a mutable buffer without `unsafe`.
     bufs: Vec<Mutex<ThreadBuf>>,
     n_ctx: usize,
     head_dim_max: usize,
