@@ -18,6 +18,11 @@ pub struct RuntimeArgs {
     /// KV cache format: f16 (llama.cpp's default), f32 or q8_0.
     #[arg(long = "kv-type", default_value = "f16", value_parser = parse_kv)]
     pub kv_type: KvFormat,
+    /// Keep the weights in the file's layout instead of repacking them at
+    /// start-up for the fastest kernels (same results, slower; as
+    /// llama.cpp's --no-repack).
+    #[arg(long = "no-repack")]
+    pub no_repack: bool,
     #[command(flatten)]
     pub diag: crate::trace::DiagArgs,
 }
@@ -53,6 +58,7 @@ impl RuntimeArgs {
             n_ctx: self.n_ctx,
             kv_format: self.kv_type,
             simd: Some(simd),
+            repack: !self.no_repack,
             ..EngineConfig::default()
         };
         if let Some(t) = self.threads {

@@ -30,6 +30,10 @@ pub struct EngineConfig {
     pub fusion: Fusion,
     /// SIMD level of the kernels; `None` picks the best this CPU has.
     pub simd: Option<SimdLevel>,
+    /// Repack weight matrices at start-up into the interleaved layout the
+    /// fastest kernels read (where the CPU has them); results are the same
+    /// bits either way. llama.cpp's `--no-repack` turns its repacking off.
+    pub repack: bool,
 }
 
 impl EngineConfig {
@@ -71,6 +75,7 @@ impl Default for EngineConfig {
             kv_format: KvFormat::F16,
             fusion: Fusion::ALL,
             simd: None,
+            repack: true,
         }
     }
 }

@@ -208,8 +208,20 @@ impl Runtime {
         plan.window_positions.reserve(n_ctx);
         plan.kv_cells.reserve(n_batch);
         plan.window_offsets.reserve(n_batch + 1);
+        let cache = GraphCache::with_simd(simd, cfg.n_threads)?;
+        if cfg.repack {
+            let t0 = std::time::Instant::now();
+            let bytes = cache.pack_weights(&model.weights);
+            if bytes > 0 {
+                tracing::info!(
+                    mb = bytes as f64 / 1e6,
+                    ms = t0.elapsed().as_secs_f64() * 1e3,
+                    "repacked weights into the interleaved layout"
+                );
+            }
+        }
         Ok(Runtime {
-            cache: GraphCache::with_simd(simd, cfg.n_threads)?,
+            cache,
             simd,
             cells: KvCells::new(n_ctx),
             seqs: (0..MAX_SEQS).map(|_| None).collect(),

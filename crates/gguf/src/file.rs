@@ -237,6 +237,36 @@ impl GgufFile {
         &part.bytes.as_slice()[start..start + t.info.n_bytes as usize]
     }
 
+    /// Tells the kernel this process no longer needs the pages of `t`'s
+    /// data (after the data was copied elsewhere, e.g. repacked): they
+    /// leave the resident set, stay in the page cache, and are read back
+    /// transparently if touched again. Best effort: a failure is ignored.
+    pub fn release_tensor_pages(&self, t: &Tensor) {
+        let part = &self.parts[t.part];
+        if let Bytes::Mapped(map) = &part.bytes {
+            let start = (part.data_offset + t.info.offset) as usize;
+            let len = t.info.n_bytes as usize;
+            // Only whole pages inside the tensor: its neighbours stay.
+            let page = 4096;
+            let base = map.as_ptr() as usize;
+            let first = (base + start).next_multiple_of(page) - base;
+            let end = (base + start + len) / page * page - base;
+            if end > first {
+                // SAFETY: the mapping is read-only and private, so none of
+                // its pages is dirty: MADV_DONTNEED only drops clean copies
+                // of file pages, and a later read faults the same bytes
+                // back in from the file. No reference sees different data.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        first,
+                        end - first,
+                    )
+                };
+            }
+        }
+    }
+
     /// The bytes of the tensor called `name`.
     pub fn tensor_bytes(&self, name: &str) -> Result<&[u8]> {
         let t = self

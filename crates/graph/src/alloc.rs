@@ -106,6 +106,10 @@ pub(crate) struct MemPlan {
     /// The mat_mul that needs the most quantized-activation scratch:
     /// (weight, values per row, activation rows).
     pub widest_matmul: Option<(WeightId, usize, usize)>,
+    /// The most activation values (values per row × rows) of any mat_mul
+    /// with quantized activations: what the interleaved kernels' tables
+    /// are sized for.
+    pub max_act_values: usize,
     /// Highest weight handle the graph reads; the store given at execute
     /// must hold it.
     pub max_weight: Option<WeightId>,
@@ -307,6 +311,7 @@ impl Allocator {
             rope_scratch: 0,
             attn_head_dim: 0,
             widest_matmul: None,
+            max_act_values: 0,
             max_weight: None,
         };
         let mut widest_act = 0usize;
@@ -445,6 +450,9 @@ impl Allocator {
                         let rows_x = g.nodes[node.srcs[1]].shape[1];
                         let bytes =
                             minfer_kernels::matmul::row_bytes(act, cols).unwrap_or(0) * rows_x;
+                        if act != minfer_gguf::GgmlType::F32 {
+                            plan.max_act_values = plan.max_act_values.max(cols * rows_x);
+                        }
                         // Float activations are read in place and need no scratch.
                         if act != minfer_gguf::GgmlType::F32 && bytes > widest_act {
                             widest_act = bytes;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::trace;
-use minfer_kernels::{matmul, ActScratch, Kernels, MatRef, RowKernels, SimdLevel};
+use minfer_kernels::{matmul, ActScratch, Kernels, Layout, MatRef, RowKernels, SimdLevel};
 
 use crate::alloc::{AllocStats, Allocator, MemPlan, Slot};
 use crate::backends::cpu::AttnScratch;
@@ -249,6 +249,12 @@ impl GraphCache {
         self.alloc.kv_region_mut(layer, kind)
     }
 
+    /// Repacks `weights` for these kernels (see [`WeightStore::pack`]) on
+    /// this cache's pool; returns the bytes packed.
+    pub fn pack_weights(&self, weights: &WeightStore) -> usize {
+        weights.pack(&self.kernels, &self.threads)
+    }
+
     /// The thread pool the kernels run on.
     pub fn threads(&self) -> &ThreadPool {
         &self.threads
@@ -456,6 +462,7 @@ impl GraphCache {
         // The activation scratch only grows inside a product, and it cannot
         // be sized from outside; one product of the widest shape (over a
         // single weight row, on zeros) grows it to its final size now.
+        self.act.reserve_packed(plan.max_act_values);
         if let Some((id, cols, n_tok)) = plan.widest_matmul {
             let info = weights.info(id);
             let row = minfer_kernels::matmul::row_bytes(info.ty, cols).unwrap_or(0);
@@ -466,6 +473,7 @@ impl GraphCache {
                     rows: 1,
                     cols,
                     data: &data[..row],
+                    layout: Layout::Rows,
                 };
                 let x = vec![0.0f32; cols * n_tok];
                 let mut out = vec![0.0f32; n_tok];

@@ -8,7 +8,7 @@
 //! be written while the sources are read from the same pool.
 
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, MatRef};
+use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef};
 
 use crate::alloc::{LayerKv, MemPlan, Slot, TypedPool};
 use crate::backends::cpu;
@@ -231,11 +231,17 @@ fn compute(
             };
             let ws = g.nodes[node.srcs[0]].shape;
             let x_node = &g.nodes[node.srcs[1]];
+            // Interleaved when the store repacked it for these kernels.
+            let (data, layout) = match cx.weights.packed(id) {
+                Some(p) => (p, Layout::Packed),
+                None => (cx.weights.data(id), Layout::Rows),
+            };
             let w = MatRef {
                 ty: cx.weights.info(id).ty,
                 rows: ws[1],
                 cols: ws[0],
-                data: cx.weights.data(id),
+                data,
+                layout,
             };
             let x = src_f32(cx.pool, cx.weights, slot_of(1))?;
             matmul(cx.kernels, cx.threads, &w, x, x_node.shape[1], out, cx.act)?;

@@ -2,11 +2,30 @@
 //! graph never looks a weight up by name while it runs.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use minfer_gguf::{GgmlType, GgufFile};
 
+use minfer_kernels::packed;
+use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::Kernels;
+
 use crate::error::{GraphError, Result};
+
+/// The start of a buffer that threads fill in disjoint parts.
+#[derive(Clone, Copy)]
+struct OutBytes(*mut u8);
+// SAFETY: the threads sharing it write disjoint ranges (see `pack`).
+unsafe impl Send for OutBytes {}
+// SAFETY: as above.
+unsafe impl Sync for OutBytes {}
+
+impl OutBytes {
+    /// A method, so closures capture the `Sync` wrapper, not the field.
+    fn get(self) -> *mut u8 {
+        self.0
+    }
+}
 
 /// Handle of a registered tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -35,6 +54,11 @@ pub struct WeightStore {
     infos: Vec<WeightInfo>,
     backing: Vec<Backing>,
     by_name: HashMap<String, WeightId>,
+    /// Per tensor, its interleaved copy once made (see [`WeightStore::pack`]).
+    packed: Vec<OnceLock<Vec<u8>>>,
+    /// Tensors that something reads by rows (embedding tables), which
+    /// keep ggml's layout.
+    keep_rows: Vec<bool>,
 }
 
 fn fold_shape(name: &str, shape: &[u64]) -> Result<[usize; 2]> {
@@ -78,7 +102,64 @@ impl WeightStore {
         self.by_name.insert(name.clone(), id);
         self.infos.push(WeightInfo { name, ty, shape });
         self.backing.push(b);
+        self.packed.push(OnceLock::new());
+        self.keep_rows.push(false);
         id
+    }
+
+    /// Marks a tensor as read by rows (an embedding table): it is never
+    /// repacked, so row lookups keep working on ggml's layout.
+    pub fn keep_rows(&mut self, id: WeightId) {
+        self.keep_rows[id.0 as usize] = true;
+    }
+
+    /// Repacks every matrix that the kernels read faster interleaved (see
+    /// [`minfer_kernels::packed`]) and that nothing reads by rows, splitting
+    /// the work over `pool`; the original pages of a memory-mapped file are
+    /// then released. Tensors already packed are skipped, so a second call
+    /// (another runtime on the same model) costs nothing. Returns the bytes
+    /// packed by this call.
+    pub fn pack(&self, kernels: &Kernels, pool: &ThreadPool) -> usize {
+        let mut total = 0;
+        for (i, info) in self.infos.iter().enumerate() {
+            let [cols, rows] = info.shape;
+            if self.keep_rows[i]
+                || !kernels.packs(info.ty)
+                || !packed::packable(info.ty, rows, cols)
+                || self.packed[i].get().is_some()
+            {
+                continue;
+            }
+            let src = self.data(WeightId(i as u32));
+            let mut dst = vec![0u8; src.len()];
+            let per_group = dst.len() / (rows / packed::GROUP);
+            let out = OutBytes(dst.as_mut_ptr());
+            pool.for_range(rows / packed::GROUP, 1, |groups| {
+                // SAFETY: each thread gets a disjoint range of groups, so
+                // the slices it builds do not overlap, and they lie inside
+                // `dst`, which outlives the job.
+                let part = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        out.get().add(groups.start * per_group),
+                        groups.len() * per_group,
+                    )
+                };
+                // Shapes were checked by `packable` and the store.
+                let _ = packed::pack_groups(info.ty, rows, cols, src, groups, part);
+            });
+            total += dst.len();
+            if self.packed[i].set(dst).is_ok() {
+                if let (Backing::Gguf(t), Some(file)) = (&self.backing[i], &self.file) {
+                    file.release_tensor_pages(&file.tensors()[*t]);
+                }
+            }
+        }
+        total
+    }
+
+    /// The interleaved copy of a tensor, when [`WeightStore::pack`] made one.
+    pub fn packed(&self, id: WeightId) -> Option<&[u8]> {
+        self.packed[id.0 as usize].get().map(Vec::as_slice)
     }
 
     /// Adds a tensor held in memory; its size must match type and shape.

@@ -9,7 +9,7 @@
 use criterion::{criterion_main, BenchmarkId, Criterion, Throughput};
 use minfer_kernels::matmul::row_bytes;
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, MatRef, SimdLevel};
+use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, SimdLevel};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Duration;
 
@@ -102,6 +102,7 @@ fn bench(c: &mut Criterion) {
                 rows,
                 cols,
                 data: &data,
+                layout: Layout::Rows,
             };
             let x: Vec<f32> = (0..cols).map(|_| rng.gen_range(-1.0..1.0)).collect();
             let mut out = vec![0f32; rows];

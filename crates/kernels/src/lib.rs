@@ -10,6 +10,7 @@ pub mod dequant;
 pub mod dot;
 mod error;
 pub mod matmul;
+pub mod packed;
 pub mod pool;
 pub mod quant;
 pub mod rows;
@@ -18,7 +19,7 @@ pub mod trace;
 
 pub use dot::{act_type, scale_table, scale_table_len, Dot4Fn, DotFn, DotKernel, Kernels};
 pub use error::KernelError;
-pub use matmul::{matmul, ActScratch, MatRef};
+pub use matmul::{matmul, ActScratch, Layout, MatRef};
 pub use minfer_gguf::GgmlType;
 pub use rows::{f16_to_f32_row, f32_to_f16_row, RowKernels, Rows};
 pub use simd::SimdLevel;

@@ -28,6 +28,19 @@ pub struct MatRef<'a> {
     pub cols: usize,
     /// The raw bytes, `rows * row_bytes(ty, cols)` long.
     pub data: &'a [u8],
+    /// How the rows are arranged in `data`.
+    pub layout: Layout,
+}
+
+/// The arrangement of a weight matrix's bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// ggml's: row after row.
+    #[default]
+    Rows,
+    /// Sixteen rows interleaved per group, as [`crate::packed::pack`]
+    /// makes it.
+    Packed,
 }
 
 /// Bytes taken by `n` elements of type `ty` (a whole number of blocks).
@@ -43,13 +56,36 @@ pub fn row_bytes(ty: GgmlType, n: usize) -> Option<usize> {
 /// `u64` so every activation format is suitably aligned.
 #[derive(Default, Debug)]
 pub struct ActScratch {
-    words: Vec<u64>,
+    pub(crate) words: Vec<u64>,
     /// Per activation row, its block scales widened to f32 for the
-    /// four-row kernels (see [`crate::dot::scale_table`]).
-    table: Vec<f32>,
+    /// four-row kernels (see [`crate::dot::scale_table`]); for the
+    /// interleaved kernels, the per-block values of [`crate::packed::Acts`].
+    pub(crate) table: Vec<f32>,
+    /// The interleaved kernels' integer start values.
+    pub(crate) init: Vec<i32>,
 }
 
-fn bytes_mut(words: &mut Vec<u64>, len: usize) -> &mut [u8] {
+impl ActScratch {
+    /// Grows the scratch so that products over interleaved weights with up
+    /// to `values` activation values (values per row × rows) allocate
+    /// nothing; the row-wise products are sized by running one.
+    pub fn reserve_packed(&mut self, values: usize) {
+        let blocks = values.div_ceil(crate::blocks::QK);
+        // Q8_1, the larger of the two activation formats (36 bytes).
+        let words = (blocks * 36).div_ceil(8);
+        if self.words.len() < words {
+            self.words.resize(words, 0);
+        }
+        if self.table.len() < 2 * blocks {
+            self.table.resize(2 * blocks, 0.0);
+        }
+        if self.init.len() < blocks {
+            self.init.resize(blocks, 0);
+        }
+    }
+}
+
+pub(crate) fn bytes_mut(words: &mut Vec<u64>, len: usize) -> &mut [u8] {
     let n = len.div_ceil(8);
     if words.len() < n {
         words.resize(n, 0);
@@ -60,7 +96,7 @@ fn bytes_mut(words: &mut Vec<u64>, len: usize) -> &mut [u8] {
 /// Where each thread writes its rows of the output. Threads write disjoint
 /// row ranges, which is what makes sharing the pointer sound.
 #[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
+pub(crate) struct OutPtr(pub(crate) *mut f32);
 // SAFETY: see the type's documentation; each element has one writer, and
 // the output outlives the job that shares the pointer.
 unsafe impl Send for OutPtr {}
@@ -70,7 +106,7 @@ unsafe impl Sync for OutPtr {}
 impl OutPtr {
     /// Going through a method makes closures capture the whole wrapper
     /// (which is `Sync`) rather than the bare pointer field.
-    fn get(self) -> *mut f32 {
+    pub(crate) fn get(self) -> *mut f32 {
         self.0
     }
 }
@@ -127,6 +163,9 @@ pub fn matmul(
     out: &mut [f32],
     scratch: &mut ActScratch,
 ) -> Result<(), KernelError> {
+    if w.layout == Layout::Packed {
+        return crate::packed::matmul(kernels.packed_tile(), pool, w, x, n_tok, out, scratch);
+    }
     let p = plan(kernels, w, x.len(), n_tok, out.len())?;
     if n_tok == 0 || w.rows == 0 {
         return Ok(());
@@ -136,7 +175,7 @@ pub fn matmul(
     let (act, table): (&[u8], &[f32]) = if p.kernel.act == GgmlType::F32 {
         (bytemuck::cast_slice(x), &[])
     } else {
-        let ActScratch { words, table } = scratch;
+        let ActScratch { words, table, .. } = scratch;
         let buf = bytes_mut(words, n_tok * p.a_row);
         quantize_rows(pool, p.kernel.act, x, w.cols, buf, p.a_row)?;
         if four && t_len > 0 {
@@ -214,7 +253,7 @@ const TILE_BYTES: usize = 8 * 1024;
 
 /// Quantizes `n_tok` rows of `cols` activations into `dst` (rows of
 /// `a_row` bytes), splitting the rows across threads when there are many.
-fn quantize_rows(
+pub(crate) fn quantize_rows(
     pool: &ThreadPool,
     act: GgmlType,
     x: &[f32],

@@ -6,7 +6,9 @@ use minfer_kernels::dequant::dequantize_row;
 use minfer_kernels::matmul::{matmul_reference, row_bytes};
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::quant::quantize_row;
-use minfer_kernels::{matmul, ActScratch, GgmlType, KernelError, Kernels, MatRef, SimdLevel};
+use minfer_kernels::{
+    matmul, ActScratch, GgmlType, KernelError, Kernels, Layout, MatRef, SimdLevel,
+};
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -108,7 +110,13 @@ proptest! {
         let cols = 32 * blocks;
         let mut rng = StdRng::seed_from_u64(seed);
         let data = random_matrix(ty, rows, cols, &mut rng);
-        let w = MatRef { ty, rows, cols, data: &data };
+        let w = MatRef {
+            ty,
+            rows,
+            cols,
+            data: &data,
+            layout: Layout::Rows,
+        };
         let x: Vec<f32> = (0..n_tok * cols).map(|_| rng.gen_range(-1.0..1.0)).collect();
         let base = run(SimdLevel::Scalar, 1, &w, &x, n_tok);
         for level in SimdLevel::supported() {
@@ -163,6 +171,7 @@ fn k_quant_matrices_from_real_shapes() {
             rows,
             cols,
             data: &data,
+            layout: Layout::Rows,
         };
         let x: Vec<f32> = (0..3 * cols).map(|_| rng.gen_range(-1.0..1.0)).collect();
         let base = run(SimdLevel::Scalar, 1, &w, &x, 3);
@@ -201,6 +210,7 @@ fn bad_shapes_are_errors() {
         rows: 2,
         cols: 32,
         data: &data,
+        layout: Layout::Rows,
     };
     let mut out = vec![0f32; 2];
     let x = vec![0f32; 32];
@@ -218,6 +228,7 @@ fn bad_shapes_are_errors() {
         rows: 2,
         cols: 33,
         data: &data,
+        layout: Layout::Rows,
     };
     assert!(matches!(
         matmul(&kernels, &pool, &bad, &x, 1, &mut out, &mut scratch),
@@ -228,6 +239,7 @@ fn bad_shapes_are_errors() {
         rows: 1,
         cols: 256,
         data: &data,
+        layout: Layout::Rows,
     };
     assert!(matches!(
         matmul(&kernels, &pool, &iq, &x, 1, &mut out, &mut scratch),

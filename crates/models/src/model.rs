@@ -57,7 +57,7 @@ impl Model {
             .ok_or(ModelError::NoArchitecture)?;
         let arch = Arch::from_name(arch_name)?;
         let hparams = HParams::from_gguf(&file, arch)?;
-        let weights = WeightStore::from_gguf(Arc::clone(&file))?;
+        let mut weights = WeightStore::from_gguf(Arc::clone(&file))?;
         let family = registry::family(arch.name()).ok_or_else(|| {
             // `Arch::from_name` only answers names of the registry.
             ModelError::UnknownArchitecture {
@@ -70,6 +70,9 @@ impl Model {
             weights: &weights,
             hparams: &hparams,
         })?;
+        // The embedding table is read by rows; it keeps ggml's layout even
+        // when it doubles as the LM head.
+        weights.keep_rows(forward.tensors().token_embd);
         Ok(Model {
             hparams,
             weights,

@@ -302,6 +302,19 @@ impl Kernels {
         self.vnni
     }
 
+    /// Whether weights of type `ty` are worth repacking into the
+    /// interleaved layout (see [`crate::packed`]): the CPU has the kernel
+    /// that makes it pay (AVX-512 VNNI) and the type has the layout.
+    pub fn packs(&self, ty: GgmlType) -> bool {
+        self.vnni && crate::packed::Format::of(ty).is_some()
+    }
+
+    /// The tile kernel for interleaved weights at this level (the scalar
+    /// one below AVX-512 VNNI: exact, but slow).
+    pub fn packed_tile(&self) -> crate::packed::TileFn {
+        crate::packed::tile_fn(self.vnni)
+    }
+
     /// The requested level.
     pub fn level(&self) -> SimdLevel {
         self.level

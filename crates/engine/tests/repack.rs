@@ -1,0 +1,73 @@
+//! Repacked weights change nothing but speed: a model whose matrices were
+//! repacked into the interleaved layout gives the same logits, bit for
+//! bit, as the same model in the file's layout, in prefill (tiles of four
+//! tokens plus a remainder) and in decode, on one and two threads.
+
+mod common;
+
+use std::sync::Arc;
+
+use minfer_engine::{Engine, EngineConfig, SimdLevel};
+
+fn run(model: &Arc<minfer_models::Model>, repack: bool, threads: usize) -> Vec<Vec<f32>> {
+    let cfg = EngineConfig {
+        n_ctx: 256,
+        n_threads: threads,
+        repack,
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::new(Arc::clone(model), cfg).expect("engine");
+    let n_vocab = model.n_vocab() as u32;
+    // 39 tokens: nine tiles of four and a remainder of three.
+    let prompt: Vec<u32> = (0..39u32).map(|i| (i * 7919 + 13) % n_vocab).collect();
+    let mut out = vec![e.eval(&prompt, true).expect("prefill").to_vec()];
+    for step in 0..4u32 {
+        let tok = (step * 104_729 + 5) % n_vocab;
+        out.push(e.eval(&[tok], false).expect("decode").to_vec());
+    }
+    out
+}
+
+fn check(file: &str) {
+    let (Some(packed), Some(plain)) = (common::load(file), common::load(file)) else {
+        return;
+    };
+    for threads in [1, 2] {
+        let a = run(&packed, true, threads);
+        let b = run(&plain, false, threads);
+        for (s, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(x.len(), y.len());
+            let same = x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(
+                same,
+                "{file}: logits differ at step {s} on {threads} threads"
+            );
+        }
+    }
+    let n_packed = (0..packed.weights.len() as u32)
+        .filter(|&i| packed.weights.packed(minfer_graph::WeightId(i)).is_some())
+        .count();
+    let n_plain = (0..plain.weights.len() as u32)
+        .filter(|&i| plain.weights.packed(minfer_graph::WeightId(i)).is_some())
+        .count();
+    assert_eq!(n_plain, 0, "repack: false must leave the file's layout");
+    if SimdLevel::detect() == SimdLevel::Avx512 && SimdLevel::has_vnni() {
+        // Every layer matrix of both models has a packable type and shape.
+        assert!(
+            n_packed > 100,
+            "{file}: only {n_packed} tensors were packed"
+        );
+    } else {
+        eprintln!("{file}: no AVX-512 VNNI on this CPU, nothing was repacked");
+    }
+}
+
+#[test]
+fn repacked_smollm2_gives_the_same_bits() {
+    check(minfer_testutil::SMOLLM);
+}
+
+#[test]
+fn repacked_qwen_gives_the_same_bits() {
+    check(minfer_testutil::QWEN);
+}

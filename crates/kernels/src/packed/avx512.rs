@@ -1,0 +1,192 @@
+//! The AVX-512 VNNI product over the interleaved layout.
+//!
+//! Per block, the sixteen rows' quants are unpacked once into eight
+//! registers (quants `4k..4k + 4` of every row in register `k`); each token
+//! of the tile then takes eight `vpdpbusd` against its own four activation
+//! bytes broadcast, leaving the sixteen exact block sums in sixteen lanes.
+//! The integer start value carries the quant offset (`-offset * sum(y)`),
+//! so the sums equal the reference's signed ones. The float steps are the
+//! reference's, lane by lane: `(dw * da) * isum` (plus `m * s`), added to
+//! running sum `b % 4`, combined as `(s0 + s2) + (s1 + s3)` at the end.
+//!
+//! Everything here needs AVX-512 F, BW and VNNI plus F16C; the dispatcher
+//! only hands these kernels out after checking the CPU.
+
+use std::arch::x86_64::*;
+
+use super::layout::{Format, GROUP};
+use super::{Acts, Tile, TILE};
+
+/// The eight quant registers of one group-block at `gb`.
+///
+/// # Safety
+/// AVX-512 F/BW; `gb` must point at a whole group-block of format `F`.
+#[inline(always)]
+unsafe fn unpack<const NIB: bool, const FIFTH: bool>(f: &Format, gb: *const u8) -> [__m512i; 8] {
+    // SAFETY: the loads read inside the group-block (quant chunks at
+    // `64 * c`, fifth bits at `qh_at`), whose size the caller guarantees.
+    unsafe {
+        if !NIB {
+            return std::array::from_fn(|k| _mm512_loadu_si512(gb.add(64 * k) as *const _));
+        }
+        let m4 = _mm512_set1_epi8(0x0F);
+        let mut q = [_mm512_setzero_si512(); 8];
+        for c in 0..4 {
+            let x = _mm512_loadu_si512(gb.add(64 * c) as *const _);
+            q[c] = _mm512_and_si512(x, m4);
+            q[c + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
+        }
+        if FIFTH {
+            let h = _mm512_loadu_si512(gb.add(f.qh_at()) as *const _);
+            let m10 = _mm512_set1_epi8(0x10);
+            let bits = [
+                _mm512_slli_epi32::<4>(h),
+                _mm512_slli_epi32::<3>(h),
+                _mm512_slli_epi32::<2>(h),
+                _mm512_slli_epi32::<1>(h),
+                h,
+                _mm512_srli_epi32::<1>(h),
+                _mm512_srli_epi32::<2>(h),
+                _mm512_srli_epi32::<3>(h),
+            ];
+            for (q, b) in q.iter_mut().zip(bits) {
+                // (b & 0x10) | q
+                *q = _mm512_ternarylogic_epi32::<0xEA>(b, m10, *q);
+            }
+        }
+        q
+    }
+}
+
+/// One block for every token of the tile, added to running sums `acc`.
+///
+/// # Safety
+/// As [`tile`]; `b` must be below the row's block count.
+#[inline(always)]
+unsafe fn block<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: bool>(
+    f: &Format,
+    gb: *const u8,
+    acts: &Acts,
+    t0: usize,
+    b: usize,
+    acc: &mut [__m512; T],
+) {
+    // SAFETY: the CPU features are the caller's precondition; the scale
+    // loads read 32 bytes at `d_at` and `m_at`, inside the group-block, and
+    // `quants` gives 32 bytes of which the broadcasts read `4k..4k + 4`.
+    unsafe {
+        let q = unpack::<NIB, FIFTH>(f, gb);
+        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(f.d_at()) as *const _));
+        let mw = if MIN {
+            _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(f.m_at()) as *const _))
+        } else {
+            _mm512_setzero_ps()
+        };
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let tok = t0 + t;
+            let y = acts.quants(tok, b).as_ptr();
+            let mut isum = _mm512_set1_epi32(acts.init(tok, b));
+            for (k, q) in q.iter().enumerate() {
+                let yk = _mm512_set1_epi32((y.add(4 * k) as *const i32).read_unaligned());
+                isum = _mm512_dpbusd_epi32(isum, *q, yk);
+            }
+            let d = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d(tok, b)));
+            let mut v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
+            if MIN {
+                v = _mm512_add_ps(v, _mm512_mul_ps(mw, _mm512_set1_ps(acts.s(tok, b))));
+            }
+            *acc = _mm512_add_ps(*acc, v);
+        }
+    }
+}
+
+/// `T` tokens from `t0` against one group of `nb` blocks.
+///
+/// # Safety
+/// AVX-512 F/BW/VNNI and F16C; `group` holds `nb` group-blocks of `f`,
+/// and `acts` covers tokens `t0..t0 + T` with `nb` blocks each.
+#[inline(always)]
+unsafe fn tile_t<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: bool>(
+    f: &Format,
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+) -> Tile {
+    // SAFETY: as the function's contract; `block` gets `b < nb` and the
+    // group-block at `b * gbytes`, inside `group` (`nb * gbytes` bytes).
+    unsafe {
+        let gbytes = f.group_block_bytes();
+        debug_assert!(group.len() >= nb * gbytes);
+        let base = group.as_ptr();
+        let z = [_mm512_setzero_ps(); T];
+        let mut acc = [z; 4];
+        let run = |b: usize, acc: &mut [__m512; T]| {
+            block::<T, NIB, FIFTH, MIN>(f, base.add(b * gbytes), acts, t0, b, acc)
+        };
+        let mut b = 0;
+        while b + 4 <= nb {
+            let [a0, a1, a2, a3] = &mut acc;
+            run(b, a0);
+            run(b + 1, a1);
+            run(b + 2, a2);
+            run(b + 3, a3);
+            b += 4;
+        }
+        for (s, acc) in acc.iter_mut().enumerate().take(nb - b) {
+            run(b + s, acc);
+        }
+        let mut out = [[0.0f32; GROUP]; TILE];
+        for (t, out) in out.iter_mut().enumerate().take(T) {
+            let v = _mm512_add_ps(
+                _mm512_add_ps(acc[0][t], acc[2][t]),
+                _mm512_add_ps(acc[1][t], acc[3][t]),
+            );
+            _mm512_storeu_ps(out.as_mut_ptr(), v);
+        }
+        out
+    }
+}
+
+/// Dispatches on the tile height for one format.
+///
+/// # Safety
+/// As [`tile_t`], for `nt` tokens (1 to [`TILE`]).
+#[inline(always)]
+unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool>(
+    f: &Format,
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+    nt: usize,
+) -> Tile {
+    // SAFETY: the caller's contract, for the tile height chosen.
+    unsafe {
+        match nt {
+            4.. => tile_t::<4, NIB, FIFTH, MIN>(f, nb, group, acts, t0),
+            3 => tile_t::<3, NIB, FIFTH, MIN>(f, nb, group, acts, t0),
+            2 => tile_t::<2, NIB, FIFTH, MIN>(f, nb, group, acts, t0),
+            _ => tile_t::<1, NIB, FIFTH, MIN>(f, nb, group, acts, t0),
+        }
+    }
+}
+
+/// The VNNI kernel for any interleaved format.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VNNI and F16C; `group` holds `nb`
+/// group-blocks of `f`, and `acts` covers tokens `t0..t0 + nt`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    // SAFETY: this function's features and contract are the callee's.
+    unsafe {
+        match (f.nibbles, f.fifth, f.min) {
+            (false, _, _) => tile_n::<false, false, false>(f, nb, group, acts, t0, nt),
+            (true, false, false) => tile_n::<true, false, false>(f, nb, group, acts, t0, nt),
+            (true, false, true) => tile_n::<true, false, true>(f, nb, group, acts, t0, nt),
+            (true, true, false) => tile_n::<true, true, false>(f, nb, group, acts, t0, nt),
+            (true, true, true) => tile_n::<true, true, true>(f, nb, group, acts, t0, nt),
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! The interleaved layout: weight rows regrouped sixteen at a time so that
+//! one 512-bit register holds the same four quants of sixteen rows.
+//!
+//! With that layout a byte dot product (`vpdpbusd`) against four
+//! activation bytes broadcast to every lane yields sixteen rows' partial
+//! sums at once, already in separate lanes: the per-block sums need no
+//! horizontal reduction, and each activation load serves sixteen rows.
+//! The layout keeps the source's bit density (same byte count), so decode,
+//! which streams every weight byte, reads no more than before.
+//!
+//! A group of sixteen rows stores its blocks one after another; block `b`
+//! of group `g` starts at byte `(g * nb + b) * group_block_bytes`. Inside,
+//! with `k` in `0..8` naming quants `4k..4k + 4` of every row:
+//!
+//! - quants: for the 4-bit and 5-bit types, four 64-byte chunks, chunk `c`
+//!   holding bytes `4c..4c + 4` of each row's `qs` (row `r` at `4r`); their
+//!   low nibbles are quants `4c..4c + 4` and the high nibbles quants
+//!   `16 + 4c..16 + 4c + 4`. For Q8_0, eight 64-byte chunks of four quants
+//!   per row, each quant stored as `q + 128` (an unsigned byte, which is
+//!   what `vpdpbusd` multiplies).
+//! - Q5_0/Q5_1 fifth bits: one little-endian `u32` per row, with the fifth
+//!   bit of quant `4k + j` at bit `k` of byte `j`, so a single shift brings
+//!   the bits of quants `4k..4k + 4` to bit 4 of their own bytes.
+//! - the sixteen `d` (f16), then for Q4_1/Q5_1 the sixteen `m` (f16).
+
+use minfer_gguf::GgmlType;
+
+use crate::blocks::*;
+use crate::error::KernelError;
+
+/// Rows per interleaved group: one 512-bit register of i32 lanes.
+pub const GROUP: usize = 16;
+
+/// Where the parts of one interleaved group-block lie, per weight type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Format {
+    /// The weight type.
+    pub ty: GgmlType,
+    /// Quants stored as nibbles (two per byte) rather than bytes.
+    pub nibbles: bool,
+    /// Fifth bits present (Q5_0, Q5_1).
+    pub fifth: bool,
+    /// A per-block minimum `m` present (Q4_1, Q5_1).
+    pub min: bool,
+    /// What the stored unsigned quants exceed the signed ones by (0 for
+    /// the types with a minimum, whose quants are unsigned already).
+    pub offset: i32,
+}
+
+impl Format {
+    /// The format of `ty`, when the layout has one.
+    pub fn of(ty: GgmlType) -> Option<Format> {
+        use GgmlType::*;
+        let f = |nibbles, fifth, min, offset| Format {
+            ty,
+            nibbles,
+            fifth,
+            min,
+            offset,
+        };
+        Some(match ty {
+            Q4_0 => f(true, false, false, 8),
+            Q4_1 => f(true, false, true, 0),
+            Q5_0 => f(true, true, false, 16),
+            Q5_1 => f(true, true, true, 0),
+            Q8_0 => f(false, false, false, 128),
+            _ => return None,
+        })
+    }
+
+    /// Bytes of the quant chunks.
+    pub const fn qs_bytes(&self) -> usize {
+        if self.nibbles {
+            4 * 64
+        } else {
+            8 * 64
+        }
+    }
+
+    /// Offset of the fifth-bit words.
+    pub const fn qh_at(&self) -> usize {
+        self.qs_bytes()
+    }
+
+    /// Offset of the sixteen scales.
+    pub const fn d_at(&self) -> usize {
+        self.qs_bytes() + if self.fifth { 4 * GROUP } else { 0 }
+    }
+
+    /// Offset of the sixteen minimums (types with a minimum).
+    pub const fn m_at(&self) -> usize {
+        self.d_at() + 2 * GROUP
+    }
+
+    /// Bytes of one group-block: sixteen source blocks.
+    pub const fn group_block_bytes(&self) -> usize {
+        self.m_at() + if self.min { 2 * GROUP } else { 0 }
+    }
+
+    /// Bytes of one source block.
+    pub fn block_bytes(&self) -> usize {
+        self.group_block_bytes() / GROUP
+    }
+}
+
+/// Whether a `rows × cols` matrix of `ty` can take the interleaved layout.
+pub fn packable(ty: GgmlType, rows: usize, cols: usize) -> bool {
+    Format::of(ty).is_some() && rows > 0 && rows.is_multiple_of(GROUP) && cols.is_multiple_of(QK)
+}
+
+/// The fields of one source block, whatever its type.
+struct Fields {
+    d: F16Bits,
+    m: F16Bits,
+    qh: u32,
+    /// The sixteen nibble bytes, or the 32 quants (as `q + 128`).
+    qs: [u8; 32],
+}
+
+fn read_block(f: &Format, b: &[u8]) -> Fields {
+    let mut out = Fields {
+        d: [0; 2],
+        m: [0; 2],
+        qh: 0,
+        qs: [0; 32],
+    };
+    match f.ty {
+        GgmlType::Q4_0 => {
+            let x: &BlockQ4_0 = bytemuck::from_bytes(b);
+            out.d = x.d;
+            out.qs[..16].copy_from_slice(&x.qs);
+        }
+        GgmlType::Q4_1 => {
+            let x: &BlockQ4_1 = bytemuck::from_bytes(b);
+            (out.d, out.m) = (x.d, x.m);
+            out.qs[..16].copy_from_slice(&x.qs);
+        }
+        GgmlType::Q5_0 => {
+            let x: &BlockQ5_0 = bytemuck::from_bytes(b);
+            (out.d, out.qh) = (x.d, u32::from_le_bytes(x.qh));
+            out.qs[..16].copy_from_slice(&x.qs);
+        }
+        GgmlType::Q5_1 => {
+            let x: &BlockQ5_1 = bytemuck::from_bytes(b);
+            (out.d, out.m, out.qh) = (x.d, x.m, u32::from_le_bytes(x.qh));
+            out.qs[..16].copy_from_slice(&x.qs);
+        }
+        _ => {
+            let x: &BlockQ8_0 = bytemuck::from_bytes(b);
+            out.d = x.d;
+            for (o, q) in out.qs.iter_mut().zip(x.qs) {
+                *o = (q as u8) ^ 0x80;
+            }
+        }
+    }
+    out
+}
+
+fn write_block(f: &Format, x: &Fields, b: &mut [u8]) {
+    match f.ty {
+        GgmlType::Q4_0 => {
+            let o: &mut BlockQ4_0 = bytemuck::from_bytes_mut(b);
+            o.d = x.d;
+            o.qs.copy_from_slice(&x.qs[..16]);
+        }
+        GgmlType::Q4_1 => {
+            let o: &mut BlockQ4_1 = bytemuck::from_bytes_mut(b);
+            (o.d, o.m) = (x.d, x.m);
+            o.qs.copy_from_slice(&x.qs[..16]);
+        }
+        GgmlType::Q5_0 => {
+            let o: &mut BlockQ5_0 = bytemuck::from_bytes_mut(b);
+            (o.d, o.qh) = (x.d, x.qh.to_le_bytes());
+            o.qs.copy_from_slice(&x.qs[..16]);
+        }
+        GgmlType::Q5_1 => {
+            let o: &mut BlockQ5_1 = bytemuck::from_bytes_mut(b);
+            (o.d, o.m, o.qh) = (x.d, x.m, x.qh.to_le_bytes());
+            o.qs.copy_from_slice(&x.qs[..16]);
+        }
+        _ => {
+            let o: &mut BlockQ8_0 = bytemuck::from_bytes_mut(b);
+            o.d = x.d;
+            for (o, q) in o.qs.iter_mut().zip(x.qs) {
+                *o = (q ^ 0x80) as i8;
+            }
+        }
+    }
+}
+
+/// The source's fifth-bit word rearranged as the layout stores it.
+fn spread_fifth(qh: u32) -> u32 {
+    let mut h = 0u32;
+    for k in 0..8 {
+        for j in 0..4 {
+            h |= ((qh >> (4 * k + j)) & 1) << (8 * j + k);
+        }
+    }
+    h
+}
+
+fn gather_fifth(h: u32) -> u32 {
+    let mut qh = 0u32;
+    for k in 0..8 {
+        for j in 0..4 {
+            qh |= ((h >> (8 * j + k)) & 1) << (4 * k + j);
+        }
+    }
+    qh
+}
+
+fn check(f: &Format, rows: usize, cols: usize, len: usize) -> Result<usize, KernelError> {
+    if !packable(f.ty, rows, cols) {
+        return Err(KernelError::UnsupportedType {
+            ty: f.ty,
+            op: "interleaved packing of this shape",
+        });
+    }
+    let expected = rows * (cols / QK) * f.block_bytes();
+    if len != expected {
+        return Err(KernelError::BadLength {
+            what: "weight bytes",
+            expected,
+            got: len,
+        });
+    }
+    Ok(cols / QK)
+}
+
+/// Rearranges the 16-row groups `groups` of a row-major matrix (`src`, the
+/// whole matrix) into `dst`, which holds exactly those groups.
+///
+/// # Errors
+/// [`KernelError::UnsupportedType`] when the type or shape has no
+/// interleaved form, [`KernelError::BadLength`] when `src` or `dst` do not
+/// fit the shape.
+pub fn pack_groups(
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    src: &[u8],
+    groups: std::ops::Range<usize>,
+    dst: &mut [u8],
+) -> Result<(), KernelError> {
+    let f = Format::of(ty).ok_or(KernelError::UnsupportedType {
+        ty,
+        op: "interleaved packing",
+    })?;
+    let nb = check(&f, rows, cols, src.len())?;
+    let (bs, gb) = (f.block_bytes(), f.group_block_bytes());
+    let want = groups.len() * nb * gb;
+    if dst.len() != want || groups.end * GROUP > rows {
+        return Err(KernelError::BadLength {
+            what: "packed bytes",
+            expected: want,
+            got: dst.len(),
+        });
+    }
+    for (gi, g) in groups.enumerate() {
+        for b in 0..nb {
+            let out = &mut dst[(gi * nb + b) * gb..(gi * nb + b + 1) * gb];
+            for r in 0..GROUP {
+                let at = ((g * GROUP + r) * nb + b) * bs;
+                let x = read_block(&f, &src[at..at + bs]);
+                let chunks = f.qs_bytes() / 64;
+                for c in 0..chunks {
+                    out[64 * c + 4 * r..64 * c + 4 * r + 4]
+                        .copy_from_slice(&x.qs[4 * c..4 * c + 4]);
+                }
+                if f.fifth {
+                    let at = f.qh_at() + 4 * r;
+                    out[at..at + 4].copy_from_slice(&spread_fifth(x.qh).to_le_bytes());
+                }
+                out[f.d_at() + 2 * r..f.d_at() + 2 * r + 2].copy_from_slice(&x.d);
+                if f.min {
+                    out[f.m_at() + 2 * r..f.m_at() + 2 * r + 2].copy_from_slice(&x.m);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The whole matrix in the interleaved layout (same length as `src`).
+///
+/// # Errors
+/// As [`pack_groups`].
+pub fn pack(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, KernelError> {
+    let mut dst = vec![0u8; src.len()];
+    pack_groups(ty, rows, cols, src, 0..rows / GROUP.max(1), &mut dst)?;
+    Ok(dst)
+}
+
+/// Row `r` of a packed matrix back in ggml's block layout, into `dst`
+/// (one row's bytes). The inverse of [`pack`], used by the scalar path
+/// and by tests.
+///
+/// # Errors
+/// As [`pack_groups`].
+pub fn unpack_row(
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    packed: &[u8],
+    r: usize,
+    dst: &mut [u8],
+) -> Result<(), KernelError> {
+    let f = Format::of(ty).ok_or(KernelError::UnsupportedType {
+        ty,
+        op: "interleaved packing",
+    })?;
+    let nb = check(&f, rows, cols, packed.len())?;
+    let (bs, gb) = (f.block_bytes(), f.group_block_bytes());
+    if dst.len() != nb * bs || r >= rows {
+        return Err(KernelError::BadLength {
+            what: "unpacked row",
+            expected: nb * bs,
+            got: dst.len(),
+        });
+    }
+    let (g, j) = (r / GROUP, r % GROUP);
+    for b in 0..nb {
+        let src = &packed[(g * nb + b) * gb..(g * nb + b + 1) * gb];
+        let mut x = Fields {
+            d: [src[f.d_at() + 2 * j], src[f.d_at() + 2 * j + 1]],
+            m: [0; 2],
+            qh: 0,
+            qs: [0; 32],
+        };
+        if f.min {
+            x.m = [src[f.m_at() + 2 * j], src[f.m_at() + 2 * j + 1]];
+        }
+        if f.fifth {
+            let at = f.qh_at() + 4 * j;
+            let h = u32::from_le_bytes([src[at], src[at + 1], src[at + 2], src[at + 3]]);
+            x.qh = gather_fifth(h);
+        }
+        for c in 0..f.qs_bytes() / 64 {
+            x.qs[4 * c..4 * c + 4].copy_from_slice(&src[64 * c + 4 * j..64 * c + 4 * j + 4]);
+        }
+        write_block(&f, &x, &mut dst[b * bs..(b + 1) * bs]);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifth_bits_round_trip_and_land_where_the_kernel_shifts_them() {
+        for qh in [0u32, 1, 0x8000_0001, 0xdead_beef, u32::MAX, 0x0123_4567] {
+            let h = spread_fifth(qh);
+            assert_eq!(gather_fifth(h), qh);
+            for k in 0..8 {
+                for j in 0..4 {
+                    let want = (qh >> (4 * k + j)) & 1;
+                    // The kernel's shift for quants 4k..4k+4: left by 4 - k
+                    // (k < 4) or right by k - 4, then bit 4 of each byte.
+                    let shifted = if k <= 4 { h << (4 - k) } else { h >> (k - 4) };
+                    assert_eq!((shifted >> (8 * j + 4)) & 1, want, "qh {qh:#x} k {k} j {j}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn group_block_sizes_match_sixteen_source_blocks() {
+        for (ty, bytes) in [
+            (GgmlType::Q4_0, 18),
+            (GgmlType::Q4_1, 20),
+            (GgmlType::Q5_0, 22),
+            (GgmlType::Q5_1, 24),
+            (GgmlType::Q8_0, 34),
+        ] {
+            let f = Format::of(ty).unwrap();
+            assert_eq!(f.group_block_bytes(), 16 * bytes, "{ty}");
+            assert_eq!(ty.type_size() as usize, bytes);
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The interleaved layout: packing round-trips, and products over packed
+//! weights give the row-wise scalar reference's bits for every packable
+//! type, shape, token count, thread count and SIMD level.
+
+use minfer_kernels::matmul::row_bytes;
+use minfer_kernels::packed::{pack, packable, unpack_row};
+use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::quant::quantize_row;
+use minfer_kernels::{
+    matmul, ActScratch, GgmlType, KernelError, Kernels, Layout, MatRef, SimdLevel,
+};
+use proptest::prelude::*;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+const PACKABLE: [GgmlType; 5] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+];
+
+/// Rows quantized from random values, some of them scaled far apart so
+/// that block scales differ widely; a few rows are raw random quants with
+/// small random scales, to reach every bit pattern.
+fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> Vec<u8> {
+    let rb = row_bytes(ty, cols).unwrap();
+    let mut data = vec![0u8; rows * rb];
+    let mut src = vec![0f32; cols];
+    for r in 0..rows {
+        let row = &mut data[r * rb..(r + 1) * rb];
+        if r % 5 == 4 {
+            rng.fill(row);
+            let bs = ty.type_size() as usize;
+            let min = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1);
+            for blk in row.chunks_exact_mut(bs) {
+                blk[..2].copy_from_slice(&half(rng.gen_range(-0.05..0.05)));
+                if min {
+                    blk[2..4].copy_from_slice(&half(rng.gen_range(-0.5..0.5)));
+                }
+            }
+        } else {
+            let scale = 10f32.powi(rng.gen_range(-3..3));
+            src.iter_mut()
+                .for_each(|v| *v = scale * rng.gen_range(-1.0f32..1.0));
+            quantize_row(ty, &src, row).unwrap();
+        }
+    }
+    data
+}
+
+fn half(v: f32) -> [u8; 2] {
+    minfer_kernels::blocks::f32_to_f16(v)
+}
+
+fn product(kernels: &Kernels, threads: usize, w: &MatRef, x: &[f32], n_tok: usize) -> Vec<f32> {
+    let pool = ThreadPool::new(threads);
+    let mut out = vec![f32::NAN; n_tok * w.rows];
+    let mut scratch = ActScratch::default();
+    matmul(kernels, &pool, w, x, n_tok, &mut out, &mut scratch).unwrap();
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn packed_products_give_the_scalar_row_products_bits(
+        ty_index in 0..PACKABLE.len(),
+        groups in 1usize..4,
+        blocks in 1usize..11,
+        n_tok in 1usize..11,
+        threads in 1usize..4,
+        seed in any::<u64>(),
+    ) {
+        let ty = PACKABLE[ty_index];
+        let (rows, cols) = (16 * groups, 32 * blocks);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let data = random_matrix(ty, rows, cols, &mut rng);
+        let packed = pack(ty, rows, cols, &data).unwrap();
+        prop_assert_eq!(packed.len(), data.len());
+        let rb = row_bytes(ty, cols).unwrap();
+        let mut row = vec![0u8; rb];
+        for r in 0..rows {
+            unpack_row(ty, rows, cols, &packed, r, &mut row).unwrap();
+            prop_assert_eq!(&row[..], &data[r * rb..(r + 1) * rb], "row {} round trip", r);
+        }
+        let x: Vec<f32> = (0..n_tok * cols).map(|_| rng.gen_range(-2.0..2.0)).collect();
+        let rows_ref = MatRef { ty, rows, cols, data: &data, layout: Layout::Rows };
+        let base = product(&Kernels::new(SimdLevel::Scalar).unwrap(), 1, &rows_ref, &x, n_tok);
+        let packed_ref = MatRef { data: &packed, layout: Layout::Packed, ..rows_ref };
+        for level in SimdLevel::supported() {
+            let kernels = Kernels::new(level).unwrap();
+            let got = product(&kernels, threads, &packed_ref, &x, n_tok);
+            for (i, (a, b)) in got.iter().zip(&base).enumerate() {
+                prop_assert_eq!(a.to_bits(), b.to_bits(), "{} {} vnni {} [{}]: {} vs {}",
+                    ty, level, kernels.uses_vnni(), i, a, b);
+            }
+        }
+    }
+}
+
+#[test]
+fn shapes_without_the_layout_are_refused() {
+    assert!(packable(GgmlType::Q5_0, 32, 896));
+    assert!(
+        !packable(GgmlType::Q5_0, 24, 896),
+        "rows not a multiple of 16"
+    );
+    assert!(!packable(GgmlType::Q6_K, 32, 256), "no interleaved Q6_K");
+    let data = vec![0u8; 24 * 28 * 22];
+    assert!(matches!(
+        pack(GgmlType::Q5_0, 24, 896, &data),
+        Err(KernelError::UnsupportedType { .. })
+    ));
+    assert!(matches!(
+        pack(GgmlType::Q5_0, 16, 896, &data),
+        Err(KernelError::BadLength { .. })
+    ));
+    let w = MatRef {
+        ty: GgmlType::Q5_0,
+        rows: 16,
+        cols: 896,
+        data: &data,
+        layout: Layout::Packed,
+    };
+    let kernels = Kernels::detect();
+    let pool = ThreadPool::new(1);
+    let mut out = vec![0f32; 16];
+    let r = matmul(
+        &kernels,
+        &pool,
+        &w,
+        &[0.0; 896],
+        1,
+        &mut out,
+        &mut ActScratch::default(),
+    );
+    assert!(matches!(r, Err(KernelError::BadLength { .. })));
+}
