@@ -79,8 +79,10 @@ impl ActScratch {
         if self.table.len() < 2 * blocks {
             self.table.resize(2 * blocks, 0.0);
         }
-        if self.init.len() < blocks {
-            self.init.resize(blocks, 0);
+        // Q6_K keeps one start value per 16 values.
+        let inits = values.div_ceil(16);
+        if self.init.len() < inits {
+            self.init.resize(inits, 0);
         }
     }
 }

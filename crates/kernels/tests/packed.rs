@@ -12,13 +12,19 @@ use minfer_kernels::{
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
-const PACKABLE: [GgmlType; 5] = [
+const PACKABLE: [GgmlType; 6] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
     GgmlType::Q5_1,
     GgmlType::Q8_0,
+    GgmlType::Q6_K,
 ];
+
+/// Elements per block of a packable type.
+fn block_len(ty: GgmlType) -> usize {
+    ty.block_size() as usize
+}
 
 /// Rows quantized from random values, some of them scaled far apart so
 /// that block scales differ widely; a few rows are raw random quants with
@@ -26,6 +32,14 @@ const PACKABLE: [GgmlType; 5] = [
 fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> Vec<u8> {
     let rb = row_bytes(ty, cols).unwrap();
     let mut data = vec![0u8; rows * rb];
+    if ty == GgmlType::Q6_K {
+        // No quantizer here: random quants and scales, a sane f16 `d`.
+        rng.fill(&mut data[..]);
+        for blk in data.chunks_exact_mut(210) {
+            blk[208..210].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+        }
+        return data;
+    }
     let mut src = vec![0f32; cols];
     for r in 0..rows {
         let row = &mut data[r * rb..(r + 1) * rb];
@@ -74,7 +88,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let ty = PACKABLE[ty_index];
-        let (rows, cols) = (16 * groups, 32 * blocks);
+        let (rows, cols) = (16 * groups, block_len(ty) * blocks);
         let mut rng = StdRng::seed_from_u64(seed);
         let data = random_matrix(ty, rows, cols, &mut rng);
         let packed = pack(ty, rows, cols, &data).unwrap();
@@ -107,7 +121,9 @@ fn shapes_without_the_layout_are_refused() {
         !packable(GgmlType::Q5_0, 24, 896),
         "rows not a multiple of 16"
     );
-    assert!(!packable(GgmlType::Q6_K, 32, 256), "no interleaved Q6_K");
+    assert!(packable(GgmlType::Q6_K, 32, 4864));
+    assert!(!packable(GgmlType::Q6_K, 32, 896), "Q6_K rows of whole super-blocks only");
+    assert!(!packable(GgmlType::Q4_K, 32, 256), "no interleaved Q4_K");
     let data = vec![0u8; 24 * 28 * 22];
     assert!(matches!(
         pack(GgmlType::Q5_0, 24, 896, &data),

@@ -14,6 +14,7 @@
 
 use std::arch::x86_64::*;
 
+use super::avx512_k::PREFETCH;
 use super::layout::{Format, GROUP};
 use super::{Acts, Tile, TILE};
 
@@ -75,6 +76,14 @@ unsafe fn block<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: b
     // loads read 32 bytes at `d_at` and `m_at`, inside the group-block, and
     // `quants` gives 32 bytes of which the broadcasts read `4k..4k + 4`.
     unsafe {
+        // The hardware prefetcher alone falls behind a lone token (see
+        // `PREFETCH`); ask for the group-block `PREFETCH` bytes ahead.
+        // Prefill tiles (more tokens) reuse the group from the caches.
+        let mut line = if T <= 2 { 0 } else { usize::MAX };
+        while line < f.group_block_bytes() {
+            _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(PREFETCH + line) as *const i8);
+            line += 64;
+        }
         let q = unpack::<NIB, FIFTH>(f, gb);
         let dw = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(f.d_at()) as *const _));
         let mw = if MIN {
@@ -85,11 +94,17 @@ unsafe fn block<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: b
         for (t, acc) in acc.iter_mut().enumerate() {
             let tok = t0 + t;
             let y = acts.quants(tok, b).as_ptr();
-            let mut isum = _mm512_set1_epi32(acts.init(tok, b));
-            for (k, q) in q.iter().enumerate() {
-                let yk = _mm512_set1_epi32((y.add(4 * k) as *const i32).read_unaligned());
-                isum = _mm512_dpbusd_epi32(isum, *q, yk);
+            // Two chains of four, so that a lone token does not wait on
+            // eight dependent multiply-adds.
+            let mut i0 = _mm512_set1_epi32(acts.init(tok, b));
+            let mut i1 = _mm512_setzero_si512();
+            for k in 0..4 {
+                let y0 = _mm512_set1_epi32((y.add(8 * k) as *const i32).read_unaligned());
+                let y1 = _mm512_set1_epi32((y.add(8 * k + 4) as *const i32).read_unaligned());
+                i0 = _mm512_dpbusd_epi32(i0, q[2 * k], y0);
+                i1 = _mm512_dpbusd_epi32(i1, q[2 * k + 1], y1);
             }
+            let isum = _mm512_add_epi32(i0, i1);
             let d = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d(tok, b)));
             let mut v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
             if MIN {
@@ -121,20 +136,19 @@ unsafe fn tile_t<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: 
         let base = group.as_ptr();
         let z = [_mm512_setzero_ps(); T];
         let mut acc = [z; 4];
-        let run = |b: usize, acc: &mut [__m512; T]| {
-            block::<T, NIB, FIFTH, MIN>(f, base.add(b * gbytes), acts, t0, b, acc)
-        };
+        // Plain calls, no closure: a closure would not inherit this
+        // function's target features and its intrinsics would not inline.
         let mut b = 0;
         while b + 4 <= nb {
             let [a0, a1, a2, a3] = &mut acc;
-            run(b, a0);
-            run(b + 1, a1);
-            run(b + 2, a2);
-            run(b + 3, a3);
+            block::<T, NIB, FIFTH, MIN>(f, base.add(b * gbytes), acts, t0, b, a0);
+            block::<T, NIB, FIFTH, MIN>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
+            block::<T, NIB, FIFTH, MIN>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
+            block::<T, NIB, FIFTH, MIN>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
             b += 4;
         }
         for (s, acc) in acc.iter_mut().enumerate().take(nb - b) {
-            run(b + s, acc);
+            block::<T, NIB, FIFTH, MIN>(f, base.add((b + s) * gbytes), acts, t0, b + s, acc);
         }
         let mut out = [[0.0f32; GROUP]; TILE];
         for (t, out) in out.iter_mut().enumerate().take(T) {

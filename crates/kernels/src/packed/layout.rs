@@ -31,11 +31,23 @@ use crate::error::KernelError;
 /// Rows per interleaved group: one 512-bit register of i32 lanes.
 pub const GROUP: usize = 16;
 
+/// The family of a packed format: the legacy 32-quant blocks described
+/// here, or Q6_K's super-blocks (see [`super::layout_k`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
+    Legacy,
+    /// Q6_K.
+    Q6K,
+}
+
 /// Where the parts of one interleaved group-block lie, per weight type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Format {
     /// The weight type.
     pub ty: GgmlType,
+    /// Its family.
+    pub kind: Kind,
     /// Quants stored as nibbles (two per byte) rather than bytes.
     pub nibbles: bool,
     /// Fifth bits present (Q5_0, Q5_1).
@@ -53,6 +65,7 @@ impl Format {
         use GgmlType::*;
         let f = |nibbles, fifth, min, offset| Format {
             ty,
+            kind: Kind::Legacy,
             nibbles,
             fifth,
             min,
@@ -64,6 +77,10 @@ impl Format {
             Q5_0 => f(true, true, false, 16),
             Q5_1 => f(true, true, true, 0),
             Q8_0 => f(false, false, false, 128),
+            Q6_K => Format {
+                kind: Kind::Q6K,
+                ..f(false, false, false, 32)
+            },
             _ => return None,
         })
     }
@@ -94,18 +111,31 @@ impl Format {
 
     /// Bytes of one group-block: sixteen source blocks.
     pub const fn group_block_bytes(&self) -> usize {
-        self.m_at() + if self.min { 2 * GROUP } else { 0 }
+        match self.kind {
+            Kind::Legacy => self.m_at() + if self.min { 2 * GROUP } else { 0 },
+            Kind::Q6K => super::layout_k::Q6K_GROUP_BLOCK,
+        }
     }
 
     /// Bytes of one source block.
     pub fn block_bytes(&self) -> usize {
         self.group_block_bytes() / GROUP
     }
+
+    /// Quants per block.
+    pub const fn block_quants(&self) -> usize {
+        match self.kind {
+            Kind::Legacy => QK,
+            Kind::Q6K => QK_K,
+        }
+    }
 }
 
 /// Whether a `rows × cols` matrix of `ty` can take the interleaved layout.
 pub fn packable(ty: GgmlType, rows: usize, cols: usize) -> bool {
-    Format::of(ty).is_some() && rows > 0 && rows.is_multiple_of(GROUP) && cols.is_multiple_of(QK)
+    Format::of(ty).is_some_and(|f| {
+        rows > 0 && rows.is_multiple_of(GROUP) && cols > 0 && cols.is_multiple_of(f.block_quants())
+    })
 }
 
 /// The fields of one source block, whatever its type.
@@ -216,7 +246,8 @@ fn check(f: &Format, rows: usize, cols: usize, len: usize) -> Result<usize, Kern
             op: "interleaved packing of this shape",
         });
     }
-    let expected = rows * (cols / QK) * f.block_bytes();
+    let nb = cols / f.block_quants();
+    let expected = rows * nb * f.block_bytes();
     if len != expected {
         return Err(KernelError::BadLength {
             what: "weight bytes",
@@ -224,7 +255,7 @@ fn check(f: &Format, rows: usize, cols: usize, len: usize) -> Result<usize, Kern
             got: len,
         });
     }
-    Ok(cols / QK)
+    Ok(nb)
 }
 
 /// Rearranges the 16-row groups `groups` of a row-major matrix (`src`, the
@@ -261,6 +292,10 @@ pub fn pack_groups(
             let out = &mut dst[(gi * nb + b) * gb..(gi * nb + b + 1) * gb];
             for r in 0..GROUP {
                 let at = ((g * GROUP + r) * nb + b) * bs;
+                if f.kind == Kind::Q6K {
+                    super::layout_k::q6k_put(bytemuck::from_bytes(&src[at..at + bs]), r, out);
+                    continue;
+                }
                 let x = read_block(&f, &src[at..at + bs]);
                 let chunks = f.qs_bytes() / 64;
                 for c in 0..chunks {
@@ -321,6 +356,11 @@ pub fn unpack_row(
     let (g, j) = (r / GROUP, r % GROUP);
     for b in 0..nb {
         let src = &packed[(g * nb + b) * gb..(g * nb + b + 1) * gb];
+        if f.kind == Kind::Q6K {
+            let x = bytemuck::from_bytes_mut(&mut dst[b * bs..(b + 1) * bs]);
+            super::layout_k::q6k_get(src, j, x);
+            continue;
+        }
         let mut x = Fields {
             d: [src[f.d_at() + 2 * j], src[f.d_at() + 2 * j + 1]],
             m: [0; 2],

@@ -9,18 +9,21 @@
 //! token count).
 
 pub mod layout;
+pub mod layout_k;
 pub mod scalar;
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512_k;
 
 use std::ops::Range;
 
 use minfer_gguf::GgmlType;
 
-pub use layout::{pack, pack_groups, packable, unpack_row, Format, GROUP};
+pub use layout::{pack, pack_groups, packable, unpack_row, Format, Kind, GROUP};
 
-use crate::blocks::{f16_to_f32, QK};
+use crate::blocks::{f16_to_f32, QK, QK_K};
 use crate::error::KernelError;
 use crate::matmul::{ActScratch, MatRef};
 use crate::pool::ThreadPool;
@@ -38,25 +41,28 @@ pub type TileFn =
 
 /// The quantized activations of one product, with per-block values the
 /// kernels need widened once: the scale `d`, for Q8_1 the `s`, and the
-/// integer start `-offset * sum(y)` that turns the unsigned stored quants'
-/// sums into the signed ones.
+/// integer start `-offset * sum(y)` (per block, or per 16-quant sub-block
+/// for Q6_K) that turns the unsigned stored quants' sums into the signed
+/// ones.
 pub struct Acts<'a> {
     qs: &'a [u8],
     a_row: usize,
     blk: usize,
     qs_at: usize,
+    quants: usize,
     nb: usize,
+    inits: usize,
     d: &'a [f32],
     s: &'a [f32],
     init: &'a [i32],
 }
 
 impl Acts<'_> {
-    /// The 32 signed quants of block `b` of token `t`, as bytes.
+    /// The signed quants of block `b` of token `t`, as bytes.
     #[inline(always)]
     pub fn quants(&self, t: usize, b: usize) -> &[u8] {
         let at = t * self.a_row + b * self.blk + self.qs_at;
-        &self.qs[at..at + QK]
+        &self.qs[at..at + self.quants]
     }
 
     /// The block's scale.
@@ -71,10 +77,17 @@ impl Acts<'_> {
         self.s[t * self.nb + b]
     }
 
-    /// The block's integer start value.
+    /// The block's integer start value (the first one, for Q6_K).
     #[inline(always)]
     pub fn init(&self, t: usize, b: usize) -> i32 {
-        self.init[t * self.nb + b]
+        self.init[(t * self.nb + b) * self.inits]
+    }
+
+    /// The block's integer start values, one per sub-block for Q6_K.
+    #[inline(always)]
+    pub fn inits(&self, t: usize, b: usize) -> &[i32] {
+        let at = (t * self.nb + b) * self.inits;
+        &self.init[at..at + self.inits]
     }
 }
 
@@ -91,14 +104,22 @@ pub(crate) fn tile_fn(vnni: bool) -> TileFn {
 
 #[cfg(target_arch = "x86_64")]
 fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    let n = (t0 + nt) * nb;
     assert!(group.len() >= nb * f.group_block_bytes() && nt <= TILE);
-    assert!(acts.nb == nb && acts.d.len() >= (t0 + nt) * nb && acts.init.len() >= (t0 + nt) * nb);
-    assert!(!f.min || acts.s.len() >= (t0 + nt) * nb);
+    assert!(acts.nb == nb && acts.quants == f.block_quants());
+    assert!(acts.d.len() >= n && acts.init.len() >= n * acts.inits);
+    assert!(!f.min || acts.s.len() >= n);
     assert!(acts.qs.len() >= (t0 + nt) * acts.a_row);
+    assert!(acts.inits == if f.kind == Kind::Q6K { 16 } else { 1 });
     // SAFETY: `tile_fn` hands this out only when the caller confirmed AVX-512
     // F/BW/VNNI (with AVX2, FMA and F16C, implied on every such CPU); the
-    // asserts above are the kernel's bounds contract.
-    unsafe { avx512::tile(f, nb, group, acts, t0, nt) }
+    // asserts above are the kernels' bounds contract.
+    unsafe {
+        match f.kind {
+            Kind::Legacy => avx512::tile(f, nb, group, acts, t0, nt),
+            Kind::Q6K => avx512_k::tile_q6k(nb, group, acts, t0, nt),
+        }
+    }
 }
 
 /// Computes `out[t][r] = dot(w[r], x[t])` for weights in the interleaved
@@ -117,10 +138,11 @@ pub(crate) fn matmul(
         ty: w.ty,
         op: "interleaved product",
     })?;
-    if !packable(w.ty, w.rows, w.cols) || w.data.len() != w.rows * (w.cols / QK) * f.block_bytes() {
+    let nb = w.cols / f.block_quants();
+    if !packable(w.ty, w.rows, w.cols) || w.data.len() != w.rows * nb * f.block_bytes() {
         return Err(KernelError::BadLength {
             what: "packed weight bytes",
-            expected: w.rows * (w.cols / QK) * f.block_bytes(),
+            expected: w.rows * nb * f.block_bytes(),
             got: w.data.len(),
         });
     }
@@ -141,7 +163,6 @@ pub(crate) fn matmul(
         return Ok(());
     }
     let acts = prepare(pool, &f, x, w.cols, n_tok, scratch)?;
-    let nb = w.cols / QK;
     let gbytes = nb * f.group_block_bytes();
     let rows = w.rows;
     let out_ptr = crate::matmul::OutPtr(out.as_mut_ptr());
@@ -168,8 +189,8 @@ pub(crate) fn matmul(
     Ok(())
 }
 
-/// Quantizes the activations (Q8_0, or Q8_1 for the types with a minimum)
-/// and fills the per-block tables.
+/// Quantizes the activations (Q8_0, Q8_1 for the types with a minimum,
+/// Q8_K for Q6_K) and fills the per-block tables.
 fn prepare<'s>(
     pool: &ThreadPool,
     f: &Format,
@@ -178,14 +199,14 @@ fn prepare<'s>(
     n_tok: usize,
     scratch: &'s mut ActScratch,
 ) -> Result<Acts<'s>, KernelError> {
-    let act = if f.min {
-        GgmlType::Q8_1
-    } else {
-        GgmlType::Q8_0
+    let (act, qs_at, inits) = match (f.kind, f.min) {
+        (Kind::Q6K, _) => (GgmlType::Q8_K, 4, 16),
+        (Kind::Legacy, true) => (GgmlType::Q8_1, 4, 1),
+        (Kind::Legacy, false) => (GgmlType::Q8_0, 2, 1),
     };
+    let quants = f.block_quants();
     let blk = act.type_size() as usize;
-    let (nb, a_row) = (cols / QK, cols / QK * blk);
-    let qs_at = if f.min { 4 } else { 2 };
+    let (nb, a_row) = (cols / quants, cols / quants * blk);
     let ActScratch { words, table, init } = scratch;
     let qs = crate::matmul::bytes_mut(words, n_tok * a_row);
     crate::matmul::quantize_rows(pool, act, x, cols, qs, a_row)?;
@@ -195,38 +216,45 @@ fn prepare<'s>(
     if table.len() < per * n {
         table.resize(per * n, 0.0);
     }
-    if init.len() < n {
-        init.resize(n, 0);
+    if init.len() < inits * n {
+        init.resize(inits * n, 0);
     }
     let (d, rest) = table.split_at_mut(n);
-    let s = if f.min {
-        &mut rest[..n]
-    } else {
-        &mut rest[..0]
-    };
-    for (i, blockb) in qs.chunks_exact(blk).enumerate() {
-        d[i] = f16_to_f32([blockb[0], blockb[1]]);
-        if f.min {
-            s[i] = f16_to_f32([blockb[2], blockb[3]]);
+    for (i, b) in qs.chunks_exact(blk).enumerate() {
+        let init = &mut init[inits * i..inits * (i + 1)];
+        match f.kind {
+            Kind::Q6K => {
+                d[i] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                // `bsums` follow the 256 quants: sixteen i16.
+                for (s, v) in init.iter_mut().enumerate() {
+                    let at = 4 + QK_K + 2 * s;
+                    *v = -f.offset * i16::from_le_bytes([b[at], b[at + 1]]) as i32;
+                }
+            }
+            Kind::Legacy => {
+                d[i] = f16_to_f32([b[0], b[1]]);
+                if f.min {
+                    rest[i] = f16_to_f32([b[2], b[3]]);
+                }
+                init[0] = if f.offset == 0 {
+                    0
+                } else {
+                    let sum: i32 = b[qs_at..qs_at + QK].iter().map(|&q| q as i8 as i32).sum();
+                    -f.offset * sum
+                };
+            }
         }
-        init[i] = if f.offset == 0 {
-            0
-        } else {
-            let sum: i32 = blockb[qs_at..qs_at + QK]
-                .iter()
-                .map(|&q| q as i8 as i32)
-                .sum();
-            -f.offset * sum
-        };
     }
     Ok(Acts {
         qs,
         a_row,
         blk,
         qs_at,
+        quants,
         nb,
+        inits,
         d: &table[..n],
         s: if f.min { &table[n..2 * n] } else { &table[..0] },
-        init: &init[..n],
+        init: &init[..inits * n],
     })
 }

@@ -4,9 +4,11 @@
 //! `(s0 + s2) + (s1 + s3)`). The SIMD kernels must give its bits, and it
 //! must give the row-wise scalar dot's bits on the unpacked rows.
 
-use super::layout::{Format, GROUP};
+use super::layout::{Format, Kind, GROUP};
+use super::layout_k::{q6k_d, q6k_quant, q6k_scale, Q6K_GROUP_BLOCK};
 use super::{Acts, Tile, TILE};
 use crate::blocks::f16_to_f32;
+use crate::dot::scalar::k_combine;
 
 /// The stored (unsigned) quant `n` of row `j` in one group-block.
 fn quant(f: &Format, gb: &[u8], j: usize, n: usize) -> i32 {
@@ -32,6 +34,9 @@ fn f16_at(gb: &[u8], at: usize) -> f32 {
 /// Up to [`TILE`] tokens from `t0` (`nt` of them) against one 16-row group
 /// of `nb` blocks.
 pub fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    if f.kind == Kind::Q6K {
+        return tile_q6k(nb, group, acts, t0, nt);
+    }
     let gbytes = f.group_block_bytes();
     let mut out = [[0.0f32; GROUP]; TILE];
     for (t, out) in out.iter_mut().enumerate().take(nt) {
@@ -53,6 +58,36 @@ pub fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usi
                 acc[b & 3] += v;
             }
             *out = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+        }
+    }
+    out
+}
+
+/// Q6_K: per super-block, the exact sum over sub-blocks of
+/// `scale * (sum(q * y) - 32 * bsum)`, then one running total
+/// `acc + (d * yd) * isum`, as the row-wise reference.
+fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    let mut out = [[0.0f32; GROUP]; TILE];
+    for (t, out) in out.iter_mut().enumerate().take(nt) {
+        let tok = t0 + t;
+        for (r, out) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for b in 0..nb {
+                let gb = &group[b * Q6K_GROUP_BLOCK..(b + 1) * Q6K_GROUP_BLOCK];
+                let y = acts.quants(tok, b);
+                let inits = acts.inits(tok, b);
+                let mut isum = 0i32;
+                for (s, init) in inits.iter().enumerate() {
+                    let mut sub = *init;
+                    for e in 16 * s..16 * s + 16 {
+                        sub += q6k_quant(gb, r, e) as i32 * (y[e] as i8) as i32;
+                    }
+                    isum += q6k_scale(gb, r, s) * sub;
+                }
+                let d = f16_to_f32(q6k_d(gb, r)) * acts.d(tok, b);
+                acc = k_combine(acc, d, isum, 0.0, 0);
+            }
+            *out = acc;
         }
     }
     out
