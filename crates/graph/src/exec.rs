@@ -171,7 +171,10 @@ fn compute(
             match slot_of(0) {
                 Slot::Weight(id) => {
                     let ty = cx.weights.info(id).ty;
-                    cpu::get_rows(ty, cx.weights.data(id), t[0], t[1], ids, out)
+                    match cx.weights.packed(id) {
+                        Some(p) => cpu::get_rows_packed(ty, p, t[0], t[1], ids, out),
+                        None => cpu::get_rows(ty, cx.weights.data(id), t[0], t[1], ids, out),
+                    }
                 }
                 s => {
                     let table = f32_bytes(src_f32(cx.pool, cx.weights, s)?);

@@ -56,7 +56,7 @@ pub struct WeightStore {
     by_name: HashMap<String, WeightId>,
     /// Per tensor, its interleaved copy once made (see [`WeightStore::pack`]).
     packed: Vec<OnceLock<Vec<u8>>>,
-    /// Tensors that something reads by rows (embedding tables), which
+    /// Tensors only read by rows (see [`WeightStore::keep_rows`]), which
     /// keep ggml's layout.
     keep_rows: Vec<bool>,
 }
@@ -107,8 +107,8 @@ impl WeightStore {
         id
     }
 
-    /// Marks a tensor as read by rows (an embedding table): it is never
-    /// repacked, so row lookups keep working on ggml's layout.
+    /// Marks a tensor that only row lookups read (an embedding table that
+    /// is not also the LM head): repacking it would buy nothing.
     pub fn keep_rows(&mut self, id: WeightId) {
         self.keep_rows[id.0 as usize] = true;
     }

@@ -53,9 +53,14 @@ fn main() {
                 d
             })
             .collect();
-        let packed: Vec<Vec<u8>> = mats.iter().map(|m| pack(ty, rows, cols, m).unwrap()).collect();
+        let packed: Vec<Vec<u8>> = mats
+            .iter()
+            .map(|m| pack(ty, rows, cols, m).unwrap())
+            .collect();
         for n_tok in [1usize, 512] {
-            let x: Vec<f32> = (0..n_tok * cols).map(|i| ((i % 97) as f32 - 48.0) / 50.0).collect();
+            let x: Vec<f32> = (0..n_tok * cols)
+                .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
+                .collect();
             let mut out = vec![0f32; n_tok * rows];
             let mut scratch = ActScratch::default();
             let reps = if n_tok == 1 { copies.max(200) } else { 3 };

@@ -3,7 +3,7 @@
 //! type, shape, token count, thread count and SIMD level.
 
 use minfer_kernels::matmul::row_bytes;
-use minfer_kernels::packed::{pack, packable, unpack_row};
+use minfer_kernels::packed::{dequantize_row, pack, packable, unpack_row};
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::quant::quantize_row;
 use minfer_kernels::{
@@ -95,9 +95,14 @@ proptest! {
         prop_assert_eq!(packed.len(), data.len());
         let rb = row_bytes(ty, cols).unwrap();
         let mut row = vec![0u8; rb];
+        let (mut a, mut b) = (vec![0f32; cols], vec![0f32; cols]);
         for r in 0..rows {
             unpack_row(ty, rows, cols, &packed, r, &mut row).unwrap();
             prop_assert_eq!(&row[..], &data[r * rb..(r + 1) * rb], "row {} round trip", r);
+            // Row lookups on a packed table (a tied embedding).
+            dequantize_row(ty, rows, cols, &packed, r, &mut a).unwrap();
+            minfer_kernels::dequant::dequantize_row(ty, &data[r * rb..(r + 1) * rb], &mut b).unwrap();
+            prop_assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "row {} values", r);
         }
         let x: Vec<f32> = (0..n_tok * cols).map(|_| rng.gen_range(-2.0..2.0)).collect();
         let rows_ref = MatRef { ty, rows, cols, data: &data, layout: Layout::Rows };
@@ -122,7 +127,10 @@ fn shapes_without_the_layout_are_refused() {
         "rows not a multiple of 16"
     );
     assert!(packable(GgmlType::Q6_K, 32, 4864));
-    assert!(!packable(GgmlType::Q6_K, 32, 896), "Q6_K rows of whole super-blocks only");
+    assert!(
+        !packable(GgmlType::Q6_K, 32, 896),
+        "Q6_K rows of whole super-blocks only"
+    );
     assert!(!packable(GgmlType::Q4_K, 32, 256), "no interleaved Q4_K");
     let data = vec![0u8; 24 * 28 * 22];
     assert!(matches!(
@@ -140,6 +148,11 @@ fn shapes_without_the_layout_are_refused() {
         data: &data,
         layout: Layout::Packed,
     };
+    let mut row = vec![0f32; 896];
+    assert!(matches!(
+        dequantize_row(GgmlType::Q5_0, 16, 896, &data[..16 * 28 * 22], 16, &mut row),
+        Err(KernelError::RowOutOfRange { .. })
+    ));
     let kernels = Kernels::detect();
     let pool = ThreadPool::new(1);
     let mut out = vec![0f32; 16];

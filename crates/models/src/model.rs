@@ -70,9 +70,13 @@ impl Model {
             weights: &weights,
             hparams: &hparams,
         })?;
-        // The embedding table is read by rows; it keeps ggml's layout even
-        // when it doubles as the LM head.
-        weights.keep_rows(forward.tensors().token_embd);
+        // An embedding table that only serves row lookups keeps ggml's
+        // layout; tied to the LM head it is repacked with the other
+        // matrices (row lookups read the interleaved layout too).
+        let t = forward.tensors();
+        if t.output != t.token_embd {
+            weights.keep_rows(t.token_embd);
+        }
         Ok(Model {
             hparams,
             weights,

@@ -98,7 +98,9 @@ unsafe fn tile_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: usize
                     prefetch(gb.wrapping_add(192 * s + PREFETCH));
                 }
                 let q = unpack_sub(gb, s);
-                let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(gb.add(Q6K_SC_AT + GROUP * s) as *const _));
+                let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(
+                    gb.add(Q6K_SC_AT + GROUP * s) as *const _
+                ));
                 for (t, isum) in isum.iter_mut().enumerate() {
                     let tok = t0 + t;
                     let y = acts.quants(tok, b).as_ptr().add(16 * s);

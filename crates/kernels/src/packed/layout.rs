@@ -327,8 +327,7 @@ pub fn pack(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8
 }
 
 /// Row `r` of a packed matrix back in ggml's block layout, into `dst`
-/// (one row's bytes). The inverse of [`pack`], used by the scalar path
-/// and by tests.
+/// (one row's bytes). The inverse of [`pack`], used by tests.
 ///
 /// # Errors
 /// As [`pack_groups`].
@@ -340,47 +339,101 @@ pub fn unpack_row(
     r: usize,
     dst: &mut [u8],
 ) -> Result<(), KernelError> {
-    let f = Format::of(ty).ok_or(KernelError::UnsupportedType {
-        ty,
-        op: "interleaved packing",
-    })?;
-    let nb = check(&f, rows, cols, packed.len())?;
-    let (bs, gb) = (f.block_bytes(), f.group_block_bytes());
-    if dst.len() != nb * bs || r >= rows {
+    let (f, nb) = row_check(ty, rows, cols, packed, r)?;
+    let bs = f.block_bytes();
+    if dst.len() != nb * bs {
         return Err(KernelError::BadLength {
             what: "unpacked row",
             expected: nb * bs,
             got: dst.len(),
         });
     }
-    let (g, j) = (r / GROUP, r % GROUP);
-    for b in 0..nb {
-        let src = &packed[(g * nb + b) * gb..(g * nb + b + 1) * gb];
-        if f.kind == Kind::Q6K {
-            let x = bytemuck::from_bytes_mut(&mut dst[b * bs..(b + 1) * bs]);
-            super::layout_k::q6k_get(src, j, x);
-            continue;
-        }
-        let mut x = Fields {
-            d: [src[f.d_at() + 2 * j], src[f.d_at() + 2 * j + 1]],
-            m: [0; 2],
-            qh: 0,
-            qs: [0; 32],
-        };
-        if f.min {
-            x.m = [src[f.m_at() + 2 * j], src[f.m_at() + 2 * j + 1]];
-        }
-        if f.fifth {
-            let at = f.qh_at() + 4 * j;
-            let h = u32::from_le_bytes([src[at], src[at + 1], src[at + 2], src[at + 3]]);
-            x.qh = gather_fifth(h);
-        }
-        for c in 0..f.qs_bytes() / 64 {
-            x.qs[4 * c..4 * c + 4].copy_from_slice(&src[64 * c + 4 * j..64 * c + 4 * j + 4]);
-        }
-        write_block(&f, &x, &mut dst[b * bs..(b + 1) * bs]);
+    for (b, dst) in dst.chunks_exact_mut(bs).enumerate() {
+        unpack_block(&f, nb, packed, r, b, dst);
     }
     Ok(())
+}
+
+/// Row `r` of a packed matrix dequantized into `dst` (`cols` values),
+/// block by block through a buffer on the stack: what a row lookup
+/// (`get_rows`) on a packed embedding table needs, with no allocation.
+///
+/// # Errors
+/// As [`pack_groups`], and [`KernelError::BadLength`] for `dst`.
+pub fn dequantize_row(
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    packed: &[u8],
+    r: usize,
+    dst: &mut [f32],
+) -> Result<(), KernelError> {
+    let (f, nb) = row_check(ty, rows, cols, packed, r)?;
+    if dst.len() != cols {
+        return Err(KernelError::BadLength {
+            what: "dequantized row",
+            expected: cols,
+            got: dst.len(),
+        });
+    }
+    let (bs, bq) = (f.block_bytes(), f.block_quants());
+    let mut buf = [0u8; 256];
+    for (b, dst) in dst.chunks_exact_mut(bq).enumerate() {
+        unpack_block(&f, nb, packed, r, b, &mut buf[..bs]);
+        crate::dequant::dequantize_row(ty, &buf[..bs], dst)?;
+    }
+    Ok(())
+}
+
+fn row_check(
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    packed: &[u8],
+    r: usize,
+) -> Result<(Format, usize), KernelError> {
+    let f = Format::of(ty).ok_or(KernelError::UnsupportedType {
+        ty,
+        op: "interleaved packing",
+    })?;
+    let nb = check(&f, rows, cols, packed.len())?;
+    if r >= rows {
+        return Err(KernelError::RowOutOfRange {
+            row: r as i64,
+            len: cols,
+            data: rows * cols,
+        });
+    }
+    Ok((f, nb))
+}
+
+/// Block `b` of row `r` back in ggml's layout (`dst`: one block's bytes).
+fn unpack_block(f: &Format, nb: usize, packed: &[u8], r: usize, b: usize, dst: &mut [u8]) {
+    let gb = f.group_block_bytes();
+    let (g, j) = (r / GROUP, r % GROUP);
+    let src = &packed[(g * nb + b) * gb..(g * nb + b + 1) * gb];
+    if f.kind == Kind::Q6K {
+        super::layout_k::q6k_get(src, j, bytemuck::from_bytes_mut(dst));
+        return;
+    }
+    let mut x = Fields {
+        d: [src[f.d_at() + 2 * j], src[f.d_at() + 2 * j + 1]],
+        m: [0; 2],
+        qh: 0,
+        qs: [0; 32],
+    };
+    if f.min {
+        x.m = [src[f.m_at() + 2 * j], src[f.m_at() + 2 * j + 1]];
+    }
+    if f.fifth {
+        let at = f.qh_at() + 4 * j;
+        let h = u32::from_le_bytes([src[at], src[at + 1], src[at + 2], src[at + 3]]);
+        x.qh = gather_fifth(h);
+    }
+    for c in 0..f.qs_bytes() / 64 {
+        x.qs[4 * c..4 * c + 4].copy_from_slice(&src[64 * c + 4 * j..64 * c + 4 * j + 4]);
+    }
+    write_block(f, &x, dst);
 }
 
 #[cfg(test)]

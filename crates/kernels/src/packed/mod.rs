@@ -21,7 +21,7 @@ use std::ops::Range;
 
 use minfer_gguf::GgmlType;
 
-pub use layout::{pack, pack_groups, packable, unpack_row, Format, Kind, GROUP};
+pub use layout::{dequantize_row, pack, pack_groups, packable, unpack_row, Format, Kind, GROUP};
 
 use crate::blocks::{f16_to_f32, QK, QK_K};
 use crate::error::KernelError;

@@ -79,8 +79,8 @@ fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile 
                 let mut isum = 0i32;
                 for (s, init) in inits.iter().enumerate() {
                     let mut sub = *init;
-                    for e in 16 * s..16 * s + 16 {
-                        sub += q6k_quant(gb, r, e) as i32 * (y[e] as i8) as i32;
+                    for (e, &y) in y.iter().enumerate().skip(16 * s).take(16) {
+                        sub += q6k_quant(gb, r, e) as i32 * (y as i8) as i32;
                     }
                     isum += q6k_scale(gb, r, s) * sub;
                 }

@@ -64,3 +64,36 @@ pub fn get_rows(
     }
     Ok(())
 }
+
+/// As [`get_rows`], for a table repacked into the interleaved layout (a
+/// tied embedding that is also the LM head): each wanted row is unpacked
+/// block by block, giving the values the original rows give.
+pub fn get_rows_packed(
+    ty: GgmlType,
+    table: &[u8],
+    ne0: usize,
+    n_rows: usize,
+    ids: &[i32],
+    out: &mut [f32],
+) -> Result<()> {
+    if ids.len().checked_mul(ne0) != Some(out.len()) {
+        return Err(bad_len(
+            "get_rows output",
+            format_args!("{} x {ne0}", ids.len()),
+            out.len(),
+        ));
+    }
+    for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(ne0.max(1))) {
+        let r = usize::try_from(id).map_err(|_| GraphError::BadInput {
+            what: "get_rows ids",
+            msg: format!("row id {id} is outside the table of {n_rows} rows"),
+        })?;
+        minfer_kernels::packed::dequantize_row(ty, n_rows, ne0, table, r, dst).map_err(|e| {
+            GraphError::BadInput {
+                what: "get_rows ids",
+                msg: e.to_string(),
+            }
+        })?;
+    }
+    Ok(())
+}

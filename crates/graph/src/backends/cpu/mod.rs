@@ -16,7 +16,7 @@ pub use elementwise::{
     add_inplace, geglu_inplace, gelu_tanh, mul_inplace, rms_norm, scale_inplace, silu_inplace,
     softmax_inplace, swiglu_inplace, tanh_inplace,
 };
-pub use get_rows::get_rows;
+pub use get_rows::{get_rows, get_rows_packed};
 pub use rope::rope_inplace;
 
 use crate::error::GraphError;
