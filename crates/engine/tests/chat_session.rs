@@ -79,7 +79,8 @@ fn delta_prefill_matches_a_fresh_full_prefill_bit_for_bit() {
         return;
     };
     let mut s = m.scheduler(cfg(2048)).unwrap();
-    let mut chat = ChatSession::new(&m, &mut s, Some(SYSTEM), greedy(32)).unwrap();
+    // A budget every answer ends within, so each turn writes its end token.
+    let mut chat = ChatSession::new(&m, &mut s, Some(SYSTEM), greedy(128)).unwrap();
     let questions = [
         "What is the capital of France?",
         "And of Italy?",

@@ -618,6 +618,7 @@ impl GraphCache {
             kv,
             weights,
             kernels: &self.kernels,
+            rows: RowKernels::for_level(self.kernels.level()),
             threads: &self.threads,
             act: &mut self.act,
             attn: &mut self.attn,

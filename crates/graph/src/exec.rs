@@ -8,7 +8,7 @@
 //! be written while the sources are read from the same pool.
 
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef};
+use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, RowKernels};
 
 use crate::alloc::{LayerKv, MemPlan, Slot, TypedPool};
 use crate::backends::cpu;
@@ -24,6 +24,8 @@ pub(crate) struct ExecCtx<'a> {
     pub kv: &'a mut [LayerKv],
     pub weights: &'a WeightStore,
     pub kernels: &'a Kernels,
+    /// The f32 row routines (activations, softmax) at the same level.
+    pub rows: RowKernels,
     pub threads: &'a ThreadPool,
     pub act: &'a mut ActScratch,
     pub attn: &'a mut cpu::AttnScratch,
@@ -33,6 +35,21 @@ pub(crate) struct ExecCtx<'a> {
     /// Filled prefix of the window-cells input (its buffer is sized for
     /// the largest possible windows).
     pub window_len: usize,
+}
+
+/// The start of an f32 buffer that threads fill in disjoint ranges.
+#[derive(Clone, Copy)]
+struct OutF32(*mut f32);
+// SAFETY: the threads sharing it write disjoint ranges (see the users).
+unsafe impl Send for OutF32 {}
+// SAFETY: as above.
+unsafe impl Sync for OutF32 {}
+
+impl OutF32 {
+    /// A method, so closures capture the `Sync` wrapper, not the field.
+    fn get(self) -> *mut f32 {
+        self.0
+    }
 }
 
 /// Views f32 weight bytes as values; GGUF data is aligned, but an owned
@@ -201,7 +218,7 @@ fn compute(
         }
         Op::Silu => {
             seed(cx, out)?;
-            cpu::silu_inplace(out);
+            cx.rows.silu(out);
             Ok(())
         }
         Op::Tanh => {
@@ -211,7 +228,27 @@ fn compute(
         }
         Op::SwiGlu => {
             seed(cx, out)?;
-            cpu::swiglu_inplace(out, src_f32(cx.pool, cx.weights, slot_of(1))?)
+            let up = src_f32(cx.pool, cx.weights, slot_of(1))?;
+            if up.len() != out.len() {
+                return Err(GraphError::Other(format!(
+                    "node {}: swiglu of {} values with {} up values",
+                    node.name,
+                    out.len(),
+                    up.len()
+                )));
+            }
+            // Element by element, so any split over threads gives the
+            // same bits.
+            let rows = cx.rows;
+            let dst = OutF32(out.as_mut_ptr());
+            cx.threads.for_range(out.len(), 64, |r| {
+                // SAFETY: the ranges of `for_range` are disjoint and inside
+                // `out`, which outlives the job; each thread writes only
+                // its own range.
+                let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(r.start), r.len()) };
+                rows.swiglu(o, &up[r]);
+            });
+            Ok(())
         }
         Op::GeGlu => {
             seed(cx, out)?;
@@ -219,7 +256,7 @@ fn compute(
         }
         Op::Softmax => {
             seed(cx, out)?;
-            cpu::softmax_inplace(out, ne0)
+            cpu::softmax_inplace(cx.rows, out, ne0)
         }
         Op::Rope(p) => {
             seed(cx, out)?;

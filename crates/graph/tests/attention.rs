@@ -9,11 +9,12 @@ mod support;
 use support::{assert_close, randn, rope_params};
 
 use minfer_graph::backends::cpu::{
-    attention, kv_store, rms_norm, rope_inplace, softmax_inplace, swiglu_inplace, AttnScratch,
+    attention, kv_store, rms_norm, rope_inplace, softmax_inplace, AttnScratch,
 };
 use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
 use minfer_graph::{AttnParams, GraphError, KvFormat, RopeStyle};
 use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::RowKernels;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -399,7 +400,7 @@ impl Ctx {
             let mut scores: Vec<f32> = ks.iter().map(|k| scale * dot8(&qh, k)).collect();
             if !scores.is_empty() {
                 let n = scores.len();
-                softmax_inplace(&mut scores, n).unwrap();
+                softmax_inplace(RowKernels::SCALAR, &mut scores, n).unwrap();
             }
             let mut o = vec![0.0f32; qh.len()];
             for (v, &pj) in vs.iter().zip(&scores) {
@@ -595,8 +596,8 @@ fn decode_step_does_not_allocate(format: KvFormat) {
             .unwrap();
         rope_inplace(&mut qr, &pos, &rope, cfg.n_ctx).unwrap();
         rms_norm(&q, cfg.head_dim, 1e-6, &mut norm).unwrap();
-        swiglu_inplace(&mut norm, &q).unwrap();
-        softmax_inplace(&mut norm, cfg.head_dim).unwrap();
+        RowKernels::detect().swiglu(&mut norm, &q);
+        softmax_inplace(RowKernels::detect(), &mut norm, cfg.head_dim).unwrap();
         kv_store(&mut ctx.k, &k, &ctx.plan.kv_cells).unwrap();
         kv_store(&mut ctx.v, &v, &ctx.plan.kv_cells).unwrap();
         attention(

@@ -9,13 +9,13 @@ use support::{assert_close, randn, rope_params};
 
 use minfer_graph::backends::cpu::{
     add_inplace, geglu_inplace, gelu_tanh, get_rows, mul_inplace, rms_norm, rope_inplace,
-    scale_inplace, silu_inplace, softmax_inplace, swiglu_inplace, tanh_inplace,
+    scale_inplace, softmax_inplace, tanh_inplace,
 };
 use minfer_graph::{GraphError, RopeParams, RopeStyle};
 use minfer_kernels::blocks::{f16_to_f32, f32_to_f16};
 use minfer_kernels::dequant::dequantize_row;
 use minfer_kernels::quant::quantize_row;
-use minfer_kernels::GgmlType;
+use minfer_kernels::{GgmlType, RowKernels};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -172,25 +172,46 @@ fn silu_swiglu_softmax_match_references() {
     g.extend([-100.0, 100.0, 0.0, -0.0]);
     let up = randn(&mut rng, g.len());
 
-    let mut s = g.clone();
-    silu_inplace(&mut s);
-    let want: Vec<f64> = g
-        .iter()
-        .map(|&v| v as f64 / (1.0 + (-v as f64).exp()))
-        .collect();
-    assert_close(&s, &want, 1e-6, "silu");
+    let mut paths = Vec::new();
+    for rk in RowKernels::supported() {
+        let mut s = g.clone();
+        rk.silu(&mut s);
+        let want: Vec<f64> = g
+            .iter()
+            .map(|&v| v as f64 / (1.0 + (-v as f64).exp()))
+            .collect();
+        assert_close(&s, &want, 1e-6, "silu");
 
-    let mut sw = g.clone();
-    swiglu_inplace(&mut sw, &up).unwrap();
-    // Bit-exact: silu then an f32 product.
-    let exact: Vec<f32> = s.iter().zip(&up).map(|(a, b)| a * b).collect();
-    assert_eq!(sw, exact);
-    assert!(swiglu_inplace(&mut sw, &up[1..]).is_err());
+        let mut sw = g.clone();
+        rk.swiglu(&mut sw, &up);
+        // Bit-exact: silu then an f32 product.
+        let exact: Vec<f32> = s.iter().zip(&up).map(|(a, b)| a * b).collect();
+        assert_eq!(sw, exact);
+        paths.push((s, sw));
+    }
+    // Every path gives the scalar reference's bits.
+    for p in &paths[1..] {
+        assert!(p
+            .0
+            .iter()
+            .zip(&paths[0].0)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(p
+            .1
+            .iter()
+            .zip(&paths[0].1)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
 
     let ne0 = 43;
     let x: Vec<f32> = randn(&mut rng, ne0 * 4).iter().map(|v| v * 10.0).collect();
     let mut y = x.clone();
-    softmax_inplace(&mut y, ne0).unwrap();
+    softmax_inplace(RowKernels::SCALAR, &mut y, ne0).unwrap();
+    for rk in RowKernels::supported() {
+        let mut z = x.clone();
+        softmax_inplace(rk, &mut z, ne0).unwrap();
+        assert!(z.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
     for (xr, yr) in x.chunks(ne0).zip(y.chunks(ne0)) {
         let max = xr.iter().fold(f64::MIN, |m, &v| m.max(v as f64));
         let e: Vec<f64> = xr.iter().map(|&v| (v as f64 - max).exp()).collect();
@@ -200,7 +221,7 @@ fn silu_swiglu_softmax_match_references() {
         let total: f64 = yr.iter().map(|&v| v as f64).sum();
         assert!((total - 1.0).abs() < 1e-5);
     }
-    assert!(softmax_inplace(&mut y, 42).is_err());
+    assert!(softmax_inplace(RowKernels::SCALAR, &mut y, 42).is_err());
 }
 
 /// Rope as ggml computes it: iterative f32 angles, f32 cos/sin.

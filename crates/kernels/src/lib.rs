@@ -5,6 +5,7 @@
 //! The SIMD path is picked once, at start-up, with [`SimdLevel::select`];
 //! nothing in here reads the environment.
 
+pub mod activation;
 pub mod blocks;
 pub mod dequant;
 pub mod dot;

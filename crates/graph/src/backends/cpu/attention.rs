@@ -14,7 +14,6 @@ use minfer_kernels::rows::dot_f32;
 use minfer_kernels::{RowKernels, Rows};
 
 use super::bad_len;
-use super::elementwise::softmax_row;
 use crate::error::{GraphError, Result};
 use crate::ir::AttnParams;
 use crate::kv::{KvData, KvRegion};
@@ -266,7 +265,7 @@ fn attend_head(
     if !scored {
         return false;
     }
-    softmax_row(scores);
+    rk.softmax(scores);
     out.fill(0.0);
     match v.data() {
         KvData::F32(d) => rk

@@ -4,6 +4,7 @@
 //! quantized matmul are the same values.
 
 use minfer_kernels::blocks::{f16_to_f32, f32_to_f16};
+use minfer_kernels::RowKernels;
 
 use super::bad_len;
 use crate::error::{GraphError, Result};
@@ -103,38 +104,11 @@ pub fn scale_inplace(x: &mut [f32], s: f32) {
     }
 }
 
-/// ggml's scalar `ggml_silu_f32`: `x / (1 + exp(-x))`.
-#[inline(always)]
-fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
-}
-
-/// `x = x * sigmoid(x)`, computed as `x / (1 + exp(-x))`.
-pub fn silu_inplace(x: &mut [f32]) {
-    for v in x {
-        *v = silu(*v);
-    }
-}
-
 /// `x = tanh(x)`, as ggml's `ggml_vec_tanh_f32` (the C library's `tanhf`).
 pub fn tanh_inplace(x: &mut [f32]) {
     for v in x {
         *v = v.tanh();
     }
-}
-
-/// `gate_out = silu(gate_out) * up`.
-///
-/// # Errors
-/// [`GraphError::BadInput`] when the two lengths differ.
-pub fn swiglu_inplace(gate_out: &mut [f32], up: &[f32]) -> Result<()> {
-    if up.len() != gate_out.len() {
-        return Err(bad_len("swiglu up", gate_out.len(), up.len()));
-    }
-    for (g, &u) in gate_out.iter_mut().zip(up) {
-        *g = silu(*g) * u;
-    }
-    Ok(())
 }
 
 /// GELU with the tanh approximation, in f32 as ggml's `ggml_gelu_f32`:
@@ -175,30 +149,17 @@ pub fn geglu_inplace(gate_out: &mut [f32], up: &[f32]) -> Result<()> {
     Ok(())
 }
 
-/// Softmax of one row in place; see [`softmax_inplace`].
-pub(crate) fn softmax_row(row: &mut [f32]) {
-    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    let mut sum = 0.0f64;
-    for v in row.iter_mut() {
-        *v = (*v - max).exp();
-        sum += f64::from(*v);
-    }
-    let inv = (1.0 / sum) as f32;
-    for v in row.iter_mut() {
-        *v *= inv;
-    }
-}
-
 /// Softmax of each row of `ne0` values, in place, as ggml's `soft_max`
 /// without mask: the row's max is subtracted, the exponentials are summed
-/// in f64, and the row is scaled by `1 / sum` narrowed to f32.
+/// in f64, and the row is scaled by `1 / sum` narrowed to f32 (see
+/// [`RowKernels::softmax`]).
 ///
 /// # Errors
 /// [`GraphError::BadInput`] when `x` is not whole rows of `ne0`.
-pub fn softmax_inplace(x: &mut [f32], ne0: usize) -> Result<()> {
+pub fn softmax_inplace(rows: RowKernels, x: &mut [f32], ne0: usize) -> Result<()> {
     check_rows("softmax", x.len(), ne0)?;
     for row in x.chunks_exact_mut(ne0) {
-        softmax_row(row);
+        rows.softmax(row);
     }
     Ok(())
 }

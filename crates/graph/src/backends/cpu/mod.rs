@@ -13,8 +13,8 @@ mod rope;
 
 pub use attention::{attention, attention_sliding, kv_store, AttnScratch, Windows};
 pub use elementwise::{
-    add_inplace, geglu_inplace, gelu_tanh, mul_inplace, rms_norm, scale_inplace, silu_inplace,
-    softmax_inplace, swiglu_inplace, tanh_inplace,
+    add_inplace, geglu_inplace, gelu_tanh, mul_inplace, rms_norm, scale_inplace, softmax_inplace,
+    tanh_inplace,
 };
 pub use get_rows::{get_rows, get_rows_packed};
 pub use rope::rope_inplace;
