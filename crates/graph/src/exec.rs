@@ -241,8 +241,8 @@ fn compute(
             // same bits.
             let rows = cx.rows;
             let dst = OutF32(out.as_mut_ptr());
-            cx.threads.for_range(out.len(), 64, |r| {
-                // SAFETY: the ranges of `for_range` are disjoint and inside
+            cx.threads.for_chunks(out.len(), 64, 2, |r| {
+                // SAFETY: the chunks of `for_chunks` are disjoint and inside
                 // `out`, which outlives the job; each thread writes only
                 // its own range.
                 let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(r.start), r.len()) };

@@ -7,6 +7,7 @@
 
 pub mod activation;
 pub mod blocks;
+mod contention;
 pub mod dequant;
 pub mod dot;
 mod error;

@@ -272,9 +272,9 @@ pub(crate) fn quantize_rows(
     }
     let dst_ptr = OutPtr(dst.as_mut_ptr() as *mut f32);
     let failed = std::sync::atomic::AtomicBool::new(false);
-    pool.for_range(n_tok, 1, |range| {
+    pool.for_chunks(n_tok, 1, 2, |range| {
         for t in range {
-            // SAFETY: row `t` belongs to this thread alone and lies inside
+            // SAFETY: row `t` belongs to this chunk alone and lies inside
             // `dst`, which holds `n_tok * a_row` bytes.
             let d = unsafe {
                 std::slice::from_raw_parts_mut((dst_ptr.get() as *mut u8).add(t * a_row), a_row)

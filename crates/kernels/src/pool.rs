@@ -53,6 +53,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
+use std::time::Instant;
+
+use crate::contention::Contention;
 
 /// Spin iterations used by [`ThreadPool::new`] before a waiting thread parks
 /// (workers waiting for a job, the caller waiting for stragglers) or yields
@@ -391,6 +394,8 @@ pub struct ThreadPool {
     workers: Vec<JoinHandle<()>>,
     /// Serializes dispatches from different caller threads.
     dispatch: Mutex<()>,
+    /// Whether workers are being preempted (see [`crate::contention`]).
+    contention: Contention,
 }
 
 impl ThreadPool {
@@ -440,6 +445,7 @@ impl ThreadPool {
             shared,
             workers: Vec::with_capacity(n_threads - 1),
             dispatch: Mutex::new(()),
+            contention: Contention::new(),
         };
         for index in 1..n_threads {
             let shared = Arc::clone(&pool.shared);
@@ -464,6 +470,14 @@ impl ThreadPool {
     /// The number of threads that run each job, the caller included.
     pub fn n_threads(&self) -> usize {
         self.shared.n_threads
+    }
+
+    /// How many times split jobs ([`for_range`](ThreadPool::for_range),
+    /// [`for_chunks`](ThreadPool::for_chunks)) have switched to running on
+    /// the caller alone because workers kept stalling them (another process
+    /// had their cores); see [`crate::contention`].
+    pub fn solo_periods(&self) -> u64 {
+        self.contention.periods()
     }
 
     /// Runs `f(ctx)` once on every thread (the caller is thread 0) and returns
@@ -532,6 +546,7 @@ impl ThreadPool {
             index: 0,
             n_threads: shared.n_threads,
         };
+        let t0 = elastic.then(Instant::now);
         // Caught so that this function cannot unwind while workers still use
         // `f`; re-raised below.
         if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| f(&ctx))) {
@@ -544,7 +559,14 @@ impl ThreadPool {
         } else {
             shared.n_threads - 1
         };
-        shared.wait_workers(joined);
+        match t0 {
+            Some(t0) if joined > 0 => {
+                let t1 = Instant::now();
+                shared.wait_workers(joined);
+                self.contention.record(t1 - t0, t1.elapsed());
+            }
+            _ => shared.wait_workers(joined),
+        }
         // A worker that joins an ordinary job after the caller's wait cannot
         // exist (all joined); close the gate so none joins this one late.
         shared.gate.fetch_or(GATE_CLOSED, Ordering::SeqCst);
@@ -581,7 +603,7 @@ impl ThreadPool {
     /// As [`run`](ThreadPool::run).
     pub fn for_range<F: Fn(Range<usize>) + Sync>(&self, n: usize, align: usize, f: F) {
         let parts = self.n_threads();
-        if parts == 1 || n.div_ceil(align.max(1)) <= 1 {
+        if parts == 1 || n.div_ceil(align.max(1)) <= 1 || self.contention.solo() {
             let _in_job = InJob::enter();
             if n > 0 {
                 f(0..n);
@@ -619,7 +641,7 @@ impl ThreadPool {
         let align = align.max(1);
         let parts = self.n_threads();
         let per = n.div_ceil(parts * pieces.max(1)).div_ceil(align).max(1) * align;
-        if parts == 1 || n <= per {
+        if parts == 1 || n <= per || self.contention.solo() {
             let _in_job = InJob::enter();
             if n > 0 {
                 f(0..n);

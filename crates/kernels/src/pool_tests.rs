@@ -116,3 +116,39 @@ fn pool_and_ctx_thread_safety() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<ThreadPool>();
 }
+
+#[test]
+fn stalled_workers_switch_split_jobs_to_the_caller_alone() {
+    let pool = ThreadPool::new(2);
+    let caller = std::thread::current().id();
+    assert_eq!(pool.solo_periods(), 0);
+    // A worker that takes a chunk sleeps as if preempted: the caller waits
+    // far longer than its own share took.
+    for _ in 0..200 {
+        pool.for_chunks(64, 1, 4, |_| {
+            if std::thread::current().id() != caller {
+                std::thread::sleep(std::time::Duration::from_millis(3));
+            } else {
+                // Long enough for the worker to join.
+                let t = std::time::Instant::now();
+                while t.elapsed() < std::time::Duration::from_micros(100) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        if pool.solo_periods() > 0 {
+            break;
+        }
+    }
+    assert!(pool.solo_periods() > 0, "stalls were not noticed");
+    // While solo, every chunk runs on the caller, and a job still covers
+    // every index exactly once.
+    let seen = Mutex::new(Vec::new());
+    pool.for_chunks(64, 1, 4, |r| {
+        assert_eq!(std::thread::current().id(), caller);
+        seen.lock().unwrap().extend(r);
+    });
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..64).collect::<Vec<_>>());
+}
