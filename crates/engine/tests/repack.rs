@@ -1,4 +1,5 @@
-//! Repacked weights change nothing but speed: a model whose matrices were
+//! Repacked weights change nothing but speed (legacy types, Q6_K, and the
+//! Q4_K/Q5_K of the 1.5B Qwen and Gemma 3): a model whose matrices were
 //! repacked into the interleaved layout gives the same logits, bit for
 //! bit, as the same model in the file's layout, in prefill (tiles of four
 //! tokens plus a remainder) and in decode, on one and two threads.
@@ -70,4 +71,14 @@ fn repacked_smollm2_gives_the_same_bits() {
 #[test]
 fn repacked_qwen_gives_the_same_bits() {
     check(minfer_testutil::QWEN);
+}
+
+#[test]
+fn repacked_qwen_1_5b_k_quants_give_the_same_bits() {
+    check(minfer_testutil::QWEN_1_5B);
+}
+
+#[test]
+fn repacked_gemma3_gives_the_same_bits() {
+    check(minfer_testutil::GEMMA3);
 }

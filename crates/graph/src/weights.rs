@@ -131,7 +131,8 @@ impl WeightStore {
                 continue;
             }
             let src = self.data(WeightId(i as u32));
-            let mut dst = vec![0u8; src.len()];
+            let len = packed::Format::of(info.ty).map_or(0, |f| f.packed_len(rows, cols));
+            let mut dst = vec![0u8; len];
             let per_group = dst.len() / (rows / packed::GROUP);
             let out = OutBytes(dst.as_mut_ptr());
             pool.for_range(rows / packed::GROUP, 1, |groups| {

@@ -30,6 +30,8 @@ fn main() {
         (GgmlType::Q6_K, 896, 4864),
         (GgmlType::Q8_0, 896, 128),
         (GgmlType::Q4_1, 1536, 576),
+        (GgmlType::Q4_K, 8960, 1536),
+        (GgmlType::Q5_K, 1536, 8960),
     ] {
         let bytes = rows * row_bytes(ty, cols).unwrap();
         let copies = if hot { 1 } else { (256 << 20) / bytes + 1 };
@@ -46,7 +48,7 @@ fn main() {
                 let d_at = if ty == GgmlType::Q6_K { 208 } else { 0 };
                 for blk in d.chunks_exact_mut(bs) {
                     blk[d_at..d_at + 2].copy_from_slice(&minfer_kernels::blocks::f32_to_f16(0.01));
-                    if matches!(ty, GgmlType::Q4_1) {
+                    if matches!(ty, GgmlType::Q4_1 | GgmlType::Q4_K | GgmlType::Q5_K) {
                         blk[2..4].copy_from_slice(&minfer_kernels::blocks::f32_to_f16(0.01));
                     }
                 }

@@ -12,7 +12,9 @@ use minfer_kernels::{
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
-const PACKABLE: [GgmlType; 6] = [
+const PACKABLE: [GgmlType; 8] = [
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -32,11 +34,18 @@ fn block_len(ty: GgmlType) -> usize {
 fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> Vec<u8> {
     let rb = row_bytes(ty, cols).unwrap();
     let mut data = vec![0u8; rows * rb];
-    if ty == GgmlType::Q6_K {
-        // No quantizer here: random quants and scales, a sane f16 `d`.
+    if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
+        // No quantizer here: random quants and scales, sane f16 factors
+        // (Q6_K's `d` at the end, Q4_K/Q5_K's `d` and `dmin` first).
         rng.fill(&mut data[..]);
-        for blk in data.chunks_exact_mut(210) {
-            blk[208..210].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+        let bs = ty.type_size() as usize;
+        for blk in data.chunks_exact_mut(bs) {
+            if ty == GgmlType::Q6_K {
+                blk[208..210].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+            } else {
+                blk[0..2].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+                blk[2..4].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+            }
         }
         return data;
     }
@@ -76,7 +85,7 @@ fn product(kernels: &Kernels, threads: usize, w: &MatRef, x: &[f32], n_tok: usiz
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(40))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
     fn packed_products_give_the_scalar_row_products_bits(
@@ -92,7 +101,8 @@ proptest! {
         let mut rng = StdRng::seed_from_u64(seed);
         let data = random_matrix(ty, rows, cols, &mut rng);
         let packed = pack(ty, rows, cols, &data).unwrap();
-        prop_assert_eq!(packed.len(), data.len());
+        let grow = if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) { 4 * rows * (cols / 256) } else { 0 };
+        prop_assert_eq!(packed.len(), data.len() + grow);
         let rb = row_bytes(ty, cols).unwrap();
         let mut row = vec![0u8; rb];
         let (mut a, mut b) = (vec![0f32; cols], vec![0f32; cols]);
@@ -131,7 +141,8 @@ fn shapes_without_the_layout_are_refused() {
         !packable(GgmlType::Q6_K, 32, 896),
         "Q6_K rows of whole super-blocks only"
     );
-    assert!(!packable(GgmlType::Q4_K, 32, 256), "no interleaved Q4_K");
+    assert!(packable(GgmlType::Q4_K, 32, 256));
+    assert!(!packable(GgmlType::Q2_K, 32, 256), "no interleaved Q2_K");
     let data = vec![0u8; 24 * 28 * 22];
     assert!(matches!(
         pack(GgmlType::Q5_0, 24, 896, &data),

@@ -14,7 +14,9 @@
 use std::arch::x86_64::*;
 
 use super::layout::GROUP;
-use super::layout_k::{Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT};
+use super::layout_k::{
+    q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes, Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT,
+};
 use super::{Acts, Tile, TILE};
 
 /// How far ahead the kernels ask for weight bytes: with few tokens the
@@ -144,6 +146,149 @@ pub unsafe fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usiz
             3 => tile_t::<3>(nb, group, acts, t0),
             2 => tile_t::<2>(nb, group, acts, t0),
             _ => tile_t::<1>(nb, group, acts, t0),
+        }
+    }
+}
+
+/// The eight quant registers of sub-block `j` of a Q4_K/Q5_K group-block
+/// at `gb` (quants `4m..4m + 4` of the sub-block in register `m`).
+///
+/// # Safety
+/// AVX-512 F/BW; `gb` points at a whole group-block and `j < 8`.
+#[inline(always)]
+unsafe fn unpack_q45k<const FIFTH: bool>(gb: *const u8, j: usize) -> [__m512i; 8] {
+    // SAFETY: the loads read the sub-block's chunks, `q45k_sub_bytes`
+    // bytes at `j * q45k_sub_bytes`, inside the group-block for `j < 8`.
+    unsafe {
+        let base = gb.add(q45k_sub_bytes(FIFTH) * j);
+        let m4 = _mm512_set1_epi8(0x0F);
+        let mut q = [_mm512_setzero_si512(); 8];
+        for c in 0..4 {
+            let x = _mm512_loadu_si512(base.add(64 * c) as *const _);
+            q[c] = _mm512_and_si512(x, m4);
+            q[c + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
+        }
+        if FIFTH {
+            let h = _mm512_loadu_si512(base.add(256) as *const _);
+            let m10 = _mm512_set1_epi8(0x10);
+            let bits = [
+                _mm512_slli_epi32::<4>(h),
+                _mm512_slli_epi32::<3>(h),
+                _mm512_slli_epi32::<2>(h),
+                _mm512_slli_epi32::<1>(h),
+                h,
+                _mm512_srli_epi32::<1>(h),
+                _mm512_srli_epi32::<2>(h),
+                _mm512_srli_epi32::<3>(h),
+            ];
+            for (q, b) in q.iter_mut().zip(bits) {
+                *q = put(b, m10, *q);
+            }
+        }
+        q
+    }
+}
+
+/// `T` tokens from `t0` against one Q4_K/Q5_K group of `nb` super-blocks.
+///
+/// # Safety
+/// AVX-512 F/BW/VNNI and F16C; `group` holds `nb` group-blocks and `acts`
+/// covers tokens `t0..t0 + T` (Q8_K, eight sub-block sums per block).
+#[inline(always)]
+unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool>(
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+) -> Tile {
+    // SAFETY: the CPU features and bounds are the caller's contract; every
+    // group-block read lies at `b * gbytes` with `b < nb`; activation reads
+    // at `32 j + 4 m` (at most 252) inside 256 quants.
+    unsafe {
+        let gbytes = q45k_group_block(FIFTH);
+        debug_assert!(group.len() >= nb * gbytes);
+        let mut acc = [_mm512_setzero_ps(); T];
+        for b in 0..nb {
+            let gb = group.as_ptr().add(b * gbytes);
+            let mut isum = [_mm512_setzero_si512(); T];
+            let mut msum = [_mm512_setzero_si512(); T];
+            for j in 0..8 {
+                if T <= 2 {
+                    for line in (0..q45k_sub_bytes(FIFTH)).step_by(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(
+                            gb.wrapping_add(q45k_sub_bytes(FIFTH) * j + line + PREFETCH)
+                                as *const i8,
+                        );
+                    }
+                }
+                let q = unpack_q45k::<FIFTH>(gb, j);
+                let at = q45k_sc_at(FIFTH) + GROUP * j;
+                let sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(gb.add(at) as *const _));
+                let mn = _mm512_cvtepu8_epi32(_mm_loadu_si128(gb.add(at + 8 * GROUP) as *const _));
+                for t in 0..T {
+                    let tok = t0 + t;
+                    let y = acts.quants(tok, b).as_ptr().add(32 * j);
+                    let mut s0 = _mm512_setzero_si512();
+                    let mut s1 = _mm512_setzero_si512();
+                    for k in 0..4 {
+                        let y0 = _mm512_set1_epi32((y.add(8 * k) as *const i32).read_unaligned());
+                        let y1 =
+                            _mm512_set1_epi32((y.add(8 * k + 4) as *const i32).read_unaligned());
+                        s0 = _mm512_dpbusd_epi32(s0, q[2 * k], y0);
+                        s1 = _mm512_dpbusd_epi32(s1, q[2 * k + 1], y1);
+                    }
+                    let sub = _mm512_add_epi32(s0, s1);
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sub, sc));
+                    let bsum = _mm512_set1_epi32(*acts.inits(tok, b).get_unchecked(j));
+                    msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(mn, bsum));
+                }
+            }
+            let d_at = q45k_d_at(FIFTH);
+            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(d_at) as *const _));
+            let dm = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(d_at + 2 * GROUP) as *const _));
+            for (t, acc) in acc.iter_mut().enumerate() {
+                let yd = _mm512_set1_ps(acts.d(t0 + t, b));
+                let v = _mm512_sub_ps(
+                    _mm512_mul_ps(_mm512_mul_ps(dw, yd), _mm512_cvtepi32_ps(isum[t])),
+                    _mm512_mul_ps(_mm512_mul_ps(dm, yd), _mm512_cvtepi32_ps(msum[t])),
+                );
+                *acc = _mm512_add_ps(*acc, v);
+            }
+        }
+        let mut out = [[0.0f32; GROUP]; TILE];
+        for (out, acc) in out.iter_mut().zip(&acc) {
+            _mm512_storeu_ps(out.as_mut_ptr(), *acc);
+        }
+        out
+    }
+}
+
+/// The VNNI kernel for interleaved Q4_K (`fifth` false) and Q5_K.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VNNI and F16C; `group` holds `nb`
+/// group-blocks of the type and `acts` covers tokens `t0..t0 + nt` (Q8_K,
+/// eight sub-block sums per block).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn tile_q45k(
+    fifth: bool,
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+    nt: usize,
+) -> Tile {
+    // SAFETY: this function's features and contract are the callee's.
+    unsafe {
+        match (fifth, nt) {
+            (false, 4..) => tile_q45k_t::<4, false>(nb, group, acts, t0),
+            (false, 3) => tile_q45k_t::<3, false>(nb, group, acts, t0),
+            (false, 2) => tile_q45k_t::<2, false>(nb, group, acts, t0),
+            (false, _) => tile_q45k_t::<1, false>(nb, group, acts, t0),
+            (true, 4..) => tile_q45k_t::<4, true>(nb, group, acts, t0),
+            (true, 3) => tile_q45k_t::<3, true>(nb, group, acts, t0),
+            (true, 2) => tile_q45k_t::<2, true>(nb, group, acts, t0),
+            (true, _) => tile_q45k_t::<1, true>(nb, group, acts, t0),
         }
     }
 }

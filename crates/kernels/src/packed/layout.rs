@@ -39,6 +39,8 @@ pub enum Kind {
     Legacy,
     /// Q6_K.
     Q6K,
+    /// Q4_K and Q5_K (`fifth` tells them apart).
+    Q45K,
 }
 
 /// Where the parts of one interleaved group-block lie, per weight type.
@@ -81,6 +83,14 @@ impl Format {
                 kind: Kind::Q6K,
                 ..f(false, false, false, 32)
             },
+            Q4_K => Format {
+                kind: Kind::Q45K,
+                ..f(true, false, true, 0)
+            },
+            Q5_K => Format {
+                kind: Kind::Q45K,
+                ..f(true, true, true, 0)
+            },
             _ => return None,
         })
     }
@@ -114,19 +124,27 @@ impl Format {
         match self.kind {
             Kind::Legacy => self.m_at() + if self.min { 2 * GROUP } else { 0 },
             Kind::Q6K => super::layout_k::Q6K_GROUP_BLOCK,
+            Kind::Q45K => super::layout_k::q45k_group_block(self.fifth),
         }
     }
 
-    /// Bytes of one source block.
+    /// Bytes of one source block (in ggml's layout).
     pub fn block_bytes(&self) -> usize {
-        self.group_block_bytes() / GROUP
+        self.ty.type_size() as usize
+    }
+
+    /// Bytes of a `rows × cols` matrix in the interleaved layout (the
+    /// file's size, but for Q4_K/Q5_K, whose unpacked scales take 4 more
+    /// bytes per row and super-block).
+    pub fn packed_len(&self, rows: usize, cols: usize) -> usize {
+        rows / GROUP * (cols / self.block_quants()) * self.group_block_bytes()
     }
 
     /// Quants per block.
     pub const fn block_quants(&self) -> usize {
         match self.kind {
             Kind::Legacy => QK,
-            Kind::Q6K => QK_K,
+            Kind::Q6K | Kind::Q45K => QK_K,
         }
     }
 }
@@ -239,7 +257,16 @@ fn gather_fifth(h: u32) -> u32 {
     qh
 }
 
-fn check(f: &Format, rows: usize, cols: usize, len: usize) -> Result<usize, KernelError> {
+/// Checks the shape, and that `len` is the matrix's length in ggml's
+/// layout (or, with `packed`, in the interleaved one); returns the blocks
+/// per row.
+fn check(
+    f: &Format,
+    rows: usize,
+    cols: usize,
+    len: usize,
+    packed: bool,
+) -> Result<usize, KernelError> {
     if !packable(f.ty, rows, cols) {
         return Err(KernelError::UnsupportedType {
             ty: f.ty,
@@ -247,7 +274,11 @@ fn check(f: &Format, rows: usize, cols: usize, len: usize) -> Result<usize, Kern
         });
     }
     let nb = cols / f.block_quants();
-    let expected = rows * nb * f.block_bytes();
+    let expected = if packed {
+        f.packed_len(rows, cols)
+    } else {
+        rows * nb * f.block_bytes()
+    };
     if len != expected {
         return Err(KernelError::BadLength {
             what: "weight bytes",
@@ -277,7 +308,7 @@ pub fn pack_groups(
         ty,
         op: "interleaved packing",
     })?;
-    let nb = check(&f, rows, cols, src.len())?;
+    let nb = check(&f, rows, cols, src.len(), false)?;
     let (bs, gb) = (f.block_bytes(), f.group_block_bytes());
     let want = groups.len() * nb * gb;
     if dst.len() != want || groups.end * GROUP > rows {
@@ -292,8 +323,18 @@ pub fn pack_groups(
             let out = &mut dst[(gi * nb + b) * gb..(gi * nb + b + 1) * gb];
             for r in 0..GROUP {
                 let at = ((g * GROUP + r) * nb + b) * bs;
-                if f.kind == Kind::Q6K {
-                    super::layout_k::q6k_put(bytemuck::from_bytes(&src[at..at + bs]), r, out);
+                let blk = &src[at..at + bs];
+                match (f.kind, f.fifth) {
+                    (Kind::Q6K, _) => super::layout_k::q6k_put(bytemuck::from_bytes(blk), r, out),
+                    (Kind::Q45K, false) => {
+                        super::layout_k::q4k_put(bytemuck::from_bytes(blk), r, out)
+                    }
+                    (Kind::Q45K, true) => {
+                        super::layout_k::q5k_put(bytemuck::from_bytes(blk), r, out)
+                    }
+                    (Kind::Legacy, _) => {}
+                }
+                if f.kind != Kind::Legacy {
                     continue;
                 }
                 let x = read_block(&f, &src[at..at + bs]);
@@ -321,7 +362,8 @@ pub fn pack_groups(
 /// # Errors
 /// As [`pack_groups`].
 pub fn pack(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, KernelError> {
-    let mut dst = vec![0u8; src.len()];
+    let len = Format::of(ty).map_or(0, |f| f.packed_len(rows, cols));
+    let mut dst = vec![0u8; len];
     pack_groups(ty, rows, cols, src, 0..rows / GROUP.max(1), &mut dst)?;
     Ok(dst)
 }
@@ -396,7 +438,7 @@ fn row_check(
         ty,
         op: "interleaved packing",
     })?;
-    let nb = check(&f, rows, cols, packed.len())?;
+    let nb = check(&f, rows, cols, packed.len(), true)?;
     if r >= rows {
         return Err(KernelError::RowOutOfRange {
             row: r as i64,
@@ -412,9 +454,15 @@ fn unpack_block(f: &Format, nb: usize, packed: &[u8], r: usize, b: usize, dst: &
     let gb = f.group_block_bytes();
     let (g, j) = (r / GROUP, r % GROUP);
     let src = &packed[(g * nb + b) * gb..(g * nb + b + 1) * gb];
-    if f.kind == Kind::Q6K {
-        super::layout_k::q6k_get(src, j, bytemuck::from_bytes_mut(dst));
-        return;
+    match (f.kind, f.fifth) {
+        (Kind::Q6K, _) => return super::layout_k::q6k_get(src, j, bytemuck::from_bytes_mut(dst)),
+        (Kind::Q45K, false) => {
+            return super::layout_k::q4k_get(src, j, bytemuck::from_bytes_mut(dst))
+        }
+        (Kind::Q45K, true) => {
+            return super::layout_k::q5k_get(src, j, bytemuck::from_bytes_mut(dst))
+        }
+        (Kind::Legacy, _) => {}
     }
     let mut x = Fields {
         d: [src[f.d_at() + 2 * j], src[f.d_at() + 2 * j + 1]],

@@ -108,9 +108,9 @@ fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
     assert!(group.len() >= nb * f.group_block_bytes() && nt <= TILE);
     assert!(acts.nb == nb && acts.quants == f.block_quants());
     assert!(acts.d.len() >= n && acts.init.len() >= n * acts.inits);
-    assert!(!f.min || acts.s.len() >= n);
+    assert!(!f.min || f.kind != Kind::Legacy || acts.s.len() >= n);
     assert!(acts.qs.len() >= (t0 + nt) * acts.a_row);
-    assert!(acts.inits == if f.kind == Kind::Q6K { 16 } else { 1 });
+    assert!(acts.inits == inits_per_block(f));
     // SAFETY: `tile_fn` hands this out only when the caller confirmed AVX-512
     // F/BW/VNNI (with AVX2, FMA and F16C, implied on every such CPU); the
     // asserts above are the kernels' bounds contract.
@@ -118,6 +118,7 @@ fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
         match f.kind {
             Kind::Legacy => avx512::tile(f, nb, group, acts, t0, nt),
             Kind::Q6K => avx512_k::tile_q6k(nb, group, acts, t0, nt),
+            Kind::Q45K => avx512_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),
         }
     }
 }
@@ -139,10 +140,10 @@ pub(crate) fn matmul(
         op: "interleaved product",
     })?;
     let nb = w.cols / f.block_quants();
-    if !packable(w.ty, w.rows, w.cols) || w.data.len() != w.rows * nb * f.block_bytes() {
+    if !packable(w.ty, w.rows, w.cols) || w.data.len() != f.packed_len(w.rows, w.cols) {
         return Err(KernelError::BadLength {
             what: "packed weight bytes",
-            expected: w.rows * nb * f.block_bytes(),
+            expected: f.packed_len(w.rows, w.cols),
             got: w.data.len(),
         });
     }
@@ -189,8 +190,19 @@ pub(crate) fn matmul(
     Ok(())
 }
 
+/// Integer start values per block: one for the legacy types, one per
+/// 16-quant sub-block for Q6_K (`-32 * bsum`), one per 32-quant sub-block
+/// for Q4_K/Q5_K (the activation sums their mins multiply).
+fn inits_per_block(f: &Format) -> usize {
+    match f.kind {
+        Kind::Legacy => 1,
+        Kind::Q6K => 16,
+        Kind::Q45K => 8,
+    }
+}
+
 /// Quantizes the activations (Q8_0, Q8_1 for the types with a minimum,
-/// Q8_K for Q6_K) and fills the per-block tables.
+/// Q8_K for the K-quants) and fills the per-block tables.
 fn prepare<'s>(
     pool: &ThreadPool,
     f: &Format,
@@ -199,11 +211,12 @@ fn prepare<'s>(
     n_tok: usize,
     scratch: &'s mut ActScratch,
 ) -> Result<Acts<'s>, KernelError> {
-    let (act, qs_at, inits) = match (f.kind, f.min) {
-        (Kind::Q6K, _) => (GgmlType::Q8_K, 4, 16),
-        (Kind::Legacy, true) => (GgmlType::Q8_1, 4, 1),
-        (Kind::Legacy, false) => (GgmlType::Q8_0, 2, 1),
+    let (act, qs_at) = match (f.kind, f.min) {
+        (Kind::Q6K | Kind::Q45K, _) => (GgmlType::Q8_K, 4),
+        (Kind::Legacy, true) => (GgmlType::Q8_1, 4),
+        (Kind::Legacy, false) => (GgmlType::Q8_0, 2),
     };
+    let inits = inits_per_block(f);
     let quants = f.block_quants();
     let blk = act.type_size() as usize;
     let (nb, a_row) = (cols / quants, cols / quants * blk);
@@ -212,7 +225,11 @@ fn prepare<'s>(
     crate::matmul::quantize_rows(pool, act, x, cols, qs, a_row)?;
     let qs = &*qs;
     let n = n_tok * nb;
-    let per = if f.min { 2 } else { 1 };
+    let per = if f.min && f.kind == Kind::Legacy {
+        2
+    } else {
+        1
+    };
     if table.len() < per * n {
         table.resize(per * n, 0.0);
     }
@@ -223,6 +240,15 @@ fn prepare<'s>(
     for (i, b) in qs.chunks_exact(blk).enumerate() {
         let init = &mut init[inits * i..inits * (i + 1)];
         match f.kind {
+            Kind::Q45K => {
+                d[i] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                // Per 32-quant sub-block, its two 16-quant `bsums`.
+                for (j, v) in init.iter_mut().enumerate() {
+                    let at = 4 + QK_K + 4 * j;
+                    *v = i16::from_le_bytes([b[at], b[at + 1]]) as i32
+                        + i16::from_le_bytes([b[at + 2], b[at + 3]]) as i32;
+                }
+            }
             Kind::Q6K => {
                 d[i] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
                 // `bsums` follow the 256 quants: sixteen i16.
@@ -254,7 +280,11 @@ fn prepare<'s>(
         nb,
         inits,
         d: &table[..n],
-        s: if f.min { &table[n..2 * n] } else { &table[..0] },
+        s: if per == 2 {
+            &table[n..2 * n]
+        } else {
+            &table[..0]
+        },
         init: &init[..inits * n],
     })
 }

@@ -5,7 +5,9 @@
 //! must give the row-wise scalar dot's bits on the unpacked rows.
 
 use super::layout::{Format, Kind, GROUP};
-use super::layout_k::{q6k_d, q6k_quant, q6k_scale, Q6K_GROUP_BLOCK};
+use super::layout_k::{
+    q45k_d, q45k_quant, q45k_scale_min, q6k_d, q6k_quant, q6k_scale, Q6K_GROUP_BLOCK,
+};
 use super::{Acts, Tile, TILE};
 use crate::blocks::f16_to_f32;
 use crate::dot::scalar::k_combine;
@@ -34,8 +36,10 @@ fn f16_at(gb: &[u8], at: usize) -> f32 {
 /// Up to [`TILE`] tokens from `t0` (`nt` of them) against one 16-row group
 /// of `nb` blocks.
 pub fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
-    if f.kind == Kind::Q6K {
-        return tile_q6k(nb, group, acts, t0, nt);
+    match f.kind {
+        Kind::Q6K => return tile_q6k(nb, group, acts, t0, nt),
+        Kind::Q45K => return tile_q45k(f, nb, group, acts, t0, nt),
+        Kind::Legacy => {}
     }
     let gbytes = f.group_block_bytes();
     let mut out = [[0.0f32; GROUP]; TILE];
@@ -86,6 +90,39 @@ fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile 
                 }
                 let d = f16_to_f32(q6k_d(gb, r)) * acts.d(tok, b);
                 acc = k_combine(acc, d, isum, 0.0, 0);
+            }
+            *out = acc;
+        }
+    }
+    out
+}
+
+/// Q4_K/Q5_K: per super-block the exact `isum = Σ_j scale_j · Σ q·y` and
+/// `msum = Σ_j min_j · bsum_j`, then `acc + ((d·yd)·isum − (dmin·yd)·msum)`,
+/// as the row-wise reference.
+fn tile_q45k(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    let gbytes = f.group_block_bytes();
+    let mut out = [[0.0f32; GROUP]; TILE];
+    for (t, out) in out.iter_mut().enumerate().take(nt) {
+        let tok = t0 + t;
+        for (r, out) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for b in 0..nb {
+                let gb = &group[b * gbytes..(b + 1) * gbytes];
+                let y = acts.quants(tok, b);
+                let (mut isum, mut msum) = (0i32, 0i32);
+                for (j, bsum) in acts.inits(tok, b).iter().enumerate() {
+                    let mut sub = 0i32;
+                    for (e, &y) in y.iter().enumerate().skip(32 * j).take(32) {
+                        sub += q45k_quant(f.fifth, gb, r, e) as i32 * (y as i8) as i32;
+                    }
+                    let (sc, m) = q45k_scale_min(f.fifth, gb, r, j);
+                    isum += sc * sub;
+                    msum += m * bsum;
+                }
+                let (d, dmin) = q45k_d(f.fifth, gb, r);
+                let yd = acts.d(tok, b);
+                acc = k_combine(acc, f16_to_f32(d) * yd, isum, f16_to_f32(dmin) * yd, msum);
             }
             *out = acc;
         }
