@@ -7,7 +7,7 @@
 //! (which leaves an empty, unallocated vector in its place) so that it can
 //! be written while the sources are read from the same pool.
 
-use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::pool::{SharedMut, ThreadPool};
 use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, RowKernels};
 
 use crate::alloc::{LayerKv, MemPlan, Slot, TypedPool};
@@ -35,21 +35,6 @@ pub(crate) struct ExecCtx<'a> {
     /// Filled prefix of the window-cells input (its buffer is sized for
     /// the largest possible windows).
     pub window_len: usize,
-}
-
-/// The start of an f32 buffer that threads fill in disjoint ranges.
-#[derive(Clone, Copy)]
-struct OutF32(*mut f32);
-// SAFETY: the threads sharing it write disjoint ranges (see the users).
-unsafe impl Send for OutF32 {}
-// SAFETY: as above.
-unsafe impl Sync for OutF32 {}
-
-impl OutF32 {
-    /// A method, so closures capture the `Sync` wrapper, not the field.
-    fn get(self) -> *mut f32 {
-        self.0
-    }
 }
 
 /// Views f32 weight bytes as values; GGUF data is aligned, but an owned
@@ -240,7 +225,7 @@ fn compute(
             // Element by element, so any split over threads gives the
             // same bits.
             let rows = cx.rows;
-            let dst = OutF32(out.as_mut_ptr());
+            let dst = SharedMut::new(out.as_mut_ptr());
             cx.threads.for_chunks(out.len(), 64, 2, |r| {
                 // SAFETY: the chunks of `for_chunks` are disjoint and inside
                 // `out`, which outlives the job; each thread writes only

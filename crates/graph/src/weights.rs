@@ -7,25 +7,10 @@ use std::sync::{Arc, OnceLock};
 use minfer_gguf::{GgmlType, GgufFile};
 
 use minfer_kernels::packed;
-use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::pool::{SharedMut, ThreadPool};
 use minfer_kernels::Kernels;
 
 use crate::error::{GraphError, Result};
-
-/// The start of a buffer that threads fill in disjoint parts.
-#[derive(Clone, Copy)]
-struct OutBytes(*mut u8);
-// SAFETY: the threads sharing it write disjoint ranges (see `pack`).
-unsafe impl Send for OutBytes {}
-// SAFETY: as above.
-unsafe impl Sync for OutBytes {}
-
-impl OutBytes {
-    /// A method, so closures capture the `Sync` wrapper, not the field.
-    fn get(self) -> *mut u8 {
-        self.0
-    }
-}
 
 /// Handle of a registered tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -134,7 +119,7 @@ impl WeightStore {
             let len = packed::Format::of(info.ty).map_or(0, |f| f.packed_len(rows, cols));
             let mut dst = vec![0u8; len];
             let per_group = dst.len() / (rows / packed::GROUP);
-            let out = OutBytes(dst.as_mut_ptr());
+            let out = SharedMut::new(dst.as_mut_ptr());
             pool.for_range(rows / packed::GROUP, 1, |groups| {
                 // SAFETY: each thread gets a disjoint range of groups, so
                 // the slices it builds do not overlap, and they lie inside

@@ -13,7 +13,7 @@ use minfer_gguf::GgmlType;
 
 use crate::dot::{DotKernel, Kernels};
 use crate::error::KernelError;
-use crate::pool::ThreadPool;
+use crate::pool::{SharedMut, ThreadPool};
 use crate::quant;
 
 /// A weight matrix: `rows` rows of `cols` elements of type `ty`, stored row
@@ -95,24 +95,6 @@ pub(crate) fn bytes_mut(words: &mut Vec<u64>, len: usize) -> &mut [u8] {
     &mut bytemuck::cast_slice_mut(words.as_mut_slice())[..len]
 }
 
-/// Where each thread writes its rows of the output. Threads write disjoint
-/// row ranges, which is what makes sharing the pointer sound.
-#[derive(Clone, Copy)]
-pub(crate) struct OutPtr(pub(crate) *mut f32);
-// SAFETY: see the type's documentation; each element has one writer, and
-// the output outlives the job that shares the pointer.
-unsafe impl Send for OutPtr {}
-// SAFETY: as above.
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// Going through a method makes closures capture the whole wrapper
-    /// (which is `Sync`) rather than the bare pointer field.
-    pub(crate) fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-
 /// Validated shape of one product.
 struct Plan {
     kernel: DotKernel,
@@ -190,7 +172,7 @@ pub fn matmul(
         }
         (buf, table.as_slice())
     };
-    let out_ptr = OutPtr(out.as_mut_ptr());
+    let out_ptr = SharedMut::new(out.as_mut_ptr());
     let rows = w.rows;
     // Rows are taken a few at a time, small enough to stay in L1 while every
     // activation row streams past them; tokens go four at a time through the
@@ -270,15 +252,13 @@ pub(crate) fn quantize_rows(
         }
         return Ok(());
     }
-    let dst_ptr = OutPtr(dst.as_mut_ptr() as *mut f32);
+    let dst_ptr = SharedMut::new(dst.as_mut_ptr());
     let failed = std::sync::atomic::AtomicBool::new(false);
     pool.for_chunks(n_tok, 1, 2, |range| {
         for t in range {
             // SAFETY: row `t` belongs to this chunk alone and lies inside
             // `dst`, which holds `n_tok * a_row` bytes.
-            let d = unsafe {
-                std::slice::from_raw_parts_mut((dst_ptr.get() as *mut u8).add(t * a_row), a_row)
-            };
+            let d = unsafe { std::slice::from_raw_parts_mut(dst_ptr.get().add(t * a_row), a_row) };
             if quant::quantize_row(act, &x[t * cols..(t + 1) * cols], d).is_err() {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
             }

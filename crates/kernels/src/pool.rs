@@ -57,6 +57,42 @@ use std::time::Instant;
 
 use crate::contention::Contention;
 
+/// The start of a buffer that the threads of one job write in disjoint
+/// parts (each element has one writer). Wrapping the pointer is what lets
+/// a job's closure, which must be `Sync`, carry it; the writers' `unsafe`
+/// blocks state why their parts do not overlap.
+pub struct SharedMut<T>(*mut T);
+
+impl<T> SharedMut<T> {
+    /// Shares the buffer that starts at `ptr`.
+    pub fn new(ptr: *mut T) -> Self {
+        SharedMut(ptr)
+    }
+
+    /// The pointer. A method, so closures capture the `Sync` wrapper
+    /// rather than the bare pointer field.
+    pub fn get(&self) -> *mut T {
+        self.0
+    }
+}
+
+impl<T> Clone for SharedMut<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for SharedMut<T> {}
+
+// SAFETY: only the pointer moves between threads; every write through it
+// is to a part of the buffer that one thread alone writes (the users'
+// contract, stated where they write), and `T: Send` lets the values be
+// written from another thread.
+unsafe impl<T: Send> Send for SharedMut<T> {}
+// SAFETY: as above: shared references to the wrapper only hand out the
+// pointer.
+unsafe impl<T: Send> Sync for SharedMut<T> {}
+
 /// Spin iterations used by [`ThreadPool::new`] before a waiting thread parks
 /// (workers waiting for a job, the caller waiting for stragglers) or yields
 /// (threads waiting in [`Ctx::barrier`]).

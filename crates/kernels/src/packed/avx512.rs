@@ -30,15 +30,36 @@ unsafe fn unpack<const NIB: bool, const FIFTH: bool>(f: &Format, gb: *const u8) 
         if !NIB {
             return std::array::from_fn(|k| _mm512_loadu_si512(gb.add(64 * k) as *const _));
         }
+        nibble_quants::<FIFTH>(gb, gb.add(f.qh_at()))
+    }
+}
+
+/// Eight registers of 4- or 5-bit quants from four 64-byte chunks of
+/// nibbles at `qs` (register `c` the low nibbles of chunk `c`, register
+/// `c + 4` the high ones) and, with `FIFTH`, 64 bytes of fifth bits at
+/// `qh` laid out as the legacy types and Q5_K store them (bit `k` of each
+/// byte belongs to register `k`). Shared by the legacy and Q4_K/Q5_K
+/// kernels.
+///
+/// # Safety
+/// AVX-512 F/BW; 256 bytes from `qs` and, with `FIFTH`, 64 from `qh` are
+/// readable.
+#[inline(always)]
+pub(super) unsafe fn nibble_quants<const FIFTH: bool>(
+    qs: *const u8,
+    qh: *const u8,
+) -> [__m512i; 8] {
+    // SAFETY: the loads read the ranges the caller guarantees.
+    unsafe {
         let m4 = _mm512_set1_epi8(0x0F);
         let mut q = [_mm512_setzero_si512(); 8];
         for c in 0..4 {
-            let x = _mm512_loadu_si512(gb.add(64 * c) as *const _);
+            let x = _mm512_loadu_si512(qs.add(64 * c) as *const _);
             q[c] = _mm512_and_si512(x, m4);
             q[c + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
         }
         if FIFTH {
-            let h = _mm512_loadu_si512(gb.add(f.qh_at()) as *const _);
+            let h = _mm512_loadu_si512(qh as *const _);
             let m10 = _mm512_set1_epi8(0x10);
             let bits = [
                 _mm512_slli_epi32::<4>(h),

@@ -157,35 +157,12 @@ pub unsafe fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usiz
 /// AVX-512 F/BW; `gb` points at a whole group-block and `j < 8`.
 #[inline(always)]
 unsafe fn unpack_q45k<const FIFTH: bool>(gb: *const u8, j: usize) -> [__m512i; 8] {
-    // SAFETY: the loads read the sub-block's chunks, `q45k_sub_bytes`
-    // bytes at `j * q45k_sub_bytes`, inside the group-block for `j < 8`.
+    // SAFETY: the sub-block's chunks, `q45k_sub_bytes` bytes at
+    // `j * q45k_sub_bytes` (nibbles, then the fifth bits at 256), lie
+    // inside the group-block for `j < 8`.
     unsafe {
         let base = gb.add(q45k_sub_bytes(FIFTH) * j);
-        let m4 = _mm512_set1_epi8(0x0F);
-        let mut q = [_mm512_setzero_si512(); 8];
-        for c in 0..4 {
-            let x = _mm512_loadu_si512(base.add(64 * c) as *const _);
-            q[c] = _mm512_and_si512(x, m4);
-            q[c + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
-        }
-        if FIFTH {
-            let h = _mm512_loadu_si512(base.add(256) as *const _);
-            let m10 = _mm512_set1_epi8(0x10);
-            let bits = [
-                _mm512_slli_epi32::<4>(h),
-                _mm512_slli_epi32::<3>(h),
-                _mm512_slli_epi32::<2>(h),
-                _mm512_slli_epi32::<1>(h),
-                h,
-                _mm512_srli_epi32::<1>(h),
-                _mm512_srli_epi32::<2>(h),
-                _mm512_srli_epi32::<3>(h),
-            ];
-            for (q, b) in q.iter_mut().zip(bits) {
-                *q = put(b, m10, *q);
-            }
-        }
-        q
+        super::avx512::nibble_quants::<FIFTH>(base, base.wrapping_add(256))
     }
 }
 

@@ -166,7 +166,7 @@ pub(crate) fn matmul(
     let acts = prepare(pool, &f, x, w.cols, n_tok, scratch)?;
     let gbytes = nb * f.group_block_bytes();
     let rows = w.rows;
-    let out_ptr = crate::matmul::OutPtr(out.as_mut_ptr());
+    let out_ptr = crate::pool::SharedMut::new(out.as_mut_ptr());
     pool.for_chunks(rows / GROUP, 1, 4, |groups: Range<usize>| {
         for g in groups {
             let group = &w.data[g * gbytes..(g + 1) * gbytes];

@@ -9,7 +9,7 @@
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use minfer_kernels::blocks::QK;
-use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::pool::{SharedMut, ThreadPool};
 use minfer_kernels::rows::dot_f32;
 use minfer_kernels::{RowKernels, Rows};
 
@@ -109,23 +109,6 @@ impl AttnScratch {
     pub fn with_row_kernels(mut self, rows: RowKernels) -> Self {
         self.rows = rows;
         self
-    }
-}
-
-/// Where each thread writes its heads of the output. Threads write
-/// disjoint ranges, which is what makes sharing the pointer sound.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: see the type's documentation; each element has one writer.
-unsafe impl Send for OutPtr {}
-// SAFETY: as above.
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// A method, so closures capture the `Sync` wrapper rather than the
-    /// bare pointer field.
-    fn get(self) -> *mut f32 {
-        self.0
     }
 }
 
@@ -482,7 +465,7 @@ fn attend(
     }
     let hd = p.head_dim;
     let group = p.n_head / p.n_head_kv;
-    let out_ptr = OutPtr(out.as_mut_ptr());
+    let out_ptr = SharedMut::new(out.as_mut_ptr());
     let bufs = &scratch.bufs;
     let rk = scratch.rows;
     let failed = std::sync::atomic::AtomicBool::new(false);
