@@ -4,40 +4,9 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
+use common::counting::{count, Counting};
 use common::tiny;
 use minfer_graph::KvFormat;
-
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: defers to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -49,17 +18,12 @@ fn decode_steps_do_not_allocate() {
     let mut next = common::argmax(e.eval(&[1, 2, 3, 4, 5, 6, 7, 8], false).unwrap());
     // The first decode step builds the decode graph.
     next = common::argmax(e.eval(&[next], false).unwrap());
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
-    for _ in 0..50 {
-        next = common::argmax(e.eval(&[next], false).unwrap());
-    }
-    COUNTING.store(false, Ordering::SeqCst);
-    assert_eq!(
-        ALLOCS.load(Ordering::SeqCst),
-        0,
-        "allocations in 50 decode steps"
-    );
+    let ((), allocs) = count(|| {
+        for _ in 0..50 {
+            next = common::argmax(e.eval(&[next], false).unwrap());
+        }
+    });
+    assert_eq!(allocs, 0, "allocations in 50 decode steps");
     assert_eq!(e.graph_builds(), 2);
 }
 
@@ -108,15 +72,10 @@ fn batched_decode_of_four_sequences_does_not_allocate() {
     };
     // The first batched decode builds the four-row graph.
     step(&mut rt, &mut next);
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
-    for _ in 0..40 {
-        step(&mut rt, &mut next);
-    }
-    COUNTING.store(false, Ordering::SeqCst);
-    assert_eq!(
-        ALLOCS.load(Ordering::SeqCst),
-        0,
-        "allocations in 40 batched decode steps"
-    );
+    let ((), allocs) = count(|| {
+        for _ in 0..40 {
+            step(&mut rt, &mut next);
+        }
+    });
+    assert_eq!(allocs, 0, "allocations in 40 batched decode steps");
 }

@@ -6,41 +6,10 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
+use common::counting::{count, Counting};
 use common::tiny;
 use minfer_engine::trace::{rec, start_recording};
 use minfer_graph::KvFormat;
-
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: defers to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -56,17 +25,12 @@ fn traced_decode_steps_do_not_allocate_and_are_recorded() {
     for _ in 0..2 {
         next = common::argmax(e.eval(&[next], false).unwrap());
     }
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
-    for _ in 0..50 {
-        next = common::argmax(e.eval(&[next], false).unwrap());
-    }
-    COUNTING.store(false, Ordering::SeqCst);
-    assert_eq!(
-        ALLOCS.load(Ordering::SeqCst),
-        0,
-        "allocations in 50 traced decode steps"
-    );
+    let ((), allocs) = count(|| {
+        for _ in 0..50 {
+            next = common::argmax(e.eval(&[next], false).unwrap());
+        }
+    });
+    assert_eq!(allocs, 0, "allocations in 50 traced decode steps");
     let r = rec::snapshot();
     let decodes = r
         .lanes

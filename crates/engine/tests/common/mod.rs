@@ -71,4 +71,5 @@ pub fn golden(name: &str) -> serde_json::Value {
     serde_json::from_str(&text).expect("golden JSON")
 }
 
+pub mod counting;
 pub mod tiny;

@@ -1,0 +1,103 @@
+//! A `minfer serve` started on a free loopback port for a test, and raw
+//! HTTP/1.1 requests to it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running `minfer serve`, killed if the test ends before it exits.
+pub struct Server {
+    pub child: Child,
+    /// `host:port`.
+    pub addr: String,
+    /// The model id the server answers to.
+    pub model: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `minfer serve MODEL --port 0 ARGS` and waits (at most two
+    /// minutes) for its ready line.
+    pub fn start(model: &Path, home: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_minfer"))
+            .arg("serve")
+            .arg(model)
+            .args(["--host", "127.0.0.1", "--port", "0", "-t", "2"])
+            .args(args)
+            .env("MINFER_HOME", home)
+            .env("MINFER_PYTHON", "/nonexistent/python-for-minfer-tests")
+            .env_remove("MINFER_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn minfer serve");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("minfer serve prints its ready line within 2 minutes");
+        // "minfer serve: listening on http://127.0.0.1:PORT with model ID"
+        let rest = line
+            .split("http://")
+            .nth(1)
+            .unwrap_or_else(|| panic!("unexpected ready line {line:?}"));
+        let mut words = rest.split_whitespace();
+        let addr = words.next().expect("an address").to_string();
+        let model = words.last().expect("a model id").to_string();
+        Server { child, addr, model }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGTERM, then the exit status within `limit`.
+    pub fn terminate(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(ok.success());
+        wait_for(&mut self.child, limit).expect("minfer serve exits after SIGTERM")
+    }
+}
+
+pub fn wait_for(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// Sends one HTTP/1.1 request and returns the connection, to be read.
+pub fn send(addr: &str, method: &str, path: &str, body: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    s
+}
