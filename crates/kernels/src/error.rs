@@ -52,3 +52,21 @@ pub enum KernelError {
     #[error("SIMD level {0} is not supported by this CPU")]
     SimdUnavailable(&'static str),
 }
+
+/// `Ok` when a buffer has the length an operation needs, else
+/// [`KernelError::BadLength`] naming it.
+pub(crate) fn check_len(
+    what: &'static str,
+    expected: usize,
+    got: usize,
+) -> Result<(), KernelError> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(KernelError::BadLength {
+            what,
+            expected,
+            got,
+        })
+    }
+}

@@ -23,7 +23,7 @@
 use std::sync::OnceLock;
 
 use crate::blocks::{f16_to_f32, f32_to_f16};
-use crate::error::KernelError;
+use crate::error::{check_len, KernelError};
 use crate::simd::SimdLevel;
 
 /// One f16 value (raw bits) as f32, the scalar reference conversion.
@@ -139,19 +139,6 @@ impl<'a, T> Rows<'a, T> {
     }
 }
 
-/// Checks that an operation over `rows` has one value per row.
-fn check_count(what: &'static str, expected: usize, got: usize) -> Result<(), KernelError> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(KernelError::BadLength {
-            what,
-            expected,
-            got,
-        })
-    }
-}
-
 /// Whether the CPU has what the SIMD path needs (AVX2, FMA and F16C).
 fn simd_supported() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -218,7 +205,7 @@ impl RowKernels {
     /// [`KernelError::BadLength`] when the lengths differ; nothing is
     /// written then.
     pub fn f16_to_f32(self, src: &[u16], dst: &mut [f32]) -> Result<(), KernelError> {
-        check_count("f16 to f32 row", src.len(), dst.len())?;
+        check_len("f16 to f32 row", src.len(), dst.len())?;
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: `simd` is only set when the CPU has AVX2, FMA and F16C.
@@ -237,7 +224,7 @@ impl RowKernels {
     /// [`KernelError::BadLength`] when the lengths differ; nothing is
     /// written then.
     pub fn f32_to_f16(self, src: &[f32], dst: &mut [u16]) -> Result<(), KernelError> {
-        check_count("f32 to f16 row", src.len(), dst.len())?;
+        check_len("f32 to f16 row", src.len(), dst.len())?;
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: as in `f16_to_f32`.
@@ -299,7 +286,7 @@ impl RowKernels {
         scale: f32,
         scores: &mut [f32],
     ) -> Result<(), KernelError> {
-        check_count("row scores", rows.idx.len(), scores.len())?;
+        check_len("row scores", rows.idx.len(), scores.len())?;
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: as in `f16_to_f32`.
@@ -320,7 +307,7 @@ impl RowKernels {
         scale: f32,
         scores: &mut [f32],
     ) -> Result<(), KernelError> {
-        check_count("row scores", rows.idx.len(), scores.len())?;
+        check_len("row scores", rows.idx.len(), scores.len())?;
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: as in `f16_to_f32`.
@@ -343,7 +330,7 @@ impl RowKernels {
         rows: Rows<'_, f32>,
         out: &mut [f32],
     ) -> Result<(), KernelError> {
-        check_count("row weights", rows.idx.len(), weights.len())?;
+        check_len("row weights", rows.idx.len(), weights.len())?;
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: as in `f16_to_f32`.
@@ -363,7 +350,7 @@ impl RowKernels {
         rows: Rows<'_, u16>,
         out: &mut [f32],
     ) -> Result<(), KernelError> {
-        check_count("row weights", rows.idx.len(), weights.len())?;
+        check_len("row weights", rows.idx.len(), weights.len())?;
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: as in `f16_to_f32`.

@@ -80,6 +80,28 @@ pub(super) unsafe fn nibble_quants<const FIFTH: bool>(
     }
 }
 
+/// `init + Σ q·y` over 32 quants per lane: register `k` of `q` against
+/// the four activation bytes at `y + 4k`, broadcast. Two chains of four,
+/// so that a lone token does not wait on eight dependent multiply-adds.
+///
+/// # Safety
+/// AVX-512 F and VNNI; 32 bytes from `y` are readable.
+#[inline(always)]
+pub(super) unsafe fn dot32(q: &[__m512i; 8], y: *const u8, init: __m512i) -> __m512i {
+    // SAFETY: the caller's contract; the loads read `y..y + 32`.
+    unsafe {
+        let mut i0 = init;
+        let mut i1 = _mm512_setzero_si512();
+        for k in 0..4 {
+            let y0 = _mm512_set1_epi32((y.add(8 * k) as *const i32).read_unaligned());
+            let y1 = _mm512_set1_epi32((y.add(8 * k + 4) as *const i32).read_unaligned());
+            i0 = _mm512_dpbusd_epi32(i0, q[2 * k], y0);
+            i1 = _mm512_dpbusd_epi32(i1, q[2 * k + 1], y1);
+        }
+        _mm512_add_epi32(i0, i1)
+    }
+}
+
 /// One block for every token of the tile, added to running sums `acc`.
 ///
 /// # Safety
@@ -115,17 +137,7 @@ unsafe fn block<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: b
         for (t, acc) in acc.iter_mut().enumerate() {
             let tok = t0 + t;
             let y = acts.quants(tok, b).as_ptr();
-            // Two chains of four, so that a lone token does not wait on
-            // eight dependent multiply-adds.
-            let mut i0 = _mm512_set1_epi32(acts.init(tok, b));
-            let mut i1 = _mm512_setzero_si512();
-            for k in 0..4 {
-                let y0 = _mm512_set1_epi32((y.add(8 * k) as *const i32).read_unaligned());
-                let y1 = _mm512_set1_epi32((y.add(8 * k + 4) as *const i32).read_unaligned());
-                i0 = _mm512_dpbusd_epi32(i0, q[2 * k], y0);
-                i1 = _mm512_dpbusd_epi32(i1, q[2 * k + 1], y1);
-            }
-            let isum = _mm512_add_epi32(i0, i1);
+            let isum = dot32(&q, y, _mm512_set1_epi32(acts.init(tok, b)));
             let d = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d(tok, b)));
             let mut v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
             if MIN {

@@ -205,16 +205,7 @@ unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool>(
                 for t in 0..T {
                     let tok = t0 + t;
                     let y = acts.quants(tok, b).as_ptr().add(32 * j);
-                    let mut s0 = _mm512_setzero_si512();
-                    let mut s1 = _mm512_setzero_si512();
-                    for k in 0..4 {
-                        let y0 = _mm512_set1_epi32((y.add(8 * k) as *const i32).read_unaligned());
-                        let y1 =
-                            _mm512_set1_epi32((y.add(8 * k + 4) as *const i32).read_unaligned());
-                        s0 = _mm512_dpbusd_epi32(s0, q[2 * k], y0);
-                        s1 = _mm512_dpbusd_epi32(s1, q[2 * k + 1], y1);
-                    }
-                    let sub = _mm512_add_epi32(s0, s1);
+                    let sub = super::avx512::dot32(&q, y, _mm512_setzero_si512());
                     isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sub, sc));
                     let bsum = _mm512_set1_epi32(*acts.inits(tok, b).get_unchecked(j));
                     msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(mn, bsum));

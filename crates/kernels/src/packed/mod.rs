@@ -24,7 +24,7 @@ use minfer_gguf::GgmlType;
 pub use layout::{dequantize_row, pack, pack_groups, packable, unpack_row, Format, Kind, GROUP};
 
 use crate::blocks::{f16_to_f32, QK, QK_K};
-use crate::error::KernelError;
+use crate::error::{check_len, KernelError};
 use crate::matmul::{ActScratch, MatRef};
 use crate::pool::ThreadPool;
 
@@ -147,19 +147,8 @@ pub(crate) fn matmul(
             got: w.data.len(),
         });
     }
-    let check = |what, expected: usize, got: usize| {
-        if expected == got {
-            Ok(())
-        } else {
-            Err(KernelError::BadLength {
-                what,
-                expected,
-                got,
-            })
-        }
-    };
-    check("activations", n_tok * w.cols, x.len())?;
-    check("output", n_tok * w.rows, out.len())?;
+    check_len("activations", n_tok * w.cols, x.len())?;
+    check_len("output", n_tok * w.rows, out.len())?;
     if n_tok == 0 {
         return Ok(());
     }
