@@ -19,8 +19,10 @@ use rec::{Event, Recording, What};
 use crate::error::{EngineError, Result};
 
 /// Turns recording on for the rest of the process with room for
-/// `lane_capacity` events per thread (reserved on each thread's first
-/// event). Returns `false` when it already was.
+/// `lane_capacity` events per thread, reserved on each thread's first
+/// event, and by pool workers when they start: start recording before
+/// building an engine to keep every lane's allocation out of its steps.
+/// Returns `false` when it already was.
 pub fn start_recording(lane_capacity: usize) -> bool {
     rec::install(lane_capacity)
 }

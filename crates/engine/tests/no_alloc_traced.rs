@@ -1,6 +1,7 @@
-//! With tracing on, a warm decode step still allocates nothing: every
-//! thread's event lane was reserved on its first event (during warm-up),
-//! and graph metadata is registered when a graph is built, not when it
+//! With tracing on, a warm decode step still allocates nothing: the
+//! caller's event lane was reserved on its first event (during warm-up),
+//! each pool worker's when it started (a worker may first join a job only
+//! after warm-up), and graph metadata is registered when a graph is built, not when it
 //! runs. A separate test binary from `no_alloc`, because turning tracing
 //! on is process-wide.
 
@@ -21,7 +22,7 @@ fn traced_decode_steps_do_not_allocate_and_are_recorded() {
     let mut e = tiny::engine(&m, 128, 512, KvFormat::F16);
     let mut next = common::argmax(e.eval(&[1, 2, 3, 4, 5, 6, 7, 8], false).unwrap());
     // Two warm-up steps: the first builds the decode graph, the second
-    // lets every pool thread record its first event.
+    // runs it once more before counting.
     for _ in 0..2 {
         next = common::argmax(e.eval(&[next], false).unwrap());
     }

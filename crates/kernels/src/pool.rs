@@ -730,6 +730,10 @@ fn worker_main(shared: &Shared, index: usize) {
         index,
         n_threads: shared.n_threads,
     };
+    // A worker joins elastic jobs only when it gets there in time, so its
+    // first traced job may come long after warm-up; its lane must not be
+    // created (allocated) then.
+    crate::trace::reserve_lane();
     shared.started.fetch_add(1, Ordering::Release);
     // Workers start before any dispatch, at epoch 0.
     let mut seen = 0;

@@ -195,10 +195,9 @@ pub fn now_ns() -> u64 {
         .map_or(0, |r| r.epoch.elapsed().as_nanos() as u64)
 }
 
-/// Appends `ev` to the calling thread's lane, creating the lane (and
-/// reserving its whole capacity) on the thread's first event.
-fn push(ev: Event) {
-    let Some(rec) = RECORDER.get() else { return };
+/// Runs `f` on the calling thread's lane, creating the lane (and reserving
+/// its whole capacity) on the thread's first use.
+fn with_lane(rec: &Recorder, f: impl FnOnce(&Lane)) {
     LANE.with(|cell| {
         let mut slot = cell.borrow_mut();
         let lane = slot.get_or_insert_with(|| {
@@ -216,6 +215,26 @@ fn push(ev: Event) {
             lanes.push(Arc::clone(&lane));
             lane
         });
+        f(lane);
+    });
+}
+
+/// Creates the calling thread's lane now if recording is on, so that its
+/// first event later does not allocate. Pool workers call it when they
+/// start: a worker may first join a job long after warm-up.
+pub fn reserve_lane() {
+    if !enabled() {
+        return;
+    }
+    if let Some(rec) = RECORDER.get() {
+        with_lane(rec, |_| {});
+    }
+}
+
+/// Appends `ev` to the calling thread's lane (see [`with_lane`]).
+fn push(ev: Event) {
+    let Some(rec) = RECORDER.get() else { return };
+    with_lane(rec, |lane| {
         let mut events = lane.events.lock().unwrap_or_else(PoisonError::into_inner);
         if events.len() < events.capacity() {
             events.push(ev);

@@ -2,6 +2,11 @@
 //! that check a warm decode step allocates nothing. Each test binary that
 //! uses it installs it with
 //! `#[global_allocator] static GLOBAL: Counting = Counting;`.
+//!
+//! The count covers every thread of the process, because the engine's pool
+//! workers must be counted too. So a binary that counts holds exactly one
+//! test: the harness formats a finished test's result (and allocates) on
+//! its main thread while the next test runs.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
