@@ -2,7 +2,8 @@
 //! Q4_K/Q5_K of the 1.5B Qwen and Gemma 3): a model whose matrices were
 //! repacked into the interleaved layout gives the same logits, bit for
 //! bit, as the same model in the file's layout, in prefill (tiles of four
-//! tokens plus a remainder) and in decode, on one and two threads.
+//! tokens plus a remainder) and in decode, on one and two threads, with
+//! the best tile kernel of the CPU and with the AVX2 one.
 
 mod common;
 
@@ -10,11 +11,17 @@ use std::sync::Arc;
 
 use minfer_engine::{Engine, EngineConfig, SimdLevel};
 
-fn run(model: &Arc<minfer_models::Model>, repack: bool, threads: usize) -> Vec<Vec<f32>> {
+fn run(
+    model: &Arc<minfer_models::Model>,
+    repack: bool,
+    threads: usize,
+    simd: Option<SimdLevel>,
+) -> Vec<Vec<f32>> {
     let cfg = EngineConfig {
         n_ctx: 256,
         n_threads: threads,
         repack,
+        simd,
         ..EngineConfig::default()
     };
     let mut e = Engine::new(Arc::clone(model), cfg).expect("engine");
@@ -33,16 +40,22 @@ fn check(file: &str) {
     let (Some(packed), Some(plain)) = (common::load(file), common::load(file)) else {
         return;
     };
+    let mut levels = vec![None];
+    if SimdLevel::Avx2.is_supported() && SimdLevel::detect() != SimdLevel::Avx2 {
+        levels.push(Some(SimdLevel::Avx2));
+    }
     for threads in [1, 2] {
-        let a = run(&packed, true, threads);
-        let b = run(&plain, false, threads);
-        for (s, (x, y)) in a.iter().zip(&b).enumerate() {
-            assert_eq!(x.len(), y.len());
-            let same = x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
-            assert!(
-                same,
-                "{file}: logits differ at step {s} on {threads} threads"
-            );
+        let b = run(&plain, false, threads, None);
+        for &simd in &levels {
+            let a = run(&packed, true, threads, simd);
+            for (s, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert_eq!(x.len(), y.len());
+                let same = x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(
+                    same,
+                    "{file}: logits differ at step {s} on {threads} threads ({simd:?})"
+                );
+            }
         }
     }
     let n_packed = (0..packed.weights.len() as u32)
@@ -52,14 +65,14 @@ fn check(file: &str) {
         .filter(|&i| plain.weights.packed(minfer_graph::WeightId(i)).is_some())
         .count();
     assert_eq!(n_plain, 0, "repack: false must leave the file's layout");
-    if SimdLevel::detect() == SimdLevel::Avx512 && SimdLevel::has_vnni() {
+    if SimdLevel::Avx2.is_supported() {
         // Every layer matrix of both models has a packable type and shape.
         assert!(
             n_packed > 100,
             "{file}: only {n_packed} tensors were packed"
         );
     } else {
-        eprintln!("{file}: no AVX-512 VNNI on this CPU, nothing was repacked");
+        eprintln!("{file}: no AVX2 on this CPU, nothing was repacked");
     }
 }
 

@@ -129,6 +129,75 @@ proptest! {
     }
 }
 
+/// The largest integer sums the SIMD kernels can meet: every quant at its
+/// extreme (all bits set, and for Q8_0 also -128) against activations that
+/// all quantize to +127 or -127. The AVX2 kernels sum byte products in
+/// 16-bit lanes, exact only while these stay in range.
+#[test]
+fn extreme_quants_and_activations_stay_exact() {
+    let (rows, blocks, n_tok) = (32, 3, 5);
+    for ty in PACKABLE {
+        let cols = block_len(ty) * blocks;
+        let bs = ty.type_size() as usize;
+        let fills: &[u8] = if ty == GgmlType::Q8_0 {
+            &[0xFF, 0x80, 0x7F]
+        } else {
+            &[0xFF]
+        };
+        for &fill in fills {
+            let mut data = vec![fill; rows * row_bytes(ty, cols).unwrap()];
+            // Finite, positive block factors where the type keeps them.
+            for blk in data.chunks_exact_mut(bs) {
+                match ty {
+                    GgmlType::Q6_K => blk[208..210].copy_from_slice(&half(0.01)),
+                    GgmlType::Q4_K | GgmlType::Q5_K => {
+                        blk[0..2].copy_from_slice(&half(0.01));
+                        blk[2..4].copy_from_slice(&half(0.02));
+                    }
+                    GgmlType::Q4_1 | GgmlType::Q5_1 => {
+                        blk[0..2].copy_from_slice(&half(0.01));
+                        blk[2..4].copy_from_slice(&half(-0.3));
+                    }
+                    _ => blk[0..2].copy_from_slice(&half(0.01)),
+                }
+            }
+            let packed = pack(ty, rows, cols, &data).unwrap();
+            for sign in [1.0f32, -1.0] {
+                let x = vec![sign; n_tok * cols];
+                let rows_ref = MatRef {
+                    ty,
+                    rows,
+                    cols,
+                    data: &data,
+                    layout: Layout::Rows,
+                };
+                let base = product(
+                    &Kernels::new(SimdLevel::Scalar).unwrap(),
+                    1,
+                    &rows_ref,
+                    &x,
+                    n_tok,
+                );
+                let packed_ref = MatRef {
+                    data: &packed,
+                    layout: Layout::Packed,
+                    ..rows_ref
+                };
+                for level in SimdLevel::supported() {
+                    let got = product(&Kernels::new(level).unwrap(), 2, &packed_ref, &x, n_tok);
+                    for (i, (a, b)) in got.iter().zip(&base).enumerate() {
+                        assert_eq!(
+                            a.to_bits(),
+                            b.to_bits(),
+                            "{ty} fill {fill:#x} x {sign} {level} [{i}]: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn shapes_without_the_layout_are_refused() {
     assert!(packable(GgmlType::Q5_0, 32, 896));

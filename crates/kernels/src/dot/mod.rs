@@ -303,16 +303,17 @@ impl Kernels {
     }
 
     /// Whether weights of type `ty` are worth repacking into the
-    /// interleaved layout (see [`crate::packed`]): the CPU has the kernel
-    /// that makes it pay (AVX-512 VNNI) and the type has the layout.
+    /// interleaved layout (see [`crate::packed`]): the level has a tile
+    /// kernel that makes it pay (AVX2 or AVX-512 VNNI) and the type has the
+    /// layout.
     pub fn packs(&self, ty: GgmlType) -> bool {
-        self.vnni && crate::packed::Format::of(ty).is_some()
+        self.level >= SimdLevel::Avx2 && crate::packed::Format::of(ty).is_some()
     }
 
     /// The tile kernel for interleaved weights at this level (the scalar
-    /// one below AVX-512 VNNI: exact, but slow).
+    /// reference below AVX2: exact, but slow).
     pub fn packed_tile(&self) -> crate::packed::TileFn {
-        crate::packed::tile_fn(self.vnni)
+        crate::packed::tile_fn(self.level >= SimdLevel::Avx2, self.vnni)
     }
 
     /// The requested level.

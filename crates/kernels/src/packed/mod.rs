@@ -13,6 +13,10 @@ pub mod layout_k;
 pub mod scalar;
 
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_k;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_k;
@@ -91,19 +95,25 @@ impl Acts<'_> {
     }
 }
 
-/// The fastest tile kernel the CPU has, with the AVX-512 VNNI one only
-/// when `vnni` (the caller's check of the CPU).
-pub(crate) fn tile_fn(vnni: bool) -> TileFn {
+/// The fastest tile kernel the caller's checks allow: the AVX-512 VNNI
+/// one when `vnni`, the AVX2 one when `avx2` (AVX2, FMA and F16C), the
+/// scalar reference otherwise.
+pub(crate) fn tile_fn(avx2: bool, vnni: bool) -> TileFn {
     #[cfg(target_arch = "x86_64")]
-    if vnni {
-        return vnni_tile;
+    {
+        if vnni {
+            return vnni_tile;
+        }
+        if avx2 {
+            return avx2_tile;
+        }
     }
-    let _ = vnni;
+    let _ = (avx2, vnni);
     scalar::tile
 }
 
-#[cfg(target_arch = "x86_64")]
-fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+/// The bounds contract every SIMD tile kernel relies on.
+fn check_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) {
     let n = (t0 + nt) * nb;
     assert!(group.len() >= nb * f.group_block_bytes() && nt <= TILE);
     assert!(acts.nb == nb && acts.quants == f.block_quants());
@@ -111,9 +121,28 @@ fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
     assert!(!f.min || f.kind != Kind::Legacy || acts.s.len() >= n);
     assert!(acts.qs.len() >= (t0 + nt) * acts.a_row);
     assert!(acts.inits == inits_per_block(f));
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    check_tile(f, nb, group, acts, t0, nt);
+    // SAFETY: `tile_fn` hands this out only when the caller confirmed AVX2,
+    // FMA and F16C; `check_tile` is the kernels' bounds contract.
+    unsafe {
+        match f.kind {
+            Kind::Legacy => avx2::tile(f, nb, group, acts, t0, nt),
+            Kind::Q6K => avx2_k::tile_q6k(nb, group, acts, t0, nt),
+            Kind::Q45K => avx2_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    check_tile(f, nb, group, acts, t0, nt);
     // SAFETY: `tile_fn` hands this out only when the caller confirmed AVX-512
-    // F/BW/VNNI (with AVX2, FMA and F16C, implied on every such CPU); the
-    // asserts above are the kernels' bounds contract.
+    // F/BW/VNNI (with AVX2, FMA and F16C, implied on every such CPU);
+    // `check_tile` is the kernels' bounds contract.
     unsafe {
         match f.kind {
             Kind::Legacy => avx512::tile(f, nb, group, acts, t0, nt),
