@@ -340,7 +340,13 @@ def test_prefix_cache_serves_a_repeated_conversation(base_url, client, model):
 
 def test_client_disconnect_frees_its_sequence(base_url, client, model):
     before = metric(base_url, "minfer_disconnects_total")
-    stream = chat(client, model, max_tokens=1500, temperature=0.8, stream=True)
+    # The answer must still be running when the client leaves: with its end
+    # tokens banned it runs to max_tokens, far beyond the four chunks read.
+    # (A short answer could finish, and be counted as finished, first.)
+    status, body = http(base_url + "/tokenize", json.dumps({"content": "<|im_end|><|endoftext|>", "add_special": False}))
+    assert status == 200
+    ban = {str(t): -100 for t in body["tokens"]}
+    stream = chat(client, model, max_tokens=1500, temperature=0.8, stream=True, logit_bias=ban)
     for i, _ in enumerate(stream):
         if i == 3:
             break
