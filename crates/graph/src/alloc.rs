@@ -103,6 +103,8 @@ pub(crate) struct MemPlan {
     pub rope_scratch: usize,
     /// Widest head of any attention node (0 when there is none).
     pub attn_head_dim: usize,
+    /// Most query heads sharing one KV head in any attention node.
+    pub attn_group: usize,
     /// The mat_mul that needs the most quantized-activation scratch:
     /// (weight, values per row, activation rows).
     pub widest_matmul: Option<(WeightId, usize, usize)>,
@@ -310,6 +312,7 @@ impl Allocator {
             inplace: vec![false; n],
             rope_scratch: 0,
             attn_head_dim: 0,
+            attn_group: 0,
             widest_matmul: None,
             max_act_values: 0,
             max_weight: None,
@@ -432,6 +435,7 @@ impl Allocator {
                         note_row(p.layer, KvKind::K, p.n_head_kv * p.head_dim, g, i)?;
                         note_row(p.layer, KvKind::V, p.n_head_kv * p.head_dim, g, i)?;
                         plan.attn_head_dim = plan.attn_head_dim.max(p.head_dim);
+                        plan.attn_group = plan.attn_group.max(p.n_head / p.n_head_kv.max(1));
                     }
                     if let (Op::MatMul, Slot::Weight(id)) = (op, plan.slots[node.srcs[0]]) {
                         let info = weights.info(id);

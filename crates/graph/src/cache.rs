@@ -119,10 +119,10 @@ pub struct GraphCache {
     entries: Vec<Entry>,
     alloc: Allocator,
     act: ActScratch,
-    /// Sized for the largest `(n_ctx, head_dim)` any graph has needed
-    /// (`attn_size`).
+    /// Sized for the largest `(n_ctx, head_dim, query heads per KV head)`
+    /// any graph has needed (`attn_size`).
     attn: AttnScratch,
-    attn_size: (usize, usize),
+    attn_size: (usize, usize, usize),
     rope_scratch: Vec<f32>,
     next_uid: u64,
     builds: u64,
@@ -195,7 +195,7 @@ impl GraphCache {
             act: ActScratch::default(),
             attn: AttnScratch::new(n_threads, 0, 0)
                 .with_row_kernels(RowKernels::for_level(kernels.level())),
-            attn_size: (0, 0),
+            attn_size: (0, 0, 0),
             rope_scratch: Vec::new(),
             next_uid: 1,
             builds: 0,
@@ -451,10 +451,15 @@ impl GraphCache {
         }
         if plan.attn_head_dim > 0 {
             let n_ctx = params.compute.n_ctx as usize;
-            let (have_ctx, have_hd) = self.attn_size;
-            if have_ctx < n_ctx || have_hd < plan.attn_head_dim {
-                let size = (have_ctx.max(n_ctx), have_hd.max(plan.attn_head_dim));
+            let (have_ctx, have_hd, have_group) = self.attn_size;
+            if have_ctx < n_ctx || have_hd < plan.attn_head_dim || have_group < plan.attn_group {
+                let size = (
+                    have_ctx.max(n_ctx),
+                    have_hd.max(plan.attn_head_dim),
+                    have_group.max(plan.attn_group),
+                );
                 self.attn = AttnScratch::new(self.threads.n_threads(), size.0, size.1)
+                    .with_group(size.2)
                     .with_row_kernels(RowKernels::for_level(self.kernels.level()));
                 self.attn_size = size;
             }

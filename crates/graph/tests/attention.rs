@@ -131,6 +131,16 @@ impl Ctx {
         }
     }
 
+    /// Lets the scratch hold the scores of `group` query heads, so that the
+    /// heads sharing a KV head are computed together (as the executor
+    /// sizes it for a model).
+    fn grouped(mut self, group: usize) -> Self {
+        let threads = self.pool.n_threads();
+        self.scratch =
+            AttnScratch::new(threads, self.cfg.n_ctx, self.cfg.head_dim).with_group(group);
+        self
+    }
+
     /// One forward of a batch of `(seq, pos)` tokens through the layer:
     /// plan cells, store K/V, attend. Returns the output rows, one per token.
     fn step(&mut self, batch: &[(u32, i32)], salt: impl Fn(u32) -> u64) -> Vec<f32> {
@@ -436,15 +446,15 @@ fn attention_is_bit_exact_against_the_plain_f32_order() {
         (odd, &[KvFormat::F32, KvFormat::F16][..]),
     ] {
         for &format in formats {
-            for threads in [1, 3] {
-                let mut ctx = Ctx::new(cfg, format, threads);
+            for (threads, group) in [(1, 1), (3, 1), (1, 7), (2, 2), (3, 7)] {
+                let mut ctx = Ctx::new(cfg, format, threads).grouped(group);
                 let prompt: Vec<(u32, i32)> = (0..13).map(|p| (p as u32 % 2, p / 2)).collect();
                 let got = ctx.step(&prompt, |s| 11 + s as u64);
                 let want = ctx.exact_reference(&prompt, |s| 11 + s as u64);
                 assert_eq!(
                     bits(&got),
                     bits(&want),
-                    "{format:?} prefill, {threads} threads"
+                    "{format:?} prefill, {threads} threads, group {group}"
                 );
                 for p in 7..10 {
                     let b = [(0, p), (1, p - 1)];
@@ -453,9 +463,46 @@ fn attention_is_bit_exact_against_the_plain_f32_order() {
                     assert_eq!(
                         bits(&got),
                         bits(&want),
-                        "{format:?} decode, {threads} threads"
+                        "{format:?} decode, {threads} threads, group {group}"
                     );
                 }
+            }
+        }
+    }
+}
+
+/// Windows longer than the key blocks that the query heads of a KV group
+/// share (and not a multiple of eight): grouped and one-head-at-a-time
+/// attention give the plain order's bits, in prefill and decode, on any
+/// thread count.
+#[test]
+fn grouped_heads_over_long_windows_are_bit_exact() {
+    let cfg = Cfg {
+        n_head: 9,
+        n_head_kv: 3,
+        head_dim: 64,
+        n_ctx: 160,
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for format in [KvFormat::F16, KvFormat::F32, KvFormat::Q8_0] {
+        for (threads, group) in [(1, 1), (1, 3), (2, 3), (3, 2)] {
+            let mut ctx = Ctx::new(cfg, format, threads).grouped(group);
+            let prompt: Vec<(u32, i32)> = (0..101).map(|p| (0, p)).collect();
+            let got = ctx.step(&prompt, |_| 5);
+            let want = ctx.exact_reference(&prompt, |_| 5);
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "{format:?} prefill, {threads}t, group {group}"
+            );
+            for p in 101..104 {
+                let got = ctx.step(&[(0, p)], |_| 5);
+                let want = ctx.exact_reference(&[(0, p)], |_| 5);
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "{format:?} decode {p}, {threads}t, group {group}"
+                );
             }
         }
     }

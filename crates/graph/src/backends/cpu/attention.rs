@@ -6,7 +6,8 @@
 //! [`KvCells`](crate::kv::KvCells)), so several sequences can share one
 //! batch and one region, and cells past a sequence's cursor are never read.
 
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::ops::Range;
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use minfer_kernels::blocks::QK;
 use minfer_kernels::pool::{SharedMut, ThreadPool};
@@ -57,7 +58,9 @@ fn check_cells(cells: &[i32], n_ctx: usize) -> Result<()> {
 /// One thread's working memory.
 #[derive(Debug)]
 struct ThreadBuf {
-    /// Scores of the window's cells, then their softmax.
+    /// Scores of the window's cells, then their softmax: `n_ctx` values for
+    /// each query head of the run being computed (up to the scratch's
+    /// `group`).
     scores: Vec<f32>,
     /// A head of K decoded from a Q8_0 region.
     k: Vec<f32>,
@@ -76,6 +79,9 @@ pub struct AttnScratch {
     bufs: Vec<Mutex<ThreadBuf>>,
     n_ctx: usize,
     head_dim_max: usize,
+    /// Query heads whose scores each buffer holds at once: the most that
+    /// one work item computes together over shared K/V reads.
+    group: usize,
     /// The f32/f16 row kernels attention reads the cache with.
     rows: RowKernels,
 }
@@ -100,8 +106,22 @@ impl AttnScratch {
             bufs,
             n_ctx,
             head_dim_max,
+            group: 1,
             rows: RowKernels::detect(),
         }
+    }
+
+    /// Room for the scores of `group` query heads per thread, so that the
+    /// query heads sharing a KV head (grouped-query attention) read each
+    /// K/V row once between them. Without it every head reads its own.
+    pub fn with_group(mut self, group: usize) -> Self {
+        let group = group.max(1);
+        for b in &mut self.bufs {
+            let b = b.get_mut().unwrap_or_else(PoisonError::into_inner);
+            b.scores = vec![0.0; self.n_ctx * group];
+        }
+        self.group = group;
+        self
     }
 
     /// Uses the row kernels `rows` (by default the fastest this CPU has),
@@ -269,6 +289,119 @@ fn attend_head(
     }
 }
 
+/// Keys per block of [`attend_heads`]: 32 rows of one KV head (4 KiB of
+/// f16 at a head of 64) stay in L1 while every query head of the run
+/// reads them.
+const KEY_BLOCK: usize = 32;
+
+/// The query heads `qs` (consecutive heads of one KV group, `hd` values
+/// each) over one window, with the results of [`attend_head`] for each:
+/// the window is walked in blocks of [`KEY_BLOCK`] keys and every head
+/// scores (and later sums) a block before the next is read, so each K and
+/// V row comes from memory once for the whole run. Per head, the score of
+/// a key and the order of the sums over keys are unchanged.
+#[allow(clippy::too_many_arguments)]
+fn attend_heads<T: Copy>(
+    qs: &[f32],
+    hd: usize,
+    k: &[T],
+    v: &[T],
+    region: (&KvRegion, &KvRegion),
+    window: &[i32],
+    start: usize,
+    scale: f32,
+    rk: RowKernels,
+    scores: &mut [f32],
+    out: &mut [f32],
+    dot: impl Fn(RowKernels, &[f32], Rows<'_, T>, f32, &mut [f32]) -> bool,
+    axpy: impl Fn(RowKernels, &[f32], Rows<'_, T>, &mut [f32]) -> bool,
+) -> bool {
+    let n_heads = qs.len() / hd;
+    let n = window.len();
+    if n == 0 {
+        // No cell to attend to: zeros, as for a single head.
+        out.fill(0.0);
+        return true;
+    }
+    let scores = &mut scores[..n_heads * n];
+    for (b, keys) in window.chunks(KEY_BLOCK).enumerate() {
+        let at = b * KEY_BLOCK;
+        let rows = head_rows(k, region.0, start, keys);
+        for (q, s) in qs.chunks_exact(hd).zip(scores.chunks_exact_mut(n)) {
+            if !dot(rk, q, rows, scale, &mut s[at..at + keys.len()]) {
+                return false;
+            }
+        }
+    }
+    for s in scores.chunks_exact_mut(n) {
+        rk.softmax(s);
+    }
+    out.fill(0.0);
+    for (b, keys) in window.chunks(KEY_BLOCK).enumerate() {
+        let at = b * KEY_BLOCK;
+        let rows = head_rows(v, region.1, start, keys);
+        for (o, s) in out.chunks_exact_mut(hd).zip(scores.chunks_exact(n)) {
+            if !axpy(rk, &s[at..at + keys.len()], rows, o) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// [`attend_heads`] on whatever storage the regions have; Q8_0 regions
+/// (decoded row by row) go head by head through [`attend_head`].
+#[allow(clippy::too_many_arguments)]
+fn attend_run(
+    qs: &[f32],
+    hd: usize,
+    k: &KvRegion,
+    v: &KvRegion,
+    window: &[i32],
+    start: usize,
+    scale: f32,
+    rk: RowKernels,
+    buf: &mut ThreadBuf,
+    out: &mut [f32],
+) -> bool {
+    match (k.data(), v.data()) {
+        (KvData::F16(kd), KvData::F16(vd)) => attend_heads(
+            qs,
+            hd,
+            kd,
+            vd,
+            (k, v),
+            window,
+            start,
+            scale,
+            rk,
+            &mut buf.scores,
+            out,
+            |rk, q, r, sc, s| rk.dot_rows_f16(q, r, sc, s).is_ok(),
+            |rk, w, r, o| rk.axpy_rows_f16(w, r, o).is_ok(),
+        ),
+        (KvData::F32(kd), KvData::F32(vd)) => attend_heads(
+            qs,
+            hd,
+            kd,
+            vd,
+            (k, v),
+            window,
+            start,
+            scale,
+            rk,
+            &mut buf.scores,
+            out,
+            |rk, q, r, sc, s| rk.dot_rows_f32(q, r, sc, s).is_ok(),
+            |rk, w, r, o| rk.axpy_rows_f32(w, r, o).is_ok(),
+        ),
+        _ => qs
+            .chunks_exact(hd)
+            .zip(out.chunks_exact_mut(hd))
+            .all(|(q, o)| attend_head(q, k, v, window, start, scale, rk, buf, o)),
+    }
+}
+
 /// Causal, grouped-query attention of each query over exactly the cells of
 /// its window.
 ///
@@ -409,6 +542,53 @@ impl Sliding<'_> {
     }
 }
 
+/// The work items of one attention call: runs of consecutive query heads
+/// of one token that share a KV head. A run reads its KV head's rows once
+/// for all its heads; a group is split into several runs only when there
+/// would otherwise be too few items to keep every thread busy (decode), or
+/// when the scratch holds fewer heads. Items go KV head by KV head, so the
+/// consecutive tokens one thread takes read the same (cached) rows. The
+/// split changes which thread computes a head, never its result.
+struct Runs {
+    n_tok: usize,
+    n_head_kv: usize,
+    group: usize,
+    /// Runs per KV head, and heads per run (the last may be shorter).
+    parts: usize,
+    per: usize,
+}
+
+impl Runs {
+    fn new(n_tok: usize, n_head_kv: usize, group: usize, room: usize, threads: usize) -> Self {
+        let mut parts = group.div_ceil(room.max(1));
+        while parts < group && n_tok * n_head_kv * parts < 2 * threads {
+            parts += 1;
+        }
+        let per = group.div_ceil(parts);
+        Runs {
+            n_tok,
+            n_head_kv,
+            group,
+            parts: group.div_ceil(per),
+            per,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.n_head_kv * self.n_tok * self.parts
+    }
+
+    /// Item `i`: its token and query heads.
+    fn get(&self, i: usize) -> (usize, Range<usize>) {
+        let part = i % self.parts;
+        let t = (i / self.parts) % self.n_tok;
+        let kv = i / (self.parts * self.n_tok);
+        let first = kv * self.group + part * self.per;
+        let last = (first + self.per).min((kv + 1) * self.group);
+        (t, first..last)
+    }
+}
+
 /// One of the per-thread buffers that no other thread holds: at most
 /// `n_threads` chunks run at once and there are that many buffers, so the
 /// scan always finds one.
@@ -459,34 +639,36 @@ fn attend(
         });
     }
     let n_tok = offsets.len() - 1;
-    let n_pairs = n_tok * p.n_head;
-    if n_pairs == 0 {
+    if n_tok == 0 || p.n_head == 0 {
         return Ok(());
     }
     let hd = p.head_dim;
     let group = p.n_head / p.n_head_kv;
+    let runs = Runs::new(n_tok, p.n_head_kv, group, scratch.group, pool.n_threads());
     let out_ptr = SharedMut::new(out.as_mut_ptr());
     let bufs = &scratch.bufs;
     let rk = scratch.rows;
     let failed = std::sync::atomic::AtomicBool::new(false);
-    // Pairs are claimed a few at a time, so a thread that is not running
+    // Items are claimed a few at a time, so a thread that is not running
     // (another process has its core) leaves its share to the others.
-    pool.for_chunks(n_pairs, 1, 4, |pairs| {
+    pool.for_chunks(runs.len(), 1, 4, |items| {
         let mut guard = lock_free_buf(bufs);
         let buf = &mut *guard;
-        for pair in pairs {
-            let t = pair / p.n_head;
-            let h = pair % p.n_head;
+        for item in items {
+            let (t, heads) = runs.get(item);
             // Validated: offsets are non-negative, ordered and within `cells`.
             let (from, to) = (offsets[t] as usize, offsets[t + 1] as usize);
             let from = sliding.map_or(from, |s| s.start(t, from, to));
             let window = &cells[from..to];
-            let qh = &q[pair * hd..(pair + 1) * hd];
-            // SAFETY: pair `(t, h)` owns `out[pair * hd..(pair + 1) * hd]`,
-            // inside `out` (its length equals `q`'s, checked), and each
-            // pair belongs to exactly one chunk.
-            let oh = unsafe { std::slice::from_raw_parts_mut(out_ptr.get().add(pair * hd), hd) };
-            if !attend_head(qh, k, v, window, (h / group) * hd, p.scale, rk, buf, oh) {
+            let first = t * p.n_head + heads.start;
+            let n = heads.len() * hd;
+            let qs = &q[first * hd..first * hd + n];
+            // SAFETY: item `(t, heads)` owns the outputs of those heads of
+            // token `t`, `out[first * hd..][..n]`, inside `out` (its length
+            // equals `q`'s, checked); each item belongs to exactly one chunk.
+            let os = unsafe { std::slice::from_raw_parts_mut(out_ptr.get().add(first * hd), n) };
+            let kv_start = (heads.start / group) * hd;
+            if !attend_run(qs, hd, k, v, window, kv_start, p.scale, rk, buf, os) {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
                 return;
             }
