@@ -5,7 +5,8 @@
 //!
 //! Every routine has a scalar reference and an x86 path that converts eight
 //! halves per instruction (F16C) and does eight f32 lanes per instruction
-//! (AVX). Both give the same bits:
+//! (AVX); the weighted sum also has a sixteen-lane AVX-512 form. All give
+//! the same bits:
 //! - f16 → f32 is exact;
 //! - f32 → f16 rounds to nearest even in both (checked against a
 //!   bit-level reference by the tests);
@@ -21,6 +22,10 @@
 //! use only.
 
 use std::sync::OnceLock;
+
+#[cfg(target_arch = "x86_64")]
+#[path = "rows_wide.rs"]
+mod wide;
 
 use crate::blocks::{f16_to_f32, f32_to_f16};
 use crate::error::{check_len, KernelError};
@@ -153,17 +158,35 @@ fn simd_supported() -> bool {
     }
 }
 
-/// The f16/f32 row routines at one instruction-set path. A value with the
+/// Whether the CPU also has AVX-512 F, for the 16-lane weighted sum.
+fn wide_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        simd_supported() && is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The f16/f32 row routines at one instruction-set path. A value with a
 /// SIMD path can only be made on a CPU that supports it, which is what
 /// makes its calls sound; every path gives the same bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RowKernels {
+    /// AVX2, FMA and F16C.
     simd: bool,
+    /// AVX-512 F as well (only with `simd`).
+    wide: bool,
 }
 
 impl RowKernels {
     /// The portable reference path.
-    pub const SCALAR: RowKernels = RowKernels { simd: false };
+    pub const SCALAR: RowKernels = RowKernels {
+        simd: false,
+        wide: false,
+    };
 
     /// The fastest path of this CPU. The CPU is probed on the first call
     /// only; later calls read a cached value.
@@ -171,16 +194,21 @@ impl RowKernels {
         static DETECTED: OnceLock<RowKernels> = OnceLock::new();
         *DETECTED.get_or_init(|| RowKernels {
             simd: simd_supported(),
+            wide: wide_supported(),
         })
     }
 
     /// The path that fits a kernel level chosen at start-up: the scalar
-    /// reference for [`SimdLevel::Scalar`], otherwise the fastest this CPU
-    /// supports.
+    /// reference for [`SimdLevel::Scalar`], AVX2 without AVX-512 for
+    /// [`SimdLevel::Avx2`], otherwise the fastest this CPU supports.
     pub fn for_level(level: SimdLevel) -> Self {
         match level {
             SimdLevel::Scalar => Self::SCALAR,
-            SimdLevel::Avx2 | SimdLevel::Avx512 => Self::detect(),
+            SimdLevel::Avx2 => RowKernels {
+                wide: false,
+                ..Self::detect()
+            },
+            SimdLevel::Avx512 => Self::detect(),
         }
     }
 
@@ -188,8 +216,15 @@ impl RowKernels {
     /// benchmarks).
     pub fn supported() -> Vec<Self> {
         let mut v = vec![Self::SCALAR];
-        if Self::detect().simd {
-            v.push(Self::detect());
+        let best = Self::detect();
+        if best.simd {
+            v.push(RowKernels {
+                wide: false,
+                ..best
+            });
+        }
+        if best.wide {
+            v.push(best);
         }
         v
     }
@@ -332,6 +367,13 @@ impl RowKernels {
     ) -> Result<(), KernelError> {
         check_len("row weights", rows.idx.len(), weights.len())?;
         #[cfg(target_arch = "x86_64")]
+        if self.wide && wide::fits(weights, &rows, out.len()) {
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and F16C; `fits` is the loop's bounds contract.
+            unsafe { wide::axpy64(weights, rows, out) };
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: as in `f16_to_f32`.
             return unsafe { x86::axpy_rows_f32(weights, rows, out) };
@@ -351,6 +393,13 @@ impl RowKernels {
         out: &mut [f32],
     ) -> Result<(), KernelError> {
         check_len("row weights", rows.idx.len(), weights.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.wide && wide::fits(weights, &rows, out.len()) {
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and F16C; `fits` is the loop's bounds contract.
+            unsafe { wide::axpy64(weights, rows, out) };
+            return Ok(());
+        }
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: as in `f16_to_f32`.
