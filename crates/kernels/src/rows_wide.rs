@@ -75,3 +75,157 @@ pub(super) unsafe fn axpy64<T: Load16>(weights: &[f32], rows: Rows<'_, T>, out: 
         c0 += 64;
     }
 }
+
+/// Eight row elements at `a` in lanes `0..8` and eight at `b` in lanes
+/// `8..16`, as f32: two rows' chunks side by side.
+pub(super) trait LoadPair: Sized {
+    /// # Safety
+    /// The CPU has AVX-512 F (and F16C for halves); `a` and `b` point at
+    /// eight readable values each.
+    unsafe fn load_pair(a: *const Self, b: *const Self) -> __m512;
+}
+
+impl LoadPair for f32 {
+    #[inline(always)]
+    unsafe fn load_pair(a: *const f32, b: *const f32) -> __m512 {
+        // SAFETY: the caller's contract; two unaligned 32-byte loads.
+        unsafe {
+            let lo = _mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(a)));
+            let hi = _mm256_castps_pd(_mm256_loadu_ps(b));
+            _mm512_castpd_ps(_mm512_insertf64x4::<1>(lo, hi))
+        }
+    }
+}
+
+impl LoadPair for u16 {
+    #[inline(always)]
+    unsafe fn load_pair(a: *const u16, b: *const u16) -> __m512 {
+        // SAFETY: the caller's contract; two unaligned 16-byte loads,
+        // converted exactly.
+        unsafe {
+            let lo = _mm256_castsi128_si256(_mm_loadu_si128(a.cast()));
+            _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(lo, _mm_loadu_si128(b.cast())))
+        }
+    }
+}
+
+/// Whether every row of `rows` is readable with `n` values.
+pub(super) fn readable<T>(rows: &Rows<'_, T>, n: usize) -> bool {
+    rows.idx.iter().all(|&i| rows.row(i, n).is_ok())
+}
+
+/// Scores of `H` query heads (`qs`, `hd` values each, one after another)
+/// against the rows of `rows`, eight rows at a time: head `g`'s score of
+/// row `j` goes to `scores[g * stride + j]`. Each score is the one-head
+/// loop's: per row, lane `l` sums `q[c + l] * row[c + l]` over `c` in
+/// steps of eight (a multiply, then an add), and the lanes are combined by
+/// the shared tree; here two rows share a 512-bit register and the rows'
+/// loads and conversions serve all the heads. Returns how many rows (a
+/// multiple of eight) it scored; the caller scores the rest.
+///
+/// # Safety
+/// The CPU has AVX-512 F, AVX2 and F16C; `hd` is a positive multiple of
+/// eight, `qs` holds `H * hd` values, every row of `rows` is readable with
+/// `hd` values ([`readable`]), and `scores` holds
+/// `(H - 1) * stride + rows.idx.len()` values.
+#[target_feature(enable = "avx512f,avx,avx2,f16c")]
+pub(super) unsafe fn dot_heads<T: LoadPair, const H: usize>(
+    qs: &[f32],
+    hd: usize,
+    rows: &Rows<'_, T>,
+    scale: f32,
+    scores: &mut [f32],
+    stride: usize,
+) -> usize {
+    let n8 = rows.idx.len() / 8 * 8;
+    for j0 in (0..n8).step_by(8) {
+        // SAFETY: the features are the caller's; every row is readable
+        // with `hd` values and the loads read eight values at `c < hd`
+        // (a multiple of eight) of a row or of a head of `qs`; the stores
+        // write eight scores at `g * stride + j0 + 8 <= (H - 1) * stride +
+        // n8`, inside `scores`.
+        unsafe {
+            let r: [*const T; 8] = std::array::from_fn(|k| {
+                rows.row(rows.idx[j0 + k], hd)
+                    .map_or(std::ptr::null(), <[T]>::as_ptr)
+            });
+            let mut acc = [[_mm512_setzero_ps(); 4]; H];
+            let mut c = 0;
+            while c < hd {
+                let k: [__m512; 4] =
+                    std::array::from_fn(|p| T::load_pair(r[p].add(c), r[p + 4].add(c)));
+                for (g, acc) in acc.iter_mut().enumerate() {
+                    let q = _mm512_castps256_ps512(_mm256_loadu_ps(qs.as_ptr().add(g * hd + c)));
+                    let q = _mm512_shuffle_f32x4::<0x44>(q, q);
+                    for (a, k) in acc.iter_mut().zip(&k) {
+                        *a = _mm512_add_ps(*a, _mm512_mul_ps(q, *k));
+                    }
+                }
+                c += 8;
+            }
+            for (g, acc) in acc.iter().enumerate() {
+                let lo = |p: usize| _mm512_castps512_ps256(acc[p]);
+                let hi = |p: usize| {
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[p])))
+                };
+                let v =
+                    super::x86::combine8([lo(0), lo(1), lo(2), lo(3), hi(0), hi(1), hi(2), hi(3)]);
+                let v = _mm256_mul_ps(_mm256_set1_ps(scale), v);
+                _mm256_storeu_ps(scores.as_mut_ptr().add(g * stride + j0), v);
+            }
+        }
+    }
+    n8
+}
+
+/// `outs[g] += Σ_j weights[g * stride + j] · row_j` for `H` heads
+/// (`outs` holds `H` heads of `hd` values, one after another): each row is
+/// loaded and converted once for all the heads, and each output element
+/// gets the one-head loop's multiply and add per row, in row order.
+///
+/// # Safety
+/// The CPU has AVX-512 F and F16C; `hd` is a positive multiple of 64,
+/// every row of `rows` is readable with `hd` values ([`readable`]),
+/// `outs` holds `H * hd` values and `weights` holds
+/// `(H - 1) * stride + rows.idx.len()`.
+#[target_feature(enable = "avx512f,avx,f16c")]
+pub(super) unsafe fn axpy_heads<T: Load16, const H: usize>(
+    weights: &[f32],
+    stride: usize,
+    rows: &Rows<'_, T>,
+    outs: &mut [f32],
+    hd: usize,
+) {
+    let mut c0 = 0;
+    while c0 < hd {
+        // SAFETY: the features are the caller's; loads and stores touch
+        // sixteen values at `c0 + 16 v < hd` of a row or of a head of
+        // `outs`; the weight reads at `g * stride + j` lie inside `weights`.
+        unsafe {
+            let at = |g: usize, v: usize| g * hd + c0 + 16 * v;
+            let mut acc: [[__m512; 4]; H] = std::array::from_fn(|g| {
+                std::array::from_fn(|v| _mm512_loadu_ps(outs.as_ptr().add(at(g, v))))
+            });
+            for (j, &i) in rows.idx.iter().enumerate() {
+                let Ok(r) = rows.row(i, hd) else {
+                    // Checked by the caller.
+                    continue;
+                };
+                let x: [__m512; 4] =
+                    std::array::from_fn(|v| T::load16(r.as_ptr().add(c0 + 16 * v)));
+                for (g, acc) in acc.iter_mut().enumerate() {
+                    let w = _mm512_set1_ps(*weights.get_unchecked(g * stride + j));
+                    for (a, x) in acc.iter_mut().zip(&x) {
+                        *a = _mm512_add_ps(*a, _mm512_mul_ps(w, *x));
+                    }
+                }
+            }
+            for (g, acc) in acc.iter().enumerate() {
+                for (v, a) in acc.iter().enumerate() {
+                    _mm512_storeu_ps(outs.as_mut_ptr().add(at(g, v)), *a);
+                }
+            }
+        }
+        c0 += 64;
+    }
+}

@@ -389,3 +389,112 @@ fn detection_is_stable_and_levels_map_to_paths() {
         is_x86_feature_detected!("avx") && is_x86_feature_detected!("f16c")
     );
 }
+
+/// Several heads over the same rows (one KV group) get, head by head, the
+/// one-head routines' bits on every path: any head count (more than one
+/// wide call takes), head sizes on and off the wide kernels' multiples,
+/// row counts on and off multiples of eight, repeated rows.
+#[test]
+fn multi_head_loops_give_each_head_the_one_head_bits() {
+    let mut rng = StdRng::seed_from_u64(0x4ead5);
+    for hd in [8usize, 16, 24, 64, 128] {
+        let stride_row = 3 * hd + 8;
+        let n_rows = 41;
+        let (_, data) = random_rows(&mut rng, stride_row * n_rows);
+        for n in [0usize, 1, 7, 8, 13, 32, 45] {
+            let idx: Vec<i32> = (0..n).map(|_| rng.gen_range(0..n_rows as i32)).collect();
+            let rows = Rows {
+                data: &data[..],
+                stride: stride_row,
+                offset: hd,
+                idx: &idx,
+            };
+            for heads in [1usize, 2, 3, 4, 5, 7, 9] {
+                let (qs, _) = random_rows(&mut rng, heads * hd);
+                let stride = n + 3;
+                let w: Vec<f32> = (0..heads * stride)
+                    .map(|_| rng.gen_range(0.0f32..0.1))
+                    .collect();
+                let (init, _) = random_rows(&mut rng, heads * hd);
+                for path in RowKernels::supported() {
+                    let mut scores = vec![f32::NAN; heads * stride];
+                    path.dot_rows_f16_heads(&qs, hd, rows, 0.125, &mut scores, stride)
+                        .unwrap();
+                    let mut outs = init.clone();
+                    path.axpy_rows_f16_heads(&w, stride, rows, &mut outs, hd)
+                        .unwrap();
+                    for g in 0..heads {
+                        let mut one = vec![0.0f32; n];
+                        let q = &qs[g * hd..(g + 1) * hd];
+                        RowKernels::SCALAR
+                            .dot_rows_f16(q, rows, 0.125, &mut one)
+                            .unwrap();
+                        let got = &scores[g * stride..g * stride + n];
+                        assert_eq!(
+                            bits(got),
+                            bits(&one),
+                            "{path:?} dot hd {hd} n {n} heads {heads} head {g}"
+                        );
+                        let mut o = init[g * hd..(g + 1) * hd].to_vec();
+                        let wg = &w[g * stride..g * stride + n];
+                        RowKernels::SCALAR.axpy_rows_f16(wg, rows, &mut o).unwrap();
+                        let got = &outs[g * hd..(g + 1) * hd];
+                        assert_eq!(
+                            bits(got),
+                            bits(&o),
+                            "{path:?} axpy hd {hd} n {n} heads {heads} head {g}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn multi_head_loops_refuse_bad_shapes() {
+    let data = vec![0u16; 64 * 4];
+    let rows = Rows {
+        data: &data[..],
+        stride: 64,
+        offset: 0,
+        idx: &[0, 1, 2],
+    };
+    for path in RowKernels::supported() {
+        let mut s = vec![0.0f32; 8];
+        let q = vec![0.0f32; 128];
+        // Not whole heads; stride shorter than the rows; too small a buffer.
+        assert!(path
+            .dot_rows_f16_heads(&q[..100], 64, rows, 1.0, &mut s, 4)
+            .is_err());
+        assert!(path
+            .dot_rows_f16_heads(&q, 64, rows, 1.0, &mut s, 2)
+            .is_err());
+        assert!(path
+            .dot_rows_f16_heads(&q, 64, rows, 1.0, &mut s[..6], 4)
+            .is_err());
+        assert!(path
+            .dot_rows_f16_heads(&q, 64, rows, 1.0, &mut s, 4)
+            .is_ok());
+        let mut o = vec![0.0f32; 128];
+        assert!(path
+            .axpy_rows_f16_heads(&s[..6], 4, rows, &mut o, 64)
+            .is_err());
+        assert!(path
+            .axpy_rows_f16_heads(&s, 4, rows, &mut o[..100], 64)
+            .is_err());
+        // A row past the data.
+        let bad = Rows {
+            idx: &[0, 9],
+            ..rows
+        };
+        assert!(matches!(
+            path.dot_rows_f16_heads(&q, 64, bad, 1.0, &mut s, 4),
+            Err(KernelError::RowOutOfRange { .. })
+        ));
+        assert!(matches!(
+            path.axpy_rows_f16_heads(&s, 4, bad, &mut o, 64),
+            Err(KernelError::RowOutOfRange { .. })
+        ));
+    }
+}

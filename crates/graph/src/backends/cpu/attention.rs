@@ -289,17 +289,18 @@ fn attend_head(
     }
 }
 
-/// Keys per block of [`attend_heads`]: 32 rows of one KV head (4 KiB of
+/// Keys per block of [`attend_heads`]: 64 rows of one KV head (8 KiB of
 /// f16 at a head of 64) stay in L1 while every query head of the run
 /// reads them.
-const KEY_BLOCK: usize = 32;
+const KEY_BLOCK: usize = 64;
 
 /// The query heads `qs` (consecutive heads of one KV group, `hd` values
 /// each) over one window, with the results of [`attend_head`] for each:
 /// the window is walked in blocks of [`KEY_BLOCK`] keys and every head
 /// scores (and later sums) a block before the next is read, so each K and
-/// V row comes from memory once for the whole run. Per head, the score of
-/// a key and the order of the sums over keys are unchanged.
+/// V row comes from memory once for the whole run (and, on the wide f16
+/// path, is loaded and converted once for up to four heads). Per head, the
+/// score of a key and the order of the sums over keys are unchanged.
 #[allow(clippy::too_many_arguments)]
 fn attend_heads<T: Copy>(
     qs: &[f32],
@@ -313,8 +314,8 @@ fn attend_heads<T: Copy>(
     rk: RowKernels,
     scores: &mut [f32],
     out: &mut [f32],
-    dot: impl Fn(RowKernels, &[f32], Rows<'_, T>, f32, &mut [f32]) -> bool,
-    axpy: impl Fn(RowKernels, &[f32], Rows<'_, T>, &mut [f32]) -> bool,
+    dot: impl Fn(RowKernels, &[f32], usize, Rows<'_, T>, f32, &mut [f32], usize) -> bool,
+    axpy: impl Fn(RowKernels, &[f32], usize, Rows<'_, T>, &mut [f32], usize) -> bool,
 ) -> bool {
     let n_heads = qs.len() / hd;
     let n = window.len();
@@ -327,10 +328,9 @@ fn attend_heads<T: Copy>(
     for (b, keys) in window.chunks(KEY_BLOCK).enumerate() {
         let at = b * KEY_BLOCK;
         let rows = head_rows(k, region.0, start, keys);
-        for (q, s) in qs.chunks_exact(hd).zip(scores.chunks_exact_mut(n)) {
-            if !dot(rk, q, rows, scale, &mut s[at..at + keys.len()]) {
-                return false;
-            }
+        // Head `g`'s scores of this block land at `g * n + at`.
+        if !dot(rk, qs, hd, rows, scale, &mut scores[at..], n) {
+            return false;
         }
     }
     for s in scores.chunks_exact_mut(n) {
@@ -340,10 +340,8 @@ fn attend_heads<T: Copy>(
     for (b, keys) in window.chunks(KEY_BLOCK).enumerate() {
         let at = b * KEY_BLOCK;
         let rows = head_rows(v, region.1, start, keys);
-        for (o, s) in out.chunks_exact_mut(hd).zip(scores.chunks_exact(n)) {
-            if !axpy(rk, &s[at..at + keys.len()], rows, o) {
-                return false;
-            }
+        if !axpy(rk, &scores[at..], n, rows, out, hd) {
+            return false;
         }
     }
     true
@@ -377,8 +375,8 @@ fn attend_run(
             rk,
             &mut buf.scores,
             out,
-            |rk, q, r, sc, s| rk.dot_rows_f16(q, r, sc, s).is_ok(),
-            |rk, w, r, o| rk.axpy_rows_f16(w, r, o).is_ok(),
+            |rk, qs, hd, r, sc, s, stride| rk.dot_rows_f16_heads(qs, hd, r, sc, s, stride).is_ok(),
+            |rk, w, stride, r, outs, hd| rk.axpy_rows_f16_heads(w, stride, r, outs, hd).is_ok(),
         ),
         (KvData::F32(kd), KvData::F32(vd)) => attend_heads(
             qs,
@@ -392,8 +390,20 @@ fn attend_run(
             rk,
             &mut buf.scores,
             out,
-            |rk, q, r, sc, s| rk.dot_rows_f32(q, r, sc, s).is_ok(),
-            |rk, w, r, o| rk.axpy_rows_f32(w, r, o).is_ok(),
+            |rk, qs, hd, r, sc, s, stride| {
+                let n = r.idx.len();
+                qs.chunks_exact(hd).enumerate().all(|(g, q)| {
+                    let s = &mut s[g * stride..g * stride + n];
+                    rk.dot_rows_f32(q, r, sc, s).is_ok()
+                })
+            },
+            |rk, w, stride, r, outs, hd| {
+                let n = r.idx.len();
+                outs.chunks_exact_mut(hd).enumerate().all(|(g, o)| {
+                    rk.axpy_rows_f32(&w[g * stride..g * stride + n], r, o)
+                        .is_ok()
+                })
+            },
         ),
         _ => qs
             .chunks_exact(hd)

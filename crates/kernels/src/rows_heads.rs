@@ -1,0 +1,144 @@
+//! The attention loops for several query heads that read the same rows
+//! (the heads of one KV group): every head gets exactly what the one-head
+//! routines give it, but on the AVX-512 path each row is loaded and
+//! converted once for up to four heads, and the heads' running sums are
+//! independent chains that keep the vector units busy where one head's
+//! sums would wait on each other.
+
+use super::{RowKernels, Rows};
+use crate::error::KernelError;
+
+/// Heads one call of the wide kernels takes (four heads' sums fill 16 of
+/// the 32 AVX-512 registers).
+const MAX_HEADS: usize = 4;
+
+/// Checks the shapes shared by the multi-head loops and returns the head
+/// count: `values` is whole heads of `hd` values, and each head's `n`
+/// per-row values lie `stride` apart in a buffer of `spaced` values.
+fn check_heads(
+    values: usize,
+    hd: usize,
+    n: usize,
+    stride: usize,
+    spaced: usize,
+) -> Result<usize, KernelError> {
+    if hd == 0 || !values.is_multiple_of(hd) {
+        let hd = hd.max(1);
+        return Err(KernelError::BadLength {
+            what: "whole heads",
+            expected: values / hd * hd + hd,
+            got: values,
+        });
+    }
+    if stride < n {
+        return Err(KernelError::BadLength {
+            what: "per-head stride",
+            expected: n,
+            got: stride,
+        });
+    }
+    let heads = values / hd;
+    let need = heads.checked_sub(1).map_or(0, |h| h * stride + n);
+    if spaced < need {
+        return Err(KernelError::BadLength {
+            what: "per-head buffer",
+            expected: need,
+            got: spaced,
+        });
+    }
+    Ok(heads)
+}
+
+impl RowKernels {
+    /// Scores of several query heads against the same rows: for head `g`
+    /// of `qs` (heads of `hd` values, one after another),
+    /// `scores[g * stride + j] = scale * dot(q_g, row_j)`, bit for bit what
+    /// [`dot_rows_f16`](RowKernels::dot_rows_f16) gives that head.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when `qs` is not whole heads, `stride`
+    /// is shorter than the rows or `scores` cannot hold every head's;
+    /// [`KernelError::RowOutOfRange`] as for the one-head routine.
+    pub fn dot_rows_f16_heads(
+        self,
+        qs: &[f32],
+        hd: usize,
+        rows: Rows<'_, u16>,
+        scale: f32,
+        scores: &mut [f32],
+        stride: usize,
+    ) -> Result<(), KernelError> {
+        let heads = check_heads(qs.len(), hd, rows.idx.len(), stride, scores.len())?;
+        let n = rows.idx.len();
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if self.wide && hd.is_multiple_of(8) && super::wide::readable(&rows, hd) {
+            for (c, q) in qs.chunks(MAX_HEADS * hd).enumerate() {
+                let s = &mut scores[c * MAX_HEADS * stride..];
+                // SAFETY: `wide` is only set when the CPU has AVX-512 F
+                // besides AVX2 and F16C; the shapes were checked above and
+                // every row is readable.
+                done = unsafe {
+                    use super::wide::dot_heads;
+                    match q.len() / hd {
+                        1 => dot_heads::<u16, 1>(q, hd, &rows, scale, s, stride),
+                        2 => dot_heads::<u16, 2>(q, hd, &rows, scale, s, stride),
+                        3 => dot_heads::<u16, 3>(q, hd, &rows, scale, s, stride),
+                        _ => dot_heads::<u16, 4>(q, hd, &rows, scale, s, stride),
+                    }
+                };
+            }
+        }
+        let rest = Rows {
+            idx: &rows.idx[done..],
+            ..rows
+        };
+        for g in 0..heads {
+            let s = &mut scores[g * stride + done..g * stride + n];
+            self.dot_rows_f16(&qs[g * hd..(g + 1) * hd], rest, scale, s)?;
+        }
+        Ok(())
+    }
+
+    /// The weighted sums of several heads over the same rows: for head `g`
+    /// of `outs` (heads of `hd` values, one after another),
+    /// `out_g += Σ_j weights[g * stride + j] · row_j`, bit for bit what
+    /// [`axpy_rows_f16`](RowKernels::axpy_rows_f16) gives that head.
+    ///
+    /// # Errors
+    /// As [`dot_rows_f16_heads`](RowKernels::dot_rows_f16_heads), with
+    /// `weights` in the place of the scores.
+    pub fn axpy_rows_f16_heads(
+        self,
+        weights: &[f32],
+        stride: usize,
+        rows: Rows<'_, u16>,
+        outs: &mut [f32],
+        hd: usize,
+    ) -> Result<(), KernelError> {
+        let heads = check_heads(outs.len(), hd, rows.idx.len(), stride, weights.len())?;
+        let n = rows.idx.len();
+        #[cfg(target_arch = "x86_64")]
+        if self.wide && hd.is_multiple_of(64) && super::wide::readable(&rows, hd) {
+            for (c, o) in outs.chunks_mut(MAX_HEADS * hd).enumerate() {
+                let w = &weights[c * MAX_HEADS * stride..];
+                // SAFETY: as in `dot_rows_f16_heads`.
+                unsafe {
+                    use super::wide::axpy_heads;
+                    match o.len() / hd {
+                        1 => axpy_heads::<u16, 1>(w, stride, &rows, o, hd),
+                        2 => axpy_heads::<u16, 2>(w, stride, &rows, o, hd),
+                        3 => axpy_heads::<u16, 3>(w, stride, &rows, o, hd),
+                        _ => axpy_heads::<u16, 4>(w, stride, &rows, o, hd),
+                    }
+                }
+            }
+            return Ok(());
+        }
+        for g in 0..heads {
+            let w = &weights[g * stride..g * stride + n];
+            self.axpy_rows_f16(w, rows, &mut outs[g * hd..(g + 1) * hd])?;
+        }
+        Ok(())
+    }
+}
