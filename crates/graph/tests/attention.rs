@@ -134,10 +134,16 @@ impl Ctx {
     /// Lets the scratch hold the scores of `group` query heads, so that the
     /// heads sharing a KV head are computed together (as the executor
     /// sizes it for a model).
-    fn grouped(mut self, group: usize) -> Self {
+    fn grouped(self, group: usize) -> Self {
+        self.grouped_on(group, RowKernels::detect())
+    }
+
+    /// As [`Ctx::grouped`], on the row-kernel path `rk`.
+    fn grouped_on(mut self, group: usize, rk: RowKernels) -> Self {
         let threads = self.pool.n_threads();
-        self.scratch =
-            AttnScratch::new(threads, self.cfg.n_ctx, self.cfg.head_dim).with_group(group);
+        self.scratch = AttnScratch::new(threads, self.cfg.n_ctx, self.cfg.head_dim)
+            .with_group(group)
+            .with_row_kernels(rk);
         self
     }
 
@@ -474,7 +480,7 @@ fn attention_is_bit_exact_against_the_plain_f32_order() {
 /// Windows longer than the key blocks that the query heads of a KV group
 /// share (and not a multiple of eight): grouped and one-head-at-a-time
 /// attention give the plain order's bits, in prefill and decode, on any
-/// thread count.
+/// thread count and row-kernel path.
 #[test]
 fn grouped_heads_over_long_windows_are_bit_exact() {
     let cfg = Cfg {
@@ -485,8 +491,11 @@ fn grouped_heads_over_long_windows_are_bit_exact() {
     };
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for format in [KvFormat::F16, KvFormat::F32, KvFormat::Q8_0] {
-        for (threads, group) in [(1, 1), (1, 3), (2, 3), (3, 2)] {
-            let mut ctx = Ctx::new(cfg, format, threads).grouped(group);
+        for ((threads, group), rk) in [(1, 1), (1, 3), (2, 3), (3, 2)]
+            .into_iter()
+            .flat_map(|tg| RowKernels::supported().into_iter().map(move |rk| (tg, rk)))
+        {
+            let mut ctx = Ctx::new(cfg, format, threads).grouped_on(group, rk);
             let prompt: Vec<(u32, i32)> = (0..101).map(|p| (0, p)).collect();
             let got = ctx.step(&prompt, |_| 5);
             let want = ctx.exact_reference(&prompt, |_| 5);

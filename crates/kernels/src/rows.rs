@@ -26,6 +26,9 @@ use std::sync::OnceLock;
 #[path = "rows_heads.rs"]
 mod heads;
 #[cfg(target_arch = "x86_64")]
+#[path = "rows_pairs.rs"]
+mod pairs;
+#[cfg(target_arch = "x86_64")]
 #[path = "rows_wide.rs"]
 mod wide;
 

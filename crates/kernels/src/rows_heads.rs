@@ -1,7 +1,7 @@
 //! The attention loops for several query heads that read the same rows
 //! (the heads of one KV group): every head gets exactly what the one-head
-//! routines give it, but on the AVX-512 path each row is loaded and
-//! converted once for up to four heads, and the heads' running sums are
+//! routines give it, but each row is loaded and converted once for up to
+//! four heads (AVX-512) or two (AVX2), and the heads' running sums are
 //! independent chains that keep the vector units busy where one head's
 //! sums would wait on each other.
 
@@ -70,9 +70,21 @@ impl RowKernels {
     ) -> Result<(), KernelError> {
         let heads = check_heads(qs.len(), hd, rows.idx.len(), stride, scores.len())?;
         let n = rows.idx.len();
-        let mut done = 0;
+        // Heads `..covered` have their rows `..done` scored already.
+        let (mut covered, mut done) = (0, 0);
+        #[cfg(target_arch = "x86_64")]
+        if self.simd && !self.wide && hd.is_multiple_of(8) && super::wide::readable(&rows, hd) {
+            covered = heads / 2 * 2;
+            for (c, q) in qs[..covered * hd].chunks_exact(2 * hd).enumerate() {
+                let s = &mut scores[c * 2 * stride..];
+                // SAFETY: `simd` is only set when the CPU has AVX2 and F16C;
+                // the shapes were checked above and every row is readable.
+                done = unsafe { super::pairs::dot_pair(q, hd, &rows, scale, s, stride) };
+            }
+        }
         #[cfg(target_arch = "x86_64")]
         if self.wide && hd.is_multiple_of(8) && super::wide::readable(&rows, hd) {
+            covered = heads;
             for (c, q) in qs.chunks(MAX_HEADS * hd).enumerate() {
                 let s = &mut scores[c * MAX_HEADS * stride..];
                 // SAFETY: `wide` is only set when the CPU has AVX-512 F
@@ -89,12 +101,13 @@ impl RowKernels {
                 };
             }
         }
-        let rest = Rows {
-            idx: &rows.idx[done..],
-            ..rows
-        };
         for g in 0..heads {
-            let s = &mut scores[g * stride + done..g * stride + n];
+            let from = if g < covered { done } else { 0 };
+            let rest = Rows {
+                idx: &rows.idx[from..],
+                ..rows
+            };
+            let s = &mut scores[g * stride + from..g * stride + n];
             self.dot_rows_f16(&qs[g * hd..(g + 1) * hd], rest, scale, s)?;
         }
         Ok(())
@@ -135,7 +148,17 @@ impl RowKernels {
             }
             return Ok(());
         }
-        for g in 0..heads {
+        let mut covered = 0;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd && hd.is_multiple_of(32) && super::wide::readable(&rows, hd) {
+            covered = heads / 2 * 2;
+            for (c, o) in outs[..covered * hd].chunks_exact_mut(2 * hd).enumerate() {
+                let w = &weights[c * 2 * stride..];
+                // SAFETY: as in `dot_rows_f16_heads`.
+                unsafe { super::pairs::axpy_pair(w, stride, &rows, o, hd) };
+            }
+        }
+        for g in covered..heads {
             let w = &weights[g * stride..g * stride + n];
             self.axpy_rows_f16(w, rows, &mut outs[g * hd..(g + 1) * hd])?;
         }
