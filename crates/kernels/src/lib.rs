@@ -23,5 +23,5 @@ pub use dot::{act_type, scale_table, scale_table_len, Dot4Fn, DotFn, DotKernel, 
 pub use error::KernelError;
 pub use matmul::{matmul, ActScratch, Layout, MatRef};
 pub use minfer_gguf::GgmlType;
-pub use rows::{f16_to_f32_row, f32_to_f16_row, RowKernels, Rows};
+pub use rows::{f16_to_f32_row, f32_to_f16_row, HeadRows, RowKernels, Rows};
 pub use simd::SimdLevel;

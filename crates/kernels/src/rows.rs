@@ -25,6 +25,8 @@ use std::sync::OnceLock;
 
 #[path = "rows_heads.rs"]
 mod heads;
+
+pub use heads::HeadRows;
 #[cfg(target_arch = "x86_64")]
 #[path = "rows_pairs.rs"]
 mod pairs;

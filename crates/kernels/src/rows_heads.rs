@@ -49,6 +49,13 @@ fn check_heads(
     Ok(heads)
 }
 
+/// Whether every row of `rows` is readable with `n` values: what lets the
+/// SIMD loops skip per-row checks.
+#[cfg(target_arch = "x86_64")]
+fn readable<T>(rows: &Rows<'_, T>, n: usize) -> bool {
+    rows.idx.iter().all(|&i| rows.row(i, n).is_ok())
+}
+
 impl RowKernels {
     /// Scores of several query heads against the same rows: for head `g`
     /// of `qs` (heads of `hd` values, one after another),
@@ -73,7 +80,7 @@ impl RowKernels {
         // Heads `..covered` have their rows `..done` scored already.
         let (mut covered, mut done) = (0, 0);
         #[cfg(target_arch = "x86_64")]
-        if self.simd && !self.wide && hd.is_multiple_of(8) && super::wide::readable(&rows, hd) {
+        if self.simd && !self.wide && hd.is_multiple_of(8) && readable(&rows, hd) {
             covered = heads / 2 * 2;
             for (c, q) in qs[..covered * hd].chunks_exact(2 * hd).enumerate() {
                 let s = &mut scores[c * 2 * stride..];
@@ -83,7 +90,7 @@ impl RowKernels {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if self.wide && hd.is_multiple_of(8) && super::wide::readable(&rows, hd) {
+        if self.wide && hd.is_multiple_of(8) && readable(&rows, hd) {
             covered = heads;
             for (c, q) in qs.chunks(MAX_HEADS * hd).enumerate() {
                 let s = &mut scores[c * MAX_HEADS * stride..];
@@ -132,7 +139,7 @@ impl RowKernels {
         let heads = check_heads(outs.len(), hd, rows.idx.len(), stride, weights.len())?;
         let n = rows.idx.len();
         #[cfg(target_arch = "x86_64")]
-        if self.wide && hd.is_multiple_of(64) && super::wide::readable(&rows, hd) {
+        if self.wide && hd.is_multiple_of(64) && readable(&rows, hd) {
             for (c, o) in outs.chunks_mut(MAX_HEADS * hd).enumerate() {
                 let w = &weights[c * MAX_HEADS * stride..];
                 // SAFETY: as in `dot_rows_f16_heads`.
@@ -150,7 +157,7 @@ impl RowKernels {
         }
         let mut covered = 0;
         #[cfg(target_arch = "x86_64")]
-        if self.simd && hd.is_multiple_of(32) && super::wide::readable(&rows, hd) {
+        if self.simd && hd.is_multiple_of(32) && readable(&rows, hd) {
             covered = heads / 2 * 2;
             for (c, o) in outs[..covered * hd].chunks_exact_mut(2 * hd).enumerate() {
                 let w = &weights[c * 2 * stride..];
@@ -161,6 +168,100 @@ impl RowKernels {
         for g in covered..heads {
             let w = &weights[g * stride..g * stride + n];
             self.axpy_rows_f16(w, rows, &mut outs[g * hd..(g + 1) * hd])?;
+        }
+        Ok(())
+    }
+}
+
+/// The element types of the rows the multi-head loops read (raw f16 bits
+/// and f32), so that attention is written once over both.
+pub trait HeadRows: Copy {
+    /// [`RowKernels::dot_rows_f16_heads`] for rows of this type.
+    ///
+    /// # Errors
+    /// As [`RowKernels::dot_rows_f16_heads`].
+    fn dot_heads(
+        rk: RowKernels,
+        qs: &[f32],
+        hd: usize,
+        rows: Rows<'_, Self>,
+        scale: f32,
+        scores: &mut [f32],
+        stride: usize,
+    ) -> Result<(), KernelError>;
+
+    /// [`RowKernels::axpy_rows_f16_heads`] for rows of this type.
+    ///
+    /// # Errors
+    /// As [`RowKernels::axpy_rows_f16_heads`].
+    fn axpy_heads(
+        rk: RowKernels,
+        weights: &[f32],
+        stride: usize,
+        rows: Rows<'_, Self>,
+        outs: &mut [f32],
+        hd: usize,
+    ) -> Result<(), KernelError>;
+}
+
+impl HeadRows for u16 {
+    fn dot_heads(
+        rk: RowKernels,
+        qs: &[f32],
+        hd: usize,
+        rows: Rows<'_, u16>,
+        scale: f32,
+        scores: &mut [f32],
+        stride: usize,
+    ) -> Result<(), KernelError> {
+        rk.dot_rows_f16_heads(qs, hd, rows, scale, scores, stride)
+    }
+
+    fn axpy_heads(
+        rk: RowKernels,
+        weights: &[f32],
+        stride: usize,
+        rows: Rows<'_, u16>,
+        outs: &mut [f32],
+        hd: usize,
+    ) -> Result<(), KernelError> {
+        rk.axpy_rows_f16_heads(weights, stride, rows, outs, hd)
+    }
+}
+
+/// f32 rows (an f32 cache, the exact reference layout) go head by head.
+impl HeadRows for f32 {
+    fn dot_heads(
+        rk: RowKernels,
+        qs: &[f32],
+        hd: usize,
+        rows: Rows<'_, f32>,
+        scale: f32,
+        scores: &mut [f32],
+        stride: usize,
+    ) -> Result<(), KernelError> {
+        let n = rows.idx.len();
+        let heads = check_heads(qs.len(), hd, n, stride, scores.len())?;
+        for g in 0..heads {
+            let s = &mut scores[g * stride..g * stride + n];
+            rk.dot_rows_f32(&qs[g * hd..(g + 1) * hd], rows, scale, s)?;
+        }
+        Ok(())
+    }
+
+    fn axpy_heads(
+        rk: RowKernels,
+        weights: &[f32],
+        stride: usize,
+        rows: Rows<'_, f32>,
+        outs: &mut [f32],
+        hd: usize,
+    ) -> Result<(), KernelError> {
+        let n = rows.idx.len();
+        let heads = check_heads(outs.len(), hd, n, stride, weights.len())?;
+        for g in 0..heads {
+            let w = &weights[g * stride..g * stride + n];
+            rk.axpy_rows_f32(w, rows, &mut outs[g * hd..(g + 1) * hd])?;
         }
         Ok(())
     }

@@ -109,11 +109,6 @@ impl LoadPair for u16 {
     }
 }
 
-/// Whether every row of `rows` is readable with `n` values.
-pub(super) fn readable<T>(rows: &Rows<'_, T>, n: usize) -> bool {
-    rows.idx.iter().all(|&i| rows.row(i, n).is_ok())
-}
-
 /// Scores of `H` query heads (`qs`, `hd` values each, one after another)
 /// against the rows of `rows`, eight rows at a time: head `g`'s score of
 /// row `j` goes to `scores[g * stride + j]`. Each score is the one-head
@@ -126,7 +121,7 @@ pub(super) fn readable<T>(rows: &Rows<'_, T>, n: usize) -> bool {
 /// # Safety
 /// The CPU has AVX-512 F, AVX2 and F16C; `hd` is a positive multiple of
 /// eight, `qs` holds `H * hd` values, every row of `rows` is readable with
-/// `hd` values ([`readable`]), and `scores` holds
+/// `hd` values, and `scores` holds
 /// `(H - 1) * stride + rows.idx.len()` values.
 #[target_feature(enable = "avx512f,avx,avx2,f16c")]
 pub(super) unsafe fn dot_heads<T: LoadPair, const H: usize>(
@@ -185,7 +180,7 @@ pub(super) unsafe fn dot_heads<T: LoadPair, const H: usize>(
 ///
 /// # Safety
 /// The CPU has AVX-512 F and F16C; `hd` is a positive multiple of 64,
-/// every row of `rows` is readable with `hd` values ([`readable`]),
+/// every row of `rows` is readable with `hd` values,
 /// `outs` holds `H * hd` values and `weights` holds
 /// `(H - 1) * stride + rows.idx.len()`.
 #[target_feature(enable = "avx512f,avx,f16c")]

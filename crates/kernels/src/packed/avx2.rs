@@ -300,14 +300,7 @@ unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool>(
     nt: usize,
 ) -> Tile {
     // SAFETY: the caller's contract, for the tile height chosen.
-    unsafe {
-        match nt {
-            4.. => tile_t::<4, NIB, FIFTH, MIN>(f, nb, group, acts, t0),
-            3 => tile_t::<3, NIB, FIFTH, MIN>(f, nb, group, acts, t0),
-            2 => tile_t::<2, NIB, FIFTH, MIN>(f, nb, group, acts, t0),
-            _ => tile_t::<1, NIB, FIFTH, MIN>(f, nb, group, acts, t0),
-        }
-    }
+    unsafe { by_height!(nt, tile_t::<_, NIB, FIFTH, MIN>(f, nb, group, acts, t0)) }
 }
 
 /// The AVX2 kernel for any legacy interleaved format.
@@ -318,13 +311,5 @@ unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool>(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     // SAFETY: this function's features and contract are the callee's.
-    unsafe {
-        match (f.nibbles, f.fifth, f.min) {
-            (false, _, _) => tile_n::<false, false, false>(f, nb, group, acts, t0, nt),
-            (true, false, false) => tile_n::<true, false, false>(f, nb, group, acts, t0, nt),
-            (true, false, true) => tile_n::<true, false, true>(f, nb, group, acts, t0, nt),
-            (true, true, false) => tile_n::<true, true, false>(f, nb, group, acts, t0, nt),
-            (true, true, true) => tile_n::<true, true, true>(f, nb, group, acts, t0, nt),
-        }
-    }
+    unsafe { by_legacy_format!(f, tile_n(f, nb, group, acts, t0, nt)) }
 }

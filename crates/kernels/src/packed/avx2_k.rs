@@ -143,14 +143,7 @@ unsafe fn tile_q6k_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: u
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     // SAFETY: this function's features and contract are the callee's.
-    unsafe {
-        match nt {
-            4.. => tile_q6k_t::<4>(nb, group, acts, t0),
-            3 => tile_q6k_t::<3>(nb, group, acts, t0),
-            2 => tile_q6k_t::<2>(nb, group, acts, t0),
-            _ => tile_q6k_t::<1>(nb, group, acts, t0),
-        }
-    }
+    unsafe { by_height!(nt, tile_q6k_t::<_>(nb, group, acts, t0)) }
 }
 
 /// `T` tokens from `t0` against one Q4_K/Q5_K group of `nb` super-blocks.
@@ -242,15 +235,10 @@ pub unsafe fn tile_q45k(
 ) -> Tile {
     // SAFETY: this function's features and contract are the callee's.
     unsafe {
-        match (fifth, nt) {
-            (false, 4..) => tile_q45k_t::<4, false>(nb, group, acts, t0),
-            (false, 3) => tile_q45k_t::<3, false>(nb, group, acts, t0),
-            (false, 2) => tile_q45k_t::<2, false>(nb, group, acts, t0),
-            (false, _) => tile_q45k_t::<1, false>(nb, group, acts, t0),
-            (true, 4..) => tile_q45k_t::<4, true>(nb, group, acts, t0),
-            (true, 3) => tile_q45k_t::<3, true>(nb, group, acts, t0),
-            (true, 2) => tile_q45k_t::<2, true>(nb, group, acts, t0),
-            (true, _) => tile_q45k_t::<1, true>(nb, group, acts, t0),
+        if fifth {
+            by_height!(nt, tile_q45k_t::<_, true>(nb, group, acts, t0))
+        } else {
+            by_height!(nt, tile_q45k_t::<_, false>(nb, group, acts, t0))
         }
     }
 }

@@ -8,6 +8,34 @@
 //! the same, in the same order (the tests compare every type, shape and
 //! token count).
 
+/// `f::<N, G…>(args)` for the tile height `N` (1 to [`TILE`]) that `nt`
+/// names: the SIMD kernels are instantiated per height so that their
+/// per-token loops unroll into registers.
+macro_rules! by_height {
+    ($nt:expr, $f:ident::<_ $(, $g:tt)*>($($a:expr),* $(,)?)) => {
+        match $nt {
+            4.. => $f::<4 $(, $g)*>($($a),*),
+            3 => $f::<3 $(, $g)*>($($a),*),
+            2 => $f::<2 $(, $g)*>($($a),*),
+            _ => $f::<1 $(, $g)*>($($a),*),
+        }
+    };
+}
+
+/// `f::<NIB, FIFTH, MIN>(args)` for the legacy format `fmt`: nibbles or
+/// bytes, fifth bits, a minimum.
+macro_rules! by_legacy_format {
+    ($fmt:expr, $f:ident($($a:expr),* $(,)?)) => {
+        match ($fmt.nibbles, $fmt.fifth, $fmt.min) {
+            (false, _, _) => $f::<false, false, false>($($a),*),
+            (true, false, false) => $f::<true, false, false>($($a),*),
+            (true, false, true) => $f::<true, false, true>($($a),*),
+            (true, true, false) => $f::<true, true, false>($($a),*),
+            (true, true, true) => $f::<true, true, true>($($a),*),
+        }
+    };
+}
+
 pub mod layout;
 pub mod layout_k;
 pub mod scalar;

@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use minfer_kernels::blocks::QK;
 use minfer_kernels::pool::{SharedMut, ThreadPool};
 use minfer_kernels::rows::dot_f32;
-use minfer_kernels::{RowKernels, Rows};
+use minfer_kernels::{HeadRows, RowKernels, Rows};
 
 use super::bad_len;
 use crate::error::{GraphError, Result};
@@ -294,29 +294,41 @@ fn attend_head(
 /// reads them.
 const KEY_BLOCK: usize = 64;
 
-/// The query heads `qs` (consecutive heads of one KV group, `hd` values
-/// each) over one window, with the results of [`attend_head`] for each:
-/// the window is walked in blocks of [`KEY_BLOCK`] keys and every head
-/// scores (and later sums) a block before the next is read, so each K and
-/// V row comes from memory once for the whole run (and, on the wide f16
-/// path, is loaded and converted once for up to four heads). Per head, the
-/// score of a key and the order of the sums over keys are unchanged.
-#[allow(clippy::too_many_arguments)]
-fn attend_heads<T: Copy>(
-    qs: &[f32],
+/// One work item of [`attend`]: consecutive query heads of one token that
+/// share a KV head, and the window they attend over.
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    /// The heads' queries, `hd` values each, one after another.
+    qs: &'a [f32],
     hd: usize,
-    k: &[T],
-    v: &[T],
-    region: (&KvRegion, &KvRegion),
-    window: &[i32],
+    window: &'a [i32],
+    /// Where the KV head starts inside each cache row.
     start: usize,
     scale: f32,
     rk: RowKernels,
+}
+
+/// The heads of `run` over its window, with the results of [`attend_head`]
+/// for each: the window is walked in blocks of [`KEY_BLOCK`] keys and every
+/// head scores (and later sums) a block before the next is read, so each K
+/// and V row comes from memory once for the whole run (and, on the SIMD f16
+/// paths, is loaded and converted once for two or four heads). Per head,
+/// the score of a key and the order of the sums over keys are unchanged.
+fn attend_heads<T: HeadRows>(
+    run: Run,
+    (k, v): (&[T], &[T]),
+    region: (&KvRegion, &KvRegion),
     scores: &mut [f32],
     out: &mut [f32],
-    dot: impl Fn(RowKernels, &[f32], usize, Rows<'_, T>, f32, &mut [f32], usize) -> bool,
-    axpy: impl Fn(RowKernels, &[f32], usize, Rows<'_, T>, &mut [f32], usize) -> bool,
 ) -> bool {
+    let Run {
+        qs,
+        hd,
+        window,
+        start,
+        scale,
+        rk,
+    } = run;
     let n_heads = qs.len() / hd;
     let n = window.len();
     if n == 0 {
@@ -329,7 +341,7 @@ fn attend_heads<T: Copy>(
         let at = b * KEY_BLOCK;
         let rows = head_rows(k, region.0, start, keys);
         // Head `g`'s scores of this block land at `g * n + at`.
-        if !dot(rk, qs, hd, rows, scale, &mut scores[at..], n) {
+        if T::dot_heads(rk, qs, hd, rows, scale, &mut scores[at..], n).is_err() {
             return false;
         }
     }
@@ -340,7 +352,7 @@ fn attend_heads<T: Copy>(
     for (b, keys) in window.chunks(KEY_BLOCK).enumerate() {
         let at = b * KEY_BLOCK;
         let rows = head_rows(v, region.1, start, keys);
-        if !axpy(rk, &scores[at..], n, rows, out, hd) {
+        if T::axpy_heads(rk, &scores[at..], n, rows, out, hd).is_err() {
             return false;
         }
     }
@@ -349,66 +361,19 @@ fn attend_heads<T: Copy>(
 
 /// [`attend_heads`] on whatever storage the regions have; Q8_0 regions
 /// (decoded row by row) go head by head through [`attend_head`].
-#[allow(clippy::too_many_arguments)]
-fn attend_run(
-    qs: &[f32],
-    hd: usize,
-    k: &KvRegion,
-    v: &KvRegion,
-    window: &[i32],
-    start: usize,
-    scale: f32,
-    rk: RowKernels,
-    buf: &mut ThreadBuf,
-    out: &mut [f32],
-) -> bool {
+fn attend_run(run: Run, k: &KvRegion, v: &KvRegion, buf: &mut ThreadBuf, out: &mut [f32]) -> bool {
+    let scores = &mut buf.scores;
     match (k.data(), v.data()) {
-        (KvData::F16(kd), KvData::F16(vd)) => attend_heads(
-            qs,
-            hd,
-            kd,
-            vd,
-            (k, v),
-            window,
-            start,
-            scale,
-            rk,
-            &mut buf.scores,
-            out,
-            |rk, qs, hd, r, sc, s, stride| rk.dot_rows_f16_heads(qs, hd, r, sc, s, stride).is_ok(),
-            |rk, w, stride, r, outs, hd| rk.axpy_rows_f16_heads(w, stride, r, outs, hd).is_ok(),
-        ),
-        (KvData::F32(kd), KvData::F32(vd)) => attend_heads(
-            qs,
-            hd,
-            kd,
-            vd,
-            (k, v),
-            window,
-            start,
-            scale,
-            rk,
-            &mut buf.scores,
-            out,
-            |rk, qs, hd, r, sc, s, stride| {
-                let n = r.idx.len();
-                qs.chunks_exact(hd).enumerate().all(|(g, q)| {
-                    let s = &mut s[g * stride..g * stride + n];
-                    rk.dot_rows_f32(q, r, sc, s).is_ok()
-                })
-            },
-            |rk, w, stride, r, outs, hd| {
-                let n = r.idx.len();
-                outs.chunks_exact_mut(hd).enumerate().all(|(g, o)| {
-                    rk.axpy_rows_f32(&w[g * stride..g * stride + n], r, o)
-                        .is_ok()
-                })
-            },
-        ),
-        _ => qs
-            .chunks_exact(hd)
-            .zip(out.chunks_exact_mut(hd))
-            .all(|(q, o)| attend_head(q, k, v, window, start, scale, rk, buf, o)),
+        (KvData::F16(kd), KvData::F16(vd)) => attend_heads(run, (kd, vd), (k, v), scores, out),
+        (KvData::F32(kd), KvData::F32(vd)) => attend_heads(run, (kd, vd), (k, v), scores, out),
+        _ => run
+            .qs
+            .chunks_exact(run.hd)
+            .zip(out.chunks_exact_mut(run.hd))
+            .all(|(q, o)| {
+                let (w, s, sc, rk) = (run.window, run.start, run.scale, run.rk);
+                attend_head(q, k, v, w, s, sc, rk, buf, o)
+            }),
     }
 }
 
@@ -422,9 +387,10 @@ fn attend_run(
 /// max-subtracted softmax over the window, then `out = Σ_j p_j v_j`
 /// accumulated in window order. A token with an empty window gets zeros.
 ///
-/// The `(token, head)` pairs are split across the pool's threads; each pair
-/// is computed by one thread in a fixed order, so the output does not
-/// depend on the number of threads. F32 and F16 regions are read in place,
+/// The work is split across the pool's threads in runs of query heads of
+/// one token that share a KV head (see `Runs`); each head is computed by
+/// one thread in a fixed order, so the output does not depend on the
+/// number of threads or on how heads are grouped into runs. F32 and F16 regions are read in place,
 /// Q8_0 regions decoded head by head into the scratch; the path (scalar or
 /// SIMD) does not change the bits. Nothing is allocated.
 ///
@@ -677,8 +643,15 @@ fn attend(
             // token `t`, `out[first * hd..][..n]`, inside `out` (its length
             // equals `q`'s, checked); each item belongs to exactly one chunk.
             let os = unsafe { std::slice::from_raw_parts_mut(out_ptr.get().add(first * hd), n) };
-            let kv_start = (heads.start / group) * hd;
-            if !attend_run(qs, hd, k, v, window, kv_start, p.scale, rk, buf, os) {
+            let run = Run {
+                qs,
+                hd,
+                window,
+                start: (heads.start / group) * hd,
+                scale: p.scale,
+                rk,
+            };
+            if !attend_run(run, k, v, buf, os) {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
                 return;
             }
