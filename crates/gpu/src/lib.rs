@@ -13,6 +13,7 @@
 mod context;
 mod error;
 mod kernel;
+pub mod ops;
 
 pub use context::{list_adapters, has_real_gpu, AdapterChoice, AdapterDesc, AdapterKind, Gpu};
 pub use error::{GpuError, Result};
