@@ -1,0 +1,269 @@
+//! KV regions on the device and the ops over them: RoPE, the KV store
+//! (f32, f16 and Q8_0 cells), RoPE fused with the store, and causal GQA
+//! attention over each query's window of cells (sliding windows too).
+//!
+//! What the kernels share with the CPU backend, bit for bit: stored f16
+//! halves and Q8_0 blocks (rounding and the quantizer's scale are done on
+//! integer bits), the raw row format, the RoPE angles' running product,
+//! and the attention scores' dot-product order. What differs by rounding
+//! only: sine and cosine (a polynomial here, libm there), `exp`, and the
+//! softmax, which runs online over blocks of 64 keys in f32 where the CPU
+//! sums in f64 after a full pass. The tests state the measured errors.
+
+mod kv;
+mod rope;
+
+use std::sync::Arc;
+
+use minfer_graph::{AttnParams, KvFormat, RopeParams};
+
+use crate::error::{GpuError, Result};
+use crate::kernel::{BufRange, Dispatch};
+use crate::ops::groups_for;
+use crate::Gpu;
+use rope::RopeSetup;
+
+const ATTENTION: &str = include_str!("../../shaders/attention.wgsl");
+const READ_F32: &str = include_str!("../../shaders/attention_read_f32.wgsl");
+const READ_F16: &str = include_str!("../../shaders/attention_read_f16.wgsl");
+const READ_Q8: &str = include_str!("../../shaders/attention_read_q8.wgsl");
+
+/// Largest head the attention kernel takes (its shared query and
+/// per-thread accumulators are sized for it).
+const MAX_HEAD_DIM: usize = 512;
+
+/// One layer's K or V region on the device: `n_ctx` cells of `row_elems`
+/// values in `format`, each cell's row `stride` bytes apart (a multiple of
+/// 4, so that no two cells share a 32-bit word).
+#[derive(Clone, Debug)]
+pub struct DeviceKv {
+    /// How values are stored.
+    pub format: KvFormat,
+    /// Values per cell.
+    pub row_elems: usize,
+    /// Cells.
+    pub n_ctx: usize,
+    /// Bytes from one cell's row to the next.
+    pub stride: u64,
+    /// The cells.
+    pub buffer: Arc<wgpu::Buffer>,
+}
+
+/// A zeroed region.
+///
+/// # Errors
+/// [`GpuError::Buffer`] past the device's limits (the whole region must
+/// fit one binding and 32-bit byte addresses), for an empty region, a
+/// Q8_0 row that is not whole blocks or an f16 row of odd length.
+pub fn new_kv(gpu: &Gpu, format: KvFormat, row_elems: usize, n_ctx: usize) -> Result<DeviceKv> {
+    kv::new_kv(gpu, format, row_elems, n_ctx)
+}
+
+/// Cell `cell`'s row in the CPU region's raw byte format (what
+/// `KvRegion::read_raw_row` gives), appended to `out`.
+///
+/// # Errors
+/// A cell past `n_ctx`; device errors.
+pub fn read_raw_row(gpu: &Gpu, kv: &DeviceKv, cell: usize, out: &mut Vec<u8>) -> Result<()> {
+    kv::read_raw_row(gpu, kv, cell, out)
+}
+
+/// Writes cell `cell`'s row from the CPU region's raw byte format.
+///
+/// # Errors
+/// A cell past `n_ctx` or a row of the wrong length.
+pub fn write_raw_row(gpu: &Gpu, kv: &DeviceKv, cell: usize, src: &[u8]) -> Result<()> {
+    kv::write_raw_row(gpu, kv, cell, src)
+}
+
+/// Stores `n_rows` rows of `x` (each `kv.row_elems` f32 values) into the
+/// cells `cells[0..n_rows]`, converting as the CPU region does (f16 round
+/// to nearest even, Q8_0 as `quantize_row_q8_0`), to the same bits. A cell
+/// outside the region is skipped (the graph validates cells before).
+///
+/// # Errors
+/// Shader or size errors.
+pub fn kv_store(
+    gpu: &Gpu,
+    kv: &DeviceKv,
+    x: &BufRange,
+    cells: &BufRange,
+    n_rows: u32,
+) -> Result<Vec<Dispatch>> {
+    kv::kv_store(gpu, kv, x, cells, n_rows)
+}
+
+/// RoPE of every head of `n_rows` rows of `x`, in place, at `positions`.
+///
+/// # Errors
+/// Bad parameters (odd `n_rot` or larger than `head_dim`), more than 512
+/// rotated dimensions.
+pub fn rope_inplace(
+    gpu: &Gpu,
+    x: &BufRange,
+    positions: &BufRange,
+    n_rows: u32,
+    p: &RopeParams,
+) -> Result<Vec<Dispatch>> {
+    rope::rope_inplace(gpu, x, positions, n_rows, p)
+}
+
+/// RoPE of `n_rows` rows of `x` stored into `kv` at `cells` (`x` is left
+/// unchanged): the same values as [`rope_inplace`] then [`kv_store`].
+///
+/// # Errors
+/// As [`rope_inplace`], and heads that do not fill the region's rows.
+pub fn rope_kv_store(
+    gpu: &Gpu,
+    kv: &DeviceKv,
+    x: &BufRange,
+    positions: &BufRange,
+    cells: &BufRange,
+    n_rows: u32,
+    p: &RopeParams,
+) -> Result<Vec<Dispatch>> {
+    kv::rope_kv_store(gpu, kv, x, positions, cells, n_rows, p)
+}
+
+/// The step inputs a sliding window reads: each query's position and the
+/// position of every window cell (parallel to the cells).
+#[derive(Clone, Debug)]
+pub struct SlidingInputs {
+    /// `n_rows` query positions.
+    pub positions: BufRange,
+    /// One position per window cell.
+    pub cell_positions: BufRange,
+}
+
+/// The kernel name and the region-reading source for K or V in `format`.
+fn reader(format: KvFormat, which: &str, binding: &str) -> String {
+    let src = match format {
+        KvFormat::F32 => READ_F32,
+        KvFormat::F16 => READ_F16,
+        KvFormat::Q8_0 => READ_Q8,
+    };
+    src.replace("KVX", which).replace("KVB", binding)
+}
+
+fn attention_kernel(gpu: &Gpu, k: KvFormat, v: KvFormat) -> Result<Arc<crate::Kernel>> {
+    use KvFormat::{F16, F32, Q8_0};
+    let name = match (k, v) {
+        (F32, F32) => "attention_f32_f32",
+        (F32, F16) => "attention_f32_f16",
+        (F32, Q8_0) => "attention_f32_q8_0",
+        (F16, F32) => "attention_f16_f32",
+        (F16, F16) => "attention_f16_f16",
+        (F16, Q8_0) => "attention_f16_q8_0",
+        (Q8_0, F32) => "attention_q8_0_f32",
+        (Q8_0, F16) => "attention_q8_0_f16",
+        (Q8_0, Q8_0) => "attention_q8_0_q8_0",
+    };
+    let src = [
+        ATTENTION,
+        kv::KV_COMMON,
+        &reader(k, "k", "2"),
+        &reader(v, "v", "3"),
+    ]
+    .concat();
+    gpu.kernel(name, &src)
+}
+
+/// Attention of `n_rows` query rows (`p.n_head * p.head_dim` values each)
+/// over the cells `cells[offsets[t]..offsets[t + 1]]` of `k` and `v`,
+/// written to `out` (same shape as `q`). With `p.sliding_window > 0`,
+/// `sliding` names the positions and only cells above
+/// `position - sliding_window` are read.
+///
+/// One workgroup per (row, query head); query head `h` reads KV head
+/// `h / (n_head / n_head_kv)`. Scores are `scale * q·k` in the CPU's
+/// dot-product order, the softmax runs online over blocks of 64 keys from
+/// the window's start, and every sum has an order fixed by the row's own
+/// window, so a row's result is the same in any batch. An empty window
+/// gives zeros. Offsets are clamped into `cells` and cells into the
+/// regions, so bad inputs never read out of bounds.
+///
+/// # Errors
+/// Head counts or sizes that do not fit the regions, a head over 512
+/// values, a sliding window without [`SlidingInputs`].
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    gpu: &Gpu,
+    q: &BufRange,
+    k: &DeviceKv,
+    v: &DeviceKv,
+    offsets: &BufRange,
+    cells: &BufRange,
+    sliding: Option<&SlidingInputs>,
+    n_rows: u32,
+    p: &AttnParams,
+    out: &BufRange,
+) -> Result<Vec<Dispatch>> {
+    let bad = |msg: String| GpuError::Buffer {
+        what: "attention".into(),
+        msg,
+    };
+    if p.head_dim == 0 || p.n_head_kv == 0 || !p.n_head.is_multiple_of(p.n_head_kv) {
+        return Err(bad(format!(
+            "n_head {} must be a multiple of n_head_kv {}, head_dim {} positive",
+            p.n_head, p.n_head_kv, p.head_dim
+        )));
+    }
+    if p.head_dim > MAX_HEAD_DIM {
+        return Err(GpuError::Unsupported(format!(
+            "attention heads of {} values (at most {MAX_HEAD_DIM})",
+            p.head_dim
+        )));
+    }
+    let kv_row = p.n_head_kv * p.head_dim;
+    if k.row_elems != kv_row || v.row_elems != kv_row || k.n_ctx != v.n_ctx {
+        return Err(bad(format!(
+            "K rows {} and V rows {} (cells {} / {}) do not fit {} kv heads x {}",
+            k.row_elems, v.row_elems, k.n_ctx, v.n_ctx, p.n_head_kv, p.head_dim
+        )));
+    }
+    let rows = u64::from(n_rows) * p.n_head as u64;
+    if u32::try_from(rows * p.head_dim as u64).is_err() {
+        return Err(bad(format!(
+            "{n_rows} rows of {} heads are too many",
+            p.n_head
+        )));
+    }
+    // Without a sliding window the position bindings are never read; the
+    // offsets and cells stand in for them.
+    let (positions, cell_pos) = match (p.sliding_window, sliding) {
+        (0, _) => (offsets.clone(), cells.clone()),
+        (_, Some(s)) => (s.positions.clone(), s.cell_positions.clone()),
+        (_, None) => {
+            return Err(bad(format!(
+                "a sliding window of {} needs the positions",
+                p.sliding_window
+            )))
+        }
+    };
+    let kernel = attention_kernel(gpu, k.format, v.format)?;
+    Ok(vec![Dispatch {
+        kernel,
+        params: vec![
+            n_rows,
+            p.n_head as u32,
+            p.n_head_kv as u32,
+            p.head_dim as u32,
+            p.scale.to_bits(),
+            p.sliding_window,
+            k.n_ctx as u32,
+            k.stride as u32,
+            v.stride as u32,
+        ],
+        buffers: vec![
+            q.clone(),
+            BufRange::whole(&k.buffer),
+            BufRange::whole(&v.buffer),
+            offsets.clone(),
+            cells.clone(),
+            positions,
+            cell_pos,
+            out.clone(),
+        ],
+        groups: groups_for(rows, 1),
+    }])
+}

@@ -1,0 +1,182 @@
+// Causal GQA attention over explicit windows of cells: one workgroup per
+// (query row, query head). The window is walked in blocks of 64 keys from
+// its first cell: thread j scores key j of the block, every thread takes
+// the block's max and sum in the same sequential order, and each thread
+// accumulates its own output dimensions over the block's keys in window
+// order, rescaling by exp(m_old - m_new) when the max grows (online
+// softmax). Every order depends only on the query's own window, so a row
+// gets the same bits in any batch.
+
+struct Params {
+    n_rows: u32,
+    n_head: u32,
+    n_head_kv: u32,
+    head_dim: u32,
+    scale: f32,
+    // 0, or the sliding window in positions.
+    sliding: u32,
+    n_ctx: u32,
+    // Bytes from one cell to the next in K and in V.
+    k_stride: u32,
+    v_stride: u32,
+}
+
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(4) var<storage, read> offsets: array<i32>;
+@group(0) @binding(5) var<storage, read> cells: array<i32>;
+@group(0) @binding(6) var<storage, read> positions: array<i32>;
+@group(0) @binding(7) var<storage, read> cell_pos: array<i32>;
+@group(0) @binding(8) var<storage, read_write> out: array<f32>;
+
+const WG: u32 = 64u;
+// Largest head; each thread owns PER of its output dimensions.
+const MAX_HD: u32 = 512u;
+const PER: u32 = 8u;
+
+var<workgroup> q_sh: array<f32, MAX_HD>;
+var<workgroup> s_sh: array<f32, WG>;
+var<workgroup> p_sh: array<f32, WG>;
+var<workgroup> c_sh: array<u32, WG>;
+var<workgroup> range_sh: vec2<u32>;
+
+// e^x for the softmax's x <= 0: Cephes' expf (a 2^k scaling of a
+// polynomial on [-ln2/2, ln2/2]), within 2 ulp everywhere, where WGSL's
+// exp promises only 3 + 2|x| ulp. Results below the normal range are 0.
+fn exp_f32(x: f32) -> f32 {
+    if (x < -87.33) {
+        return 0.0;
+    }
+    let xc = min(x, 88.0);
+    let k = round(xc * 1.44269504);
+    let r = (xc - k * 0.693359375) - k * -2.12194440e-4;
+    let z = r * r;
+    let p = ((((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r
+        + 4.1665795894e-2) * r + 1.6666665459e-1) * r + 5.0000001201e-1) * z) + r + 1.0;
+    return p * bitcast<f32>(u32(i32(k) + 127) << 23u);
+}
+
+// scale * q·k for cell `cell`, kv head starting at `ko`: eight partial
+// sums, lane l taking elements l, l + 8, ..., combined as the CPU's
+// dot_f32 combines them.
+fn score(cell: u32, ko: u32, hd: u32) -> f32 {
+    var a: array<f32, 8>;
+    for (var i = 0u; i < hd; i += 8u) {
+        for (var l = 0u; l < 8u; l++) {
+            if (i + l < hd) {
+                a[l] += q_sh[i + l] * k_at(cell, ko + i + l);
+            }
+        }
+    }
+    return P.scale * (((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])));
+}
+
+// Cells [from, to) of `cells` that row `t` reads: its window, cut to the
+// cells at positions above pos - sliding (a suffix: windows are ordered
+// by position), clamped into the arrays.
+fn window(t: u32) -> vec2<u32> {
+    let nc = i32(arrayLength(&cells));
+    let first = clamp(offsets[t], 0, nc);
+    let end = clamp(offsets[t + 1u], first, nc);
+    var lo = first;
+    if (P.sliding != 0u) {
+        let qp = positions[t];
+        let size = i32(min(P.sliding, 0x7fffffffu));
+        let last = i32(arrayLength(&cell_pos)) - 1;
+        // partition_point of "too old": qp - kp >= size.
+        var hi = end;
+        while (lo < hi) {
+            let mid = lo + (hi - lo) / 2;
+            if (qp - cell_pos[clamp(mid, 0, last)] >= size) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+    }
+    return vec2<u32>(u32(lo), u32(end));
+}
+
+@compute @workgroup_size(64)
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let id = wg.x + wg.y * nwg.x;
+    let t = id / P.n_head;
+    let h = id % P.n_head;
+    if (t >= P.n_rows) {
+        return;
+    }
+    let hd = P.head_dim;
+    let ko = (h / (P.n_head / P.n_head_kv)) * hd;
+    let qo = (t * P.n_head + h) * hd;
+    for (var d = lid; d < hd; d += WG) {
+        q_sh[d] = q[qo + d];
+    }
+    if (lid == 0u) {
+        range_sh = window(t);
+    }
+    // Also the barrier that publishes q_sh.
+    let r = workgroupUniformLoad(&range_sh);
+    let n = r.y - r.x;
+    var m = 0.0;
+    var l = 0.0;
+    var acc: array<f32, PER>;
+    let nblk = (n + WG - 1u) / WG;
+    for (var b = 0u; b < nblk; b++) {
+        let at = r.x + b * WG;
+        let cnt = min(WG, r.y - at);
+        if (lid < cnt) {
+            let cell = u32(clamp(cells[at + lid], 0, i32(P.n_ctx) - 1));
+            c_sh[lid] = cell;
+            s_sh[lid] = score(cell, ko, hd);
+        }
+        workgroupBarrier();
+        var bmax = s_sh[0];
+        for (var j = 1u; j < cnt; j++) {
+            bmax = max(bmax, s_sh[j]);
+        }
+        var alpha = 0.0;
+        var m_new = bmax;
+        if (b > 0u) {
+            m_new = max(m, bmax);
+            alpha = exp_f32(m - m_new);
+        }
+        if (lid < cnt) {
+            p_sh[lid] = exp_f32(s_sh[lid] - m_new);
+        }
+        workgroupBarrier();
+        // The block's sum in eight lanes, combined as the scores are.
+        var ps: array<f32, 8>;
+        for (var j = 0u; j < cnt; j++) {
+            ps[j & 7u] += p_sh[j];
+        }
+        l = l * alpha + (((ps[0] + ps[4]) + (ps[2] + ps[6])) + ((ps[1] + ps[5]) + (ps[3] + ps[7])));
+        for (var k = 0u; k < PER; k++) {
+            let d = lid + k * WG;
+            if (d < hd) {
+                var o = acc[k] * alpha;
+                for (var j = 0u; j < cnt; j++) {
+                    o += p_sh[j] * v_at(c_sh[j], ko + d);
+                }
+                acc[k] = o;
+            }
+        }
+        m = m_new;
+        // The next block overwrites the scores and weights.
+        workgroupBarrier();
+    }
+    // An empty window gives zeros, as on the CPU.
+    var inv = 0.0;
+    if (n > 0u) {
+        inv = 1.0 / l;
+    }
+    for (var k = 0u; k < PER; k++) {
+        let d = lid + k * WG;
+        if (d < hd) {
+            out[qo + d] = acc[k] * inv;
+        }
+    }
+}
