@@ -67,6 +67,9 @@ enum Command {
     List(store_cmds::ListArgs),
     /// Serve the OpenAI API (chat and text completions, streaming) over HTTP.
     Serve(serve::Args),
+    /// List the GPU adapters (Vulkan, Metal, DX12) with their kind and
+    /// limits, and the index `--device gpu:N` names them by.
+    Devices,
     /// Turn a trace (--trace) or a graph dump (--dump-graph FILE.json)
     /// into one self-contained HTML page: the prefill and decode graphs
     /// side by side with their op census and, for a trace, a per-step
@@ -77,7 +80,16 @@ enum Command {
 fn main() -> ExitCode {
     // llama-server spells the parallel-slots flag `-np`; clap's short
     // flags are one letter, so it is read as `--np`.
-    let args = std::env::args_os().map(|a| if a == "-np" { "--np".into() } else { a });
+    // llama.cpp's `-ngl` likewise, read as `--n-gpu-layers`.
+    let args = std::env::args_os().map(|a| {
+        if a == "-np" {
+            "--np".into()
+        } else if a == "-ngl" {
+            "--n-gpu-layers".into()
+        } else {
+            a
+        }
+    });
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
@@ -99,6 +111,7 @@ fn main() -> ExitCode {
         Command::List(args) => store_cmds::list(&store, args),
         Command::Serve(args) => serve::run(store, args),
         Command::Viz(args) => viz::run(args),
+        Command::Devices => runtime::list_devices(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

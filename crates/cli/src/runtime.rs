@@ -1,7 +1,7 @@
 //! Options shared by the commands that run a model, and model loading.
 
 use anyhow::Result;
-use minfer_engine::{Engine, EngineConfig, KvFormat, LoadedModel, SimdLevel, Store};
+use minfer_engine::{DeviceChoice, Engine, EngineConfig, KvFormat, LoadedModel, SimdLevel, Store};
 
 /// How to run a model: threads, context, kernels, KV format.
 #[derive(clap::Args, Clone, Debug)]
@@ -23,6 +23,16 @@ pub struct RuntimeArgs {
     /// llama.cpp's --no-repack).
     #[arg(long = "no-repack")]
     pub no_repack: bool,
+    /// Where the layers run: auto (a hardware GPU when there is one, else
+    /// the CPU), cpu, gpu (the best adapter, software ones such as Mesa's
+    /// lavapipe included) or gpu:N (an index from `minfer devices`).
+    #[arg(long, default_value = "auto", value_parser = DeviceChoice::parse, env = "MINFER_DEVICE")]
+    pub device: DeviceChoice,
+    /// Layers the GPU runs, the last ones (llama.cpp's -ngl); more than the
+    /// model has also puts the output layer there. Default: every layer
+    /// and the output. 0 keeps everything on the CPU.
+    #[arg(long = "n-gpu-layers", visible_alias = "gpu-layers", value_name = "N")]
+    pub n_gpu_layers: Option<u32>,
     #[command(flatten)]
     pub diag: crate::trace::DiagArgs,
 }
@@ -59,6 +69,8 @@ impl RuntimeArgs {
             kv_format: self.kv_type,
             simd: Some(simd),
             repack: !self.no_repack,
+            device: self.device,
+            n_gpu_layers: self.n_gpu_layers,
             ..EngineConfig::default()
         };
         if let Some(t) = self.threads {
@@ -97,4 +109,40 @@ pub fn log_kv_usage(rt: &minfer_engine::Runtime) {
 /// A single-sequence engine for a loaded model.
 pub fn engine(loaded: &LoadedModel, args: &RuntimeArgs) -> Result<Engine> {
     Ok(loaded.engine(args.engine_config()?)?)
+}
+
+/// `minfer devices`: the adapters wgpu finds, one per line.
+pub fn list_devices() -> Result<()> {
+    let all = minfer_engine::list_devices();
+    if all.is_empty() {
+        println!(
+            "no GPU adapter found (wgpu looked for Vulkan, Metal and DX12; on Linux, \
+             Mesa's mesa-vulkan-drivers package provides lavapipe, a software one)"
+        );
+        return Ok(());
+    }
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    for a in &all {
+        println!(
+            "gpu:{}  {}  [{}, {}]",
+            a.index,
+            a.name,
+            a.kind.name(),
+            a.api
+        );
+        println!("        driver: {}", a.driver);
+        println!(
+            "        largest buffer {:.0} MiB, largest binding {:.0} MiB, {} KiB workgroup memory, \
+             {} workgroups per dimension",
+            mib(a.max_buffer),
+            mib(a.max_binding),
+            a.shared_memory / 1024,
+            a.max_workgroups
+        );
+        println!("        memory: not reported through wgpu");
+        if a.kind == minfer_engine::AdapterKind::Software {
+            println!("        software adapter: correct but slow; --device auto never takes it, --device gpu does");
+        }
+    }
+    Ok(())
 }

@@ -34,6 +34,11 @@ pub struct EngineConfig {
     /// fastest kernels read (where the CPU has them); results are the same
     /// bits either way. llama.cpp's `--no-repack` turns its repacking off.
     pub repack: bool,
+    /// Which device runs the layers (the CPU unless a front end asks).
+    pub device: crate::device::DeviceChoice,
+    /// How many layers the GPU runs, the last ones (llama.cpp's `-ngl`);
+    /// `None` offloads every layer and the output part.
+    pub n_gpu_layers: Option<u32>,
 }
 
 impl EngineConfig {
@@ -76,6 +81,8 @@ impl Default for EngineConfig {
             fusion: Fusion::ALL,
             simd: None,
             repack: true,
+            device: crate::device::DeviceChoice::Cpu,
+            n_gpu_layers: None,
         }
     }
 }

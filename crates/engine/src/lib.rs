@@ -15,6 +15,7 @@
 //!   such as [`perplexity`].
 
 pub mod chat;
+mod device;
 mod engine;
 mod error;
 pub mod generate;
@@ -26,6 +27,7 @@ pub mod trace;
 mod vocab;
 
 pub use chat::{ChatSession, ChatStats, TurnStart, TurnStats};
+pub use device::{list_devices, AdapterDesc, AdapterKind, DeviceChoice};
 pub use engine::{Engine, EngineConfig};
 pub use generate::{
     GenerateConfig, GenerationStats, StopReason, TokenLogprobs, Utf8Stream, MAX_TOP_LOGPROBS,

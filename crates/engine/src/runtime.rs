@@ -26,7 +26,7 @@ mod snapshot;
 use std::sync::Arc;
 
 use minfer_graph::kv::{BatchPlan, KvCells, MAX_SEQS};
-use minfer_graph::{GraphCache, KvKind, SimdLevel, StepInputs, StepTimings};
+use minfer_graph::{BackendPlan, GraphCache, KvKind, SimdLevel, StepInputs, StepTimings};
 use minfer_models::Model;
 
 use crate::engine::EngineConfig;
@@ -162,6 +162,8 @@ pub struct Runtime {
     model: Arc<Model>,
     cfg: EngineConfig,
     simd: SimdLevel,
+    /// Which device runs which layers.
+    offload: BackendPlan,
     cache: GraphCache,
     cells: KvCells,
     seqs: Vec<Option<SeqState>>,
@@ -208,7 +210,12 @@ impl Runtime {
         plan.window_positions.reserve(n_ctx);
         plan.kv_cells.reserve(n_batch);
         plan.window_offsets.reserve(n_batch + 1);
-        let cache = GraphCache::with_simd(simd, cfg.n_threads)?;
+        let mut cache = GraphCache::with_simd(simd, cfg.n_threads)?;
+        let (plan_devices, gpu) =
+            crate::device::open(cfg.device, cfg.n_gpu_layers, model.hparams.n_layer)?;
+        if let Some(gpu) = gpu {
+            cache.set_gpu(gpu);
+        }
         if cfg.repack {
             let t0 = std::time::Instant::now();
             let bytes = cache.pack_weights(&model.weights);
@@ -223,6 +230,7 @@ impl Runtime {
         Ok(Runtime {
             cache,
             simd,
+            offload: plan_devices,
             cells: KvCells::new(n_ctx),
             seqs: (0..MAX_SEQS).map(|_| None).collect(),
             generations: vec![0; MAX_SEQS as usize],
@@ -248,6 +256,16 @@ impl Runtime {
     /// The configuration the runtime was created with.
     pub fn config(&self) -> &EngineConfig {
         &self.cfg
+    }
+
+    /// Which device runs which layers.
+    pub fn offload(&self) -> BackendPlan {
+        self.offload
+    }
+
+    /// The GPU backend's description, when layers run on one.
+    pub fn gpu_name(&self) -> Option<String> {
+        self.cache.gpu_name()
     }
 
     /// The SIMD level the kernels run at.
@@ -748,13 +766,13 @@ impl Runtime {
         }
         for layer in 0..self.model.hparams.n_layer {
             for kind in [KvKind::K, KvKind::V] {
-                let Some(region) = self.cache.kv_region_mut(layer, kind) else {
+                let Some((_, info)) = self.cache.kv_info(layer, kind) else {
                     continue;
                 };
-                let row = vec![value; region.row_elems()];
+                let row = vec![value; info.row_elems];
                 for (cell, &own) in mine.iter().enumerate() {
                     if !own {
-                        region.store_row(cell, &row)?;
+                        self.cache.kv_store_row(layer, kind, cell, &row)?;
                     }
                 }
             }

@@ -121,9 +121,11 @@ fn describe(index: usize, a: &wgpu::Adapter) -> AdapterDesc {
 }
 
 fn adapters(inst: &wgpu::Instance) -> Vec<wgpu::Adapter> {
-    pollster::block_on(inst.enumerate_adapters(
-        wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
-    ))
+    pollster::block_on(
+        inst.enumerate_adapters(
+            wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
+        ),
+    )
 }
 
 /// Every adapter wgpu finds, in enumeration order.
@@ -171,7 +173,11 @@ impl Gpu {
                 .iter()
                 .map(|a| {
                     let i = a.get_info();
-                    format!("{} ({})", i.name, AdapterKind::from_wgpu(i.device_type).name())
+                    format!(
+                        "{} ({})",
+                        i.name,
+                        AdapterKind::from_wgpu(i.device_type).name()
+                    )
                 })
                 .collect();
             if names.is_empty() {
@@ -194,12 +200,12 @@ impl Gpu {
                 })
                 .min_by_key(|&(r, i, _)| (r, i))
                 .map(|(_, i, a)| (i, a)),
-            AdapterChoice::Any => all
-                .iter()
-                .enumerate()
-                .min_by_key(|&(i, a)| {
-                    (rank_any(AdapterKind::from_wgpu(a.get_info().device_type)), i)
-                }),
+            AdapterChoice::Any => all.iter().enumerate().min_by_key(|&(i, a)| {
+                (
+                    rank_any(AdapterKind::from_wgpu(a.get_info().device_type)),
+                    i,
+                )
+            }),
         };
         let Some((index, adapter)) = pick else {
             let what = match choice {

@@ -87,7 +87,11 @@ impl Gpu {
     /// # Errors
     /// [`GpuError::Shader`] when the shader does not validate.
     pub fn kernel(&self, name: &'static str, wgsl: &str) -> Result<Arc<Kernel>> {
-        let mut map = self.kernels.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .kernels
+            .kernels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(k) = map.get(name) {
             return Ok(k.clone());
         }
@@ -139,14 +143,16 @@ impl Gpu {
                 ),
             });
         }
-        Ok(Arc::new(self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(what),
-            size,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_DST
-                | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        })))
+        Ok(Arc::new(self.device.create_buffer(
+            &wgpu::BufferDescriptor {
+                label: Some(what),
+                size,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            },
+        )))
     }
 
     /// Writes `data` at byte `offset` of `buf` (queued; ordered before the
@@ -227,7 +233,9 @@ impl Gpu {
     /// A new command encoder.
     pub fn encoder(&self) -> wgpu::CommandEncoder {
         self.device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("minfer") })
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("minfer"),
+            })
     }
 
     /// Submits `enc`.

@@ -10,11 +10,13 @@
 //! accumulations. Every reduction has a fixed order per row, so a row's
 //! result does not depend on the other rows of its batch.
 
+mod backend;
 mod context;
 mod error;
 mod kernel;
 pub mod ops;
 
-pub use context::{list_adapters, has_real_gpu, AdapterChoice, AdapterDesc, AdapterKind, Gpu};
+pub use backend::GpuBackend;
+pub use context::{has_real_gpu, list_adapters, AdapterChoice, AdapterDesc, AdapterKind, Gpu};
 pub use error::{GpuError, Result};
 pub use kernel::{Bound, BufRange, Dispatch, Kernel};

@@ -7,22 +7,24 @@
 //! new uid from a counter that only grows, so a uid names exactly one
 //! topology for the life of the cache.
 //!
-//! The allocator is a field of the cache, not of a graph, so rebuilding
-//! (prefill → decode, a new turn) drops node plans but never the KV
-//! regions. Two caches share nothing: each owns its allocator, its regions
-//! and its thread pool.
+//! The cache holds the backends: the CPU's, always, and a GPU's when one
+//! was given. Each owns its node buffers and the KV regions of the layers
+//! it runs, and those outlive every graph, so rebuilding (prefill →
+//! decode, a new turn) drops node plans but never the KV regions. Two
+//! caches share nothing: each owns its allocator, its backends, their
+//! regions and the CPU's thread pool.
 
 use std::time::{Duration, Instant};
 
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::trace;
-use minfer_kernels::{matmul, ActScratch, Kernels, Layout, MatRef, RowKernels, SimdLevel};
+use minfer_kernels::{Kernels, SimdLevel};
 
-use crate::alloc::{AllocStats, Allocator, MemPlan, Slot};
-use crate::backends::cpu::AttnScratch;
+use crate::alloc::{AllocStats, Allocator, MemPlan, Slot, Transfer};
+use crate::backend::{Backend, Device, GraphView, KvInfo};
+use crate::backends::cpu::CpuBackend;
 use crate::builder::{BuiltGraph, GraphBuilder};
 use crate::error::{GraphError, Result};
-use crate::exec::ExecCtx;
 use crate::fusion::{fuse, FusionReport};
 use crate::ir::{InputKind, KvKind, NodeId};
 use crate::kv::KvRegion;
@@ -108,22 +110,15 @@ struct Entry {
     report: FusionReport,
 }
 
-/// Built graphs by params, and the allocator that owns the node buffers
-/// and the KV regions. It owns its thread pool, which the kernels of every
-/// graph it runs share.
+/// Built graphs by params, the allocator that sizes their node buffers,
+/// and the backends that hold those buffers and the KV regions.
 pub struct GraphCache {
-    kernels: Kernels,
-    threads: ThreadPool,
+    cpu: CpuBackend,
+    gpu: Option<Box<dyn Backend>>,
     config: CacheConfig,
     /// Most recently prepared first.
     entries: Vec<Entry>,
     alloc: Allocator,
-    act: ActScratch,
-    /// Sized for the largest `(n_ctx, head_dim, query heads per KV head)`
-    /// any graph has needed (`attn_size`).
-    attn: AttnScratch,
-    attn_size: (usize, usize, usize),
-    rope_scratch: Vec<f32>,
     next_uid: u64,
     builds: u64,
     reuses: u64,
@@ -184,19 +179,14 @@ impl GraphCache {
     /// A cache with explicit options.
     pub fn with_config(kernels: Kernels, n_threads: usize, config: CacheConfig) -> Self {
         GraphCache {
-            kernels,
-            threads: ThreadPool::new(n_threads),
+            cpu: CpuBackend::new(kernels, n_threads),
+            gpu: None,
             config: CacheConfig {
                 capacity: config.capacity.max(1),
                 ..config
             },
             entries: Vec::new(),
             alloc: Allocator::new(),
-            act: ActScratch::default(),
-            attn: AttnScratch::new(n_threads, 0, 0)
-                .with_row_kernels(RowKernels::for_level(kernels.level())),
-            attn_size: (0, 0, 0),
-            rope_scratch: Vec::new(),
             next_uid: 1,
             builds: 0,
             reuses: 0,
@@ -221,17 +211,118 @@ impl GraphCache {
         self.alloc.stats()
     }
 
-    /// Layer `layer`'s K or V region, once a graph has created it.
-    pub fn kv_region(&self, layer: usize, kind: KvKind) -> Option<&KvRegion> {
-        self.alloc.kv_region(layer, kind)
+    /// Gives the cache a GPU backend: graphs whose plan offloads layers
+    /// run those on it. Graphs built before are dropped, since their
+    /// plans never named it.
+    pub fn set_gpu(&mut self, gpu: Box<dyn Backend>) {
+        for e in self.entries.drain(..) {
+            self.cpu.forget(e.uid);
+        }
+        self.gpu = Some(gpu);
     }
 
-    /// Creates layer `layer`'s `kind` region (`n_ctx` cells of `row`
-    /// values in `format`) if no graph has yet, so that cells can be
+    /// A description of the GPU backend, when the cache has one.
+    pub fn gpu_name(&self) -> Option<String> {
+        self.gpu.as_ref().map(|g| g.describe())
+    }
+
+    fn backend(&self, d: Device) -> Result<&dyn Backend> {
+        match d {
+            Device::Cpu => Ok(&self.cpu),
+            Device::Gpu => self.gpu.as_deref().ok_or_else(no_gpu),
+        }
+    }
+
+    fn backend_mut(&mut self, d: Device) -> Result<&mut dyn Backend> {
+        match d {
+            Device::Cpu => Ok(&mut self.cpu),
+            Device::Gpu => match self.gpu.as_mut() {
+                Some(g) => Ok(g.as_mut()),
+                None => Err(no_gpu()),
+            },
+        }
+    }
+
+    /// Layer `layer`'s K or V region, once a graph has created it, when
+    /// the CPU holds it (see [`GraphCache::kv_info`] for any device).
+    pub fn kv_region(&self, layer: usize, kind: KvKind) -> Option<&KvRegion> {
+        self.cpu.region(layer, kind)
+    }
+
+    /// Layer `layer`'s K or V region for writing, when the CPU holds it.
+    pub fn kv_region_mut(&mut self, layer: usize, kind: KvKind) -> Option<&mut KvRegion> {
+        self.cpu.region_mut(layer, kind)
+    }
+
+    /// The device holding layer `layer`'s `kind` region and its shape,
+    /// once a graph (or [`GraphCache::ensure_kv_region_on`]) created it.
+    pub fn kv_info(&self, layer: usize, kind: KvKind) -> Option<(Device, KvInfo)> {
+        if let Some(i) = self.cpu.kv_info(layer, kind) {
+            return Some((Device::Cpu, i));
+        }
+        let g = self.gpu.as_ref()?;
+        g.kv_info(layer, kind).map(|i| (Device::Gpu, i))
+    }
+
+    fn kv_home(&self, layer: usize, kind: KvKind) -> Result<Device> {
+        self.kv_info(layer, kind)
+            .map(|(d, _)| d)
+            .ok_or_else(|| GraphError::Other(format!("layer {layer} has no {kind:?} region")))
+    }
+
+    /// Appends cell `cell`'s row of a region, in the raw format of
+    /// [`KvRegion::read_raw_row`], wherever the region lives.
+    ///
+    /// # Errors
+    /// No such region, a cell past it, device errors.
+    pub fn kv_read_raw_row(
+        &self,
+        layer: usize,
+        kind: KvKind,
+        cell: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let d = self.kv_home(layer, kind)?;
+        self.backend(d)?.kv_read_raw(layer, kind, cell, out)
+    }
+
+    /// Writes cell `cell`'s row of a region from the raw format.
+    ///
+    /// # Errors
+    /// No such region, a cell past it, a row of the wrong length.
+    pub fn kv_write_raw_row(
+        &mut self,
+        layer: usize,
+        kind: KvKind,
+        cell: usize,
+        src: &[u8],
+    ) -> Result<()> {
+        let d = self.kv_home(layer, kind)?;
+        self.backend_mut(d)?.kv_write_raw(layer, kind, cell, src)
+    }
+
+    /// Stores f32 values into cell `cell` of a region, rounded as a KV
+    /// store rounds (tests fill cells a sequence must never read).
+    ///
+    /// # Errors
+    /// No such region, a cell past it, a row of the wrong length.
+    pub fn kv_store_row(
+        &mut self,
+        layer: usize,
+        kind: KvKind,
+        cell: usize,
+        row: &[f32],
+    ) -> Result<()> {
+        let d = self.kv_home(layer, kind)?;
+        self.backend_mut(d)?.kv_store_row(layer, kind, cell, row)
+    }
+
+    /// Creates layer `layer`'s `kind` region on the CPU (`n_ctx` cells of
+    /// `row` values in `format`) if no graph has yet, so that cells can be
     /// restored before the first step; an existing region must match.
     ///
     /// # Errors
-    /// As [`Allocator::ensure_kv_region`](crate::alloc::Allocator::ensure_kv_region).
+    /// A region of another shape; an allocation failure.
     pub fn ensure_kv_region(
         &mut self,
         layer: usize,
@@ -240,24 +331,47 @@ impl GraphCache {
         n_ctx: usize,
         format: KvFormat,
     ) -> Result<()> {
-        self.alloc.ensure_kv_region(layer, kind, row, n_ctx, format)
+        self.ensure_kv_region_on(Device::Cpu, layer, kind, row, n_ctx, format)
     }
 
-    /// Layer `layer`'s K or V region for writing, once a graph has created
-    /// it (tests fill cells a sequence must never read).
-    pub fn kv_region_mut(&mut self, layer: usize, kind: KvKind) -> Option<&mut KvRegion> {
-        self.alloc.kv_region_mut(layer, kind)
+    /// As [`GraphCache::ensure_kv_region`], on device `d` (the one the
+    /// offload plan runs the layer on).
+    ///
+    /// # Errors
+    /// As [`GraphCache::ensure_kv_region`]; no GPU backend for [`Device::Gpu`].
+    pub fn ensure_kv_region_on(
+        &mut self,
+        d: Device,
+        layer: usize,
+        kind: KvKind,
+        row: usize,
+        n_ctx: usize,
+        format: KvFormat,
+    ) -> Result<()> {
+        if self
+            .backend_mut(d)?
+            .ensure_kv(layer, kind, row, n_ctx, format)?
+        {
+            self.alloc
+                .note_region(crate::kv::region_bytes(format, row, n_ctx));
+        }
+        Ok(())
     }
 
-    /// Repacks `weights` for these kernels (see [`WeightStore::pack`]) on
-    /// this cache's pool; returns the bytes packed.
+    /// Repacks `weights` for the CPU's kernels (see [`WeightStore::pack`])
+    /// on its pool; returns the bytes packed.
     pub fn pack_weights(&self, weights: &WeightStore) -> usize {
-        weights.pack(&self.kernels, &self.threads)
+        self.cpu.pack_weights(weights)
     }
 
-    /// The thread pool the kernels run on.
+    /// The thread pool the CPU's kernels run on.
     pub fn threads(&self) -> &ThreadPool {
-        &self.threads
+        self.cpu.threads()
+    }
+
+    /// The CPU's kernels.
+    pub fn kernels(&self) -> &Kernels {
+        self.cpu.kernels()
     }
 
     /// On a reuse, also rebuild the graph with the given builder and
@@ -317,7 +431,8 @@ impl GraphCache {
 
     /// Where node `node` of `uid` keeps its value.
     pub fn slot(&self, uid: GraphUid, node: NodeId) -> Option<Slot> {
-        self.entry(uid).ok()?.plan.slots.get(node).copied()
+        let plan = &self.entry(uid).ok()?.plan;
+        (node < plan.devices.len()).then(|| plan.home(node))
     }
 
     /// The graph for `params`: the cached one when params are equal (a
@@ -354,9 +469,18 @@ impl GraphCache {
             .first()
             .map(|e| param_changes(&e.params, params));
         let (graph, report) = self.build_fused(params, weights, build)?;
-        let plan = self.alloc.plan(&graph, params, weights)?;
-        self.size_scratch(&plan, params, weights)?;
+        if params.compute.backend.uses_gpu() && self.gpu.is_none() {
+            return Err(no_gpu());
+        }
         let mut sched = Schedule::new(&graph, params.compute.backend);
+        let splits: Vec<(Device, std::ops::Range<usize>)> = sched
+            .splits
+            .iter()
+            .map(|s| (s.device, s.nodes.clone()))
+            .collect();
+        let plan = self.alloc.plan(&graph, weights, &sched.devices, &splits)?;
+        let uid = GraphUid(self.next_uid);
+        self.materialize(uid, &graph, params, &plan, &sched, weights)?;
         if trace::enabled() {
             sched.trace_key =
                 trace::register_graph(crate::dump::trace_meta(&graph, params, weights));
@@ -369,7 +493,6 @@ impl GraphCache {
             self.builds + 1,
             why.as_deref().unwrap_or("first graph")
         );
-        let uid = GraphUid(self.next_uid);
         self.next_uid += 1;
         self.builds += 1;
         self.entries.insert(
@@ -383,9 +506,17 @@ impl GraphCache {
                 report,
             },
         );
-        // Evicting a graph frees nothing: its buffers stay in the pool for
-        // the graphs that remain, and the KV regions are not its to free.
-        self.entries.truncate(self.config.capacity);
+        // Evicting a graph frees no node buffer: its buffers stay in the
+        // pools for the graphs that remain, and the KV regions are not its
+        // to free. What a backend recorded for it goes.
+        while self.entries.len() > self.config.capacity {
+            if let Some(e) = self.entries.pop() {
+                self.cpu.forget(e.uid);
+                if let Some(g) = self.gpu.as_mut() {
+                    g.forget(e.uid);
+                }
+            }
+        }
         if let Some(t0) = t0 {
             self.timings.prepare = t0.elapsed();
         }
@@ -415,11 +546,13 @@ impl GraphCache {
         let mut plain = e.params;
         plain.compute.fusion = crate::params::Fusion::NONE;
         let (unfused, _) = self.build_fused(&plain, weights, build)?;
+        let home: Vec<Slot> = (0..e.graph.nodes.len()).map(|i| e.plan.home(i)).collect();
         let parts = crate::dump::DumpParts {
             params: &e.params,
             graph: &e.graph,
             unfused: &unfused,
-            slots: &e.plan.slots,
+            slots: &home,
+            devices: &e.plan.devices,
             inplace: &e.plan.inplace,
             census: &e.sched.census,
         };
@@ -438,60 +571,44 @@ impl GraphCache {
         Ok(fuse(g, params.compute.fusion, params.compute.backend))
     }
 
-    /// Grows the step scratch to what `plan` needs, so that no step
-    /// allocates.
-    fn size_scratch(
+    /// Makes a new graph's memory exist on its backends: node buffers, KV
+    /// regions, and whatever each backend prepares (scratch, resident
+    /// weights, recorded dispatches).
+    fn materialize(
         &mut self,
-        plan: &MemPlan,
+        uid: GraphUid,
+        graph: &BuiltGraph,
         params: &GraphParams,
+        plan: &MemPlan,
+        sched: &Schedule,
         weights: &WeightStore,
     ) -> Result<()> {
-        if self.rope_scratch.len() < plan.rope_scratch {
-            self.rope_scratch.resize(plan.rope_scratch, 0.0);
-        }
-        if plan.attn_head_dim > 0 {
-            let n_ctx = params.compute.n_ctx as usize;
-            let (have_ctx, have_hd, have_group) = self.attn_size;
-            if have_ctx < n_ctx || have_hd < plan.attn_head_dim || have_group < plan.attn_group {
-                let size = (
-                    have_ctx.max(n_ctx),
-                    have_hd.max(plan.attn_head_dim),
-                    have_group.max(plan.attn_group),
-                );
-                self.attn = AttnScratch::new(self.threads.n_threads(), size.0, size.1)
-                    .with_group(size.2)
-                    .with_row_kernels(RowKernels::for_level(self.kernels.level()));
-                self.attn_size = size;
+        let (n_ctx, format) = (params.compute.n_ctx as usize, params.compute.kv_format);
+        for need in &plan.kv {
+            if self
+                .backend_mut(need.device)?
+                .ensure_kv(need.layer, need.kind, need.row, n_ctx, format)?
+            {
+                self.alloc
+                    .note_region(crate::kv::region_bytes(format, need.row, n_ctx));
             }
         }
-        // The activation scratch only grows inside a product, and it cannot
-        // be sized from outside; one product of the widest shape (over a
-        // single weight row, on zeros) grows it to its final size now.
-        self.act.reserve_packed(plan.max_act_values);
-        if let Some((id, cols, n_tok)) = plan.widest_matmul {
-            let info = weights.info(id);
-            let row = minfer_kernels::matmul::row_bytes(info.ty, cols).unwrap_or(0);
-            let data = weights.data(id);
-            if row > 0 && data.len() >= row {
-                let w = MatRef {
-                    ty: info.ty,
-                    rows: 1,
-                    cols,
-                    data: &data[..row],
-                    layout: Layout::Rows,
-                };
-                let x = vec![0.0f32; cols * n_tok];
-                let mut out = vec![0.0f32; n_tok];
-                matmul(
-                    &self.kernels,
-                    &self.threads,
-                    &w,
-                    &x,
-                    n_tok,
-                    &mut out,
-                    &mut self.act,
-                )?;
+        for d in Device::ALL {
+            if d == Device::Gpu && self.gpu.is_none() {
+                continue;
             }
+            let sizes = self.alloc.pool(d).clone();
+            let view = GraphView {
+                uid,
+                graph,
+                params,
+                plan,
+                splits: &sched.ranges[d.index()],
+                weights,
+            };
+            let b = self.backend_mut(d)?;
+            b.ensure_buffers(&sizes)?;
+            b.prepare(&view)?;
         }
         Ok(())
     }
@@ -598,8 +715,7 @@ impl GraphCache {
             }
         }
         Self::validate(e, inputs)?;
-        let backend = e.params.compute.backend;
-        let (pool, kv) = self.alloc.step_parts(backend);
+        let cpu_slots = e.plan.on(Device::Cpu);
         for &(kind, id) in &e.graph.inputs {
             let src = match kind {
                 InputKind::TokenIds => inputs.token_ids,
@@ -610,37 +726,91 @@ impl GraphCache {
                 InputKind::WindowPositions => inputs.window_positions,
                 InputKind::OutIds => inputs.out_ids,
             };
-            if let Slot::I32 { buf, .. } = e.plan.slots[id] {
-                pool.i32[buf][..src.len()].copy_from_slice(src);
-            }
+            self.cpu.write_i32(cpu_slots[id], src)?;
         }
         let t_run = self.timing.then(Instant::now);
         if self.config.trace.census {
             e.sched.trace(uid.0, e.graph.nodes.len());
         }
-        let mut cx = ExecCtx {
-            pool,
-            kv,
-            weights,
-            kernels: &self.kernels,
-            rows: RowKernels::for_level(self.kernels.level()),
-            threads: &self.threads,
-            act: &mut self.act,
-            attn: &mut self.attn,
-            rope_scratch: &mut self.rope_scratch,
-            n_ctx: e.params.compute.n_ctx as usize,
-            window_len: inputs.window_cells.len(),
-        };
-        let kernels = e.sched.run(&mut cx, &e.graph, &e.plan, self.timing)?;
+        let window_len = inputs.window_cells.len();
+        self.cpu.set_step(window_len, e.sched.trace_key);
+        let mut kernels = Duration::ZERO;
+        let mut next = 0;
+        let n_splits = e.sched.splits.len();
+        for k in 0..=n_splits {
+            while let Some(t) = e.plan.transfers.get(next) {
+                if t.before_split != k {
+                    break;
+                }
+                transfer(
+                    &mut self.cpu,
+                    self.gpu.as_deref_mut(),
+                    &e.plan,
+                    t,
+                    window_len,
+                )?;
+                next += 1;
+            }
+            let Some(split) = e.sched.splits.get(k) else {
+                break;
+            };
+            let view = GraphView {
+                uid,
+                graph: &e.graph,
+                params: &e.params,
+                plan: &e.plan,
+                splits: &e.sched.ranges[split.device.index()],
+                weights,
+            };
+            kernels += match split.device {
+                Device::Cpu => self.cpu.run(&view, split.nodes.clone(), self.timing)?,
+                Device::Gpu => match self.gpu.as_mut() {
+                    Some(g) => g.run(&view, split.nodes.clone(), self.timing)?,
+                    None => return Err(no_gpu()),
+                },
+            };
+        }
         if let (Some(tf), Some(tr)) = (t_fill, t_run) {
             self.timings.fill = tr - tf;
             self.timings.run = tr.elapsed();
             self.timings.kernels = kernels;
         }
-        let Slot::F32 { buf, len } = e.plan.slots[e.graph.output] else {
-            return Err(GraphError::Other("the output has no f32 buffer".into()));
-        };
-        Ok(&self.alloc.step_parts(backend).0.f32[buf][..len])
+        let out = cpu_slots[e.graph.output];
+        self.cpu.f32_values(out)
+    }
+}
+
+fn no_gpu() -> GraphError {
+    GraphError::Other("the offload plan names the GPU, but the cache has no GPU backend".into())
+}
+
+/// Carries one value across a split boundary.
+fn transfer(
+    cpu: &mut CpuBackend,
+    gpu: Option<&mut (dyn Backend + 'static)>,
+    plan: &MemPlan,
+    t: &Transfer,
+    window_len: usize,
+) -> Result<()> {
+    let gpu = gpu.ok_or_else(no_gpu)?;
+    let (cpu_slot, gpu_slot) = (plan.on(Device::Cpu)[t.node], plan.on(Device::Gpu)[t.node]);
+    match t.to {
+        Device::Gpu => match cpu_slot {
+            Slot::I32 { .. } => {
+                let v = cpu.i32_values(cpu_slot)?;
+                // The window inputs are sized for the widest possible
+                // windows; only their filled part is copied.
+                let n = match t.input {
+                    Some(InputKind::WindowCells | InputKind::WindowPositions) => {
+                        window_len.min(v.len())
+                    }
+                    _ => v.len(),
+                };
+                gpu.write_i32(gpu_slot, &v[..n])
+            }
+            _ => gpu.write_f32(gpu_slot, cpu.f32_values(cpu_slot)?),
+        },
+        Device::Cpu => gpu.read_f32(gpu_slot, cpu.f32_values_mut(cpu_slot)?),
     }
 }
 

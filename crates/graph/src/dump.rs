@@ -103,8 +103,10 @@ pub struct DumpParts<'a> {
     pub graph: &'a BuiltGraph,
     /// The same params built with every rewrite off.
     pub unfused: &'a BuiltGraph,
-    /// Each node's slot.
+    /// Each node's slot on its home device.
     pub slots: &'a [Slot],
+    /// Each node's home device.
+    pub devices: &'a [crate::backend::Device],
     /// Each node's in-place flag.
     pub inplace: &'a [bool],
     /// Nodes per op name.
@@ -131,6 +133,7 @@ pub fn dump_json(p: &DumpParts, weights: &WeightStore) -> Value {
                 "srcs": n.srcs,
                 "buffer": buffer_name(&n.op, slot, weights),
                 "inplace": p.inplace.get(i).copied().unwrap_or(false),
+                "device": p.devices.get(i).map_or("cpu", |d| d.name()),
                 "weight_bytes": weight_bytes(g, weights, i),
             })
         })

@@ -20,10 +20,13 @@ pub enum Pattern {
     RopeKvStore,
 }
 
-/// Whether `backend` has a kernel for the fused op of `pattern`.
+/// Whether every backend of the plan has a kernel for the fused op of
+/// `pattern` (a fused node may land on either device of a mixed plan).
 pub fn backend_supports(backend: BackendPlan, pattern: Pattern) -> bool {
     match (backend, pattern) {
-        (BackendPlan::Cpu, Pattern::SwiGlu | Pattern::RopeKvStore) => true,
+        (BackendPlan::Cpu | BackendPlan::Gpu { .. }, Pattern::SwiGlu | Pattern::RopeKvStore) => {
+            true
+        }
     }
 }
 

@@ -694,3 +694,14 @@ impl KvCells {
         plan.window_positions.clear();
     }
 }
+
+/// Bytes one region of `row` values per cell takes over `n_ctx` cells.
+pub(crate) fn region_bytes(format: KvFormat, row: usize, n_ctx: usize) -> usize {
+    let per_row = match format {
+        KvFormat::F32 => row * 4,
+        KvFormat::F16 => row * 2,
+        // 32 values per block, an f16 scale and 32 signed bytes.
+        KvFormat::Q8_0 => row / 32 * 34,
+    };
+    per_row * n_ctx
+}

@@ -3,12 +3,12 @@
 //! the KV cache held in persistent regions that survive rebuilds.
 
 pub mod alloc;
+pub mod backend;
 pub mod backends;
 pub mod builder;
 pub mod cache;
 pub mod dump;
 mod error;
-mod exec;
 pub mod export;
 pub mod fusion;
 pub mod ir;
@@ -17,7 +17,9 @@ pub mod params;
 pub mod sched;
 pub mod weights;
 
-pub use alloc::{AllocStats, Slot};
+pub use alloc::{AllocStats, MemPlan, Slot, Transfer};
+pub use backend::{Backend, Device, GraphView, KvInfo, PoolSizes};
+pub use backends::cpu::CpuBackend;
 pub use builder::{BuiltGraph, GraphBuilder};
 pub use cache::{CacheConfig, GraphCache, GraphUid, StepInputs, StepTimings};
 pub use error::{GraphError, Result};
@@ -31,5 +33,5 @@ pub use minfer_kernels::trace;
 /// the graph without depending on the kernels crate.
 pub use minfer_kernels::{KernelError, SimdLevel};
 pub use params::{BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat};
-pub use sched::{Split, TraceConfig};
+pub use sched::{assign, Split, TraceConfig};
 pub use weights::{WeightId, WeightInfo, WeightStore};

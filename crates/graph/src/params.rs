@@ -35,11 +35,60 @@ impl KvFormat {
     }
 }
 
-/// Which backend runs which nodes. One plan today: everything on the CPU.
+/// Which backend runs which nodes: the offload plan. It is part of the
+/// graph's identity, so a changed plan is a rebuild.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BackendPlan {
     /// Every node on the CPU backend.
     Cpu,
+    /// Layers `first_gpu_layer..` on the GPU backend, the ones before on
+    /// the CPU; the final norm and the LM head on the GPU when `output`.
+    /// The token-embedding lookup stays on the CPU, as in llama.cpp.
+    Gpu {
+        /// The first layer that runs on the GPU (the layer count puts
+        /// none there).
+        first_gpu_layer: u32,
+        /// Whether the output part (final norm, LM head) runs on the GPU.
+        output: bool,
+    },
+}
+
+impl BackendPlan {
+    /// llama.cpp's `-ngl N` over a model of `n_layer` layers: the last `N`
+    /// layers on the GPU, and the output part too when `N > n_layer`
+    /// (so `-ngl 999` offloads everything). `N = 0` is the CPU plan.
+    pub fn from_gpu_layers(n_gpu_layers: u32, n_layer: u32) -> Self {
+        if n_gpu_layers == 0 {
+            return BackendPlan::Cpu;
+        }
+        BackendPlan::Gpu {
+            first_gpu_layer: n_layer.saturating_sub(n_gpu_layers),
+            output: n_gpu_layers > n_layer,
+        }
+    }
+
+    /// The device that runs layer `layer` (and holds its KV regions).
+    pub fn layer_device(self, layer: usize) -> crate::backend::Device {
+        match self {
+            BackendPlan::Gpu {
+                first_gpu_layer, ..
+            } if layer >= first_gpu_layer as usize => crate::backend::Device::Gpu,
+            _ => crate::backend::Device::Cpu,
+        }
+    }
+
+    /// The device of the output part.
+    pub fn output_device(self) -> crate::backend::Device {
+        match self {
+            BackendPlan::Gpu { output: true, .. } => crate::backend::Device::Gpu,
+            _ => crate::backend::Device::Cpu,
+        }
+    }
+
+    /// Whether any node runs on the GPU.
+    pub fn uses_gpu(self) -> bool {
+        matches!(self, BackendPlan::Gpu { .. })
+    }
 }
 
 /// Pattern rewrites applied after building; each can be switched off to

@@ -66,9 +66,29 @@ pub struct ActScratch {
 }
 
 impl ActScratch {
+    /// Grows the scratch so that row-wise products of `n_tok` activation
+    /// rows of `cols` values against a weight of type `ty` allocate
+    /// nothing (the quantized rows and their widened scale table).
+    pub fn reserve_rows(&mut self, ty: GgmlType, cols: usize, n_tok: usize) {
+        let Some(act) = crate::dot::act_type(ty).filter(|&a| a != GgmlType::F32) else {
+            return;
+        };
+        let Some(a_row) = row_bytes(act, cols) else {
+            return;
+        };
+        let words = (n_tok * a_row).div_ceil(8);
+        if self.words.len() < words {
+            self.words.resize(words, 0);
+        }
+        let t_len = n_tok * crate::dot::scale_table_len(act, cols);
+        if self.table.len() < t_len {
+            self.table.resize(t_len, 0.0);
+        }
+    }
+
     /// Grows the scratch so that products over interleaved weights with up
     /// to `values` activation values (values per row × rows) allocate
-    /// nothing; the row-wise products are sized by running one.
+    /// nothing.
     pub fn reserve_packed(&mut self, values: usize) {
         let blocks = values.div_ceil(crate::blocks::QK);
         // Q8_1, the larger of the two activation formats (36 bytes).

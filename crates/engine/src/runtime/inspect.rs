@@ -1,7 +1,7 @@
 //! Looking at the graphs a runtime runs: dumps of the prefill and decode
 //! graphs and their op census, without evaluating anything.
 
-use minfer_graph::{BackendPlan, ComputeParams, GraphKind, GraphParams, GraphUid};
+use minfer_graph::{ComputeParams, GraphKind, GraphParams, GraphUid};
 use serde_json::Value;
 
 use super::Runtime;
@@ -22,7 +22,7 @@ impl Runtime {
             compute: ComputeParams {
                 n_ctx: self.cfg.n_ctx,
                 kv_format: self.cfg.kv_format,
-                backend: BackendPlan::Cpu,
+                backend: self.offload,
                 fusion: self.cfg.fusion,
             },
             // The model is immutable for the life of the runtime.

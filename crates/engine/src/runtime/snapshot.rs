@@ -77,10 +77,12 @@ impl Runtime {
             })? as usize;
             for layer in 0..layout.n_layer {
                 for kind in [KvKind::K, KvKind::V] {
-                    let region = self.cache.kv_region(layer, kind).ok_or_else(|| {
-                        EngineError::InvalidArgument(format!("no KV region for layer {layer}"))
-                    })?;
-                    region.read_raw_row(cell, &mut rows)?;
+                    if self.cache.kv_info(layer, kind).is_none() {
+                        return Err(EngineError::InvalidArgument(format!(
+                            "no KV region for layer {layer}"
+                        )));
+                    }
+                    self.cache.kv_read_raw_row(layer, kind, cell, &mut rows)?;
                 }
             }
         }
@@ -132,7 +134,8 @@ impl Runtime {
         }
         for layer in 0..layout.n_layer {
             for kind in [KvKind::K, KvKind::V] {
-                self.cache.ensure_kv_region(
+                self.cache.ensure_kv_region_on(
+                    self.offload.layer_device(layer),
                     layer,
                     kind,
                     layout.row_elems,
@@ -155,8 +158,8 @@ impl Runtime {
                 for kind in [KvKind::K, KvKind::V] {
                     // Sizes were checked above, so every chunk is there.
                     let bytes = chunks.next().unwrap_or_default();
-                    if let Some(region) = self.cache.kv_region_mut(layer, kind) {
-                        region.write_raw_row(cell, bytes)?;
+                    if self.cache.kv_info(layer, kind).is_some() {
+                        self.cache.kv_write_raw_row(layer, kind, cell, bytes)?;
                     }
                 }
             }

@@ -7,9 +7,14 @@
 //! rather than panicking; the checks are a few compares per call.
 
 mod attention;
+mod backend;
 mod elementwise;
+mod exec;
 mod get_rows;
 mod rope;
+
+pub use backend::CpuBackend;
+pub(crate) use backend::{LayerKv, TypedPool};
 
 pub use attention::{attention, attention_sliding, kv_store, AttnScratch, Windows};
 pub use elementwise::{

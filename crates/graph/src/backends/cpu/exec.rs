@@ -1,5 +1,5 @@
 //! Running one node on the CPU: the mapping from an IR op and the slots of
-//! its sources onto the kernels of [`crate::backends::cpu`] and
+//! its sources (as the CPU sees them) onto the kernels of this backend and
 //! [`minfer_kernels::matmul`].
 //!
 //! Nothing here allocates. Buffers were sized when the graph was planned;
@@ -10,7 +10,8 @@
 use minfer_kernels::pool::{SharedMut, ThreadPool};
 use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, RowKernels};
 
-use crate::alloc::{LayerKv, MemPlan, Slot, TypedPool};
+use super::{LayerKv, TypedPool};
+use crate::alloc::Slot;
 use crate::backends::cpu;
 use crate::builder::BuiltGraph;
 use crate::error::{GraphError, Result};
@@ -93,16 +94,16 @@ fn region(kv: &mut [LayerKv], layer: usize, kind: KvKind) -> Result<&mut KvRegio
     r.ok_or_else(|| GraphError::Other(format!("layer {layer} has no {kind:?} region")))
 }
 
-/// Whether a node does work when the graph runs (inputs are filled before,
-/// weights are read in place and reshapes alias their source).
-pub(crate) fn runs(op: &Op) -> bool {
-    !matches!(op, Op::Input(_) | Op::Weight(_) | Op::Reshape)
-}
-
 /// Runs node `i` of `g`.
-pub(crate) fn exec_node(cx: &mut ExecCtx, g: &BuiltGraph, plan: &MemPlan, i: NodeId) -> Result<()> {
+pub(crate) fn exec_node(
+    cx: &mut ExecCtx,
+    g: &BuiltGraph,
+    slots: &[Slot],
+    inplace: &[bool],
+    i: NodeId,
+) -> Result<()> {
     let node = &g.nodes[i];
-    let slot_of = |k: usize| plan.slots[node.srcs[k]];
+    let slot_of = |k: usize| slots[node.srcs[k]];
     match &node.op {
         Op::Input(_) | Op::Weight(_) | Op::Reshape => Ok(()),
         Op::KvStore { layer, kind } => {
@@ -125,14 +126,14 @@ pub(crate) fn exec_node(cx: &mut ExecCtx, g: &BuiltGraph, plan: &MemPlan, i: Nod
             cpu::kv_store(region(cx.kv, *layer, KvKind::K)?, tmp, cells)
         }
         _ => {
-            let Slot::F32 { buf, len } = plan.slots[i] else {
+            let Slot::F32 { buf, len } = slots[i] else {
                 return Err(GraphError::Other(format!(
                     "node {} has no f32 buffer",
                     node.name
                 )));
             };
             let mut out = std::mem::take(&mut cx.pool.f32[buf]);
-            let r = compute(cx, g, plan, i, &mut out[..len]);
+            let r = compute(cx, g, slots, inplace, i, &mut out[..len]);
             cx.pool.f32[buf] = out;
             r
         }
@@ -143,17 +144,18 @@ pub(crate) fn exec_node(cx: &mut ExecCtx, g: &BuiltGraph, plan: &MemPlan, i: Nod
 fn compute(
     cx: &mut ExecCtx,
     g: &BuiltGraph,
-    plan: &MemPlan,
+    slots: &[Slot],
+    inplace: &[bool],
     i: NodeId,
     out: &mut [f32],
 ) -> Result<()> {
     let node = &g.nodes[i];
-    let slot_of = |k: usize| plan.slots[node.srcs[k]];
+    let slot_of = |k: usize| slots[node.srcs[k]];
     let ne0 = node.shape[0];
     // Elementwise ops run in place: seed the output with the first source
     // unless the planner put the output in that source's buffer already.
     let seed = |cx: &ExecCtx, out: &mut [f32]| -> Result<()> {
-        if !plan.inplace[i] {
+        if !inplace[i] {
             let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
             if x.len() != out.len() {
                 return Err(GraphError::Other(format!(

@@ -1,0 +1,153 @@
+//! The backend layer: what the graph cache asks of a device that runs
+//! nodes. A backend owns its memory (node buffers, the KV regions of the
+//! layers it runs, its scratch, the resident form of the weights it reads)
+//! and its kernels; the cache plans which node runs where, sizes the
+//! buffers, and moves values between backends at split boundaries only.
+//!
+//! Two devices exist: the CPU, always present, and at most one GPU. A
+//! [`Slot`] names a buffer of the pool of the backend that holds it, so
+//! the same slot number means different memory on each device.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use crate::alloc::{MemPlan, Slot};
+use crate::builder::BuiltGraph;
+use crate::cache::GraphUid;
+use crate::error::Result;
+use crate::ir::KvKind;
+use crate::params::{GraphParams, KvFormat};
+use crate::weights::WeightStore;
+
+/// A device that runs nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Device {
+    /// The host CPU: the kernels crate on the cache's thread pool.
+    Cpu,
+    /// The GPU backend the cache was given.
+    Gpu,
+}
+
+impl Device {
+    /// Both devices, in slot-table order.
+    pub const ALL: [Device; 2] = [Device::Cpu, Device::Gpu];
+
+    /// Index into per-device tables.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Lower-case name, as dumps and traces print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+            Device::Gpu => "gpu",
+        }
+    }
+}
+
+/// Node buffers a backend must hold: the length of each pool buffer, by
+/// element type. Pools only grow; every graph of a cache shares them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolSizes {
+    /// Values of each f32 buffer.
+    pub f32: Vec<usize>,
+    /// Values of each i32 buffer.
+    pub i32: Vec<usize>,
+}
+
+/// The shape of one KV region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvInfo {
+    /// How values are stored.
+    pub format: KvFormat,
+    /// Values per cell.
+    pub row_elems: usize,
+    /// Cells.
+    pub n_ctx: usize,
+    /// Bytes of one cell's row in the raw format of
+    /// [`crate::kv::KvRegion::read_raw_row`], which every backend speaks.
+    pub raw_row_bytes: usize,
+}
+
+/// Everything a backend may look at while it prepares or runs a graph.
+#[derive(Clone, Copy)]
+pub struct GraphView<'a> {
+    /// The cache's identity for the graph; a rebuilt graph has a new one.
+    pub uid: GraphUid,
+    /// The fused graph.
+    pub graph: &'a BuiltGraph,
+    /// What the graph was built for.
+    pub params: &'a GraphParams,
+    /// Its buffer layout.
+    pub plan: &'a MemPlan,
+    /// The ranges of nodes this backend runs, in order.
+    pub splits: &'a [Range<usize>],
+    /// The weights the graph reads.
+    pub weights: &'a WeightStore,
+}
+
+/// A device's part of the graph cache. The CPU backend is one
+/// implementation; the GPU backend (a separate crate) is another.
+pub trait Backend: Send {
+    /// Which device this is.
+    fn device(&self) -> Device;
+
+    /// A one-line description for logs and `--timings` (the adapter's name).
+    fn describe(&self) -> String;
+
+    /// Grows the node pools to `sizes` (buffers already there keep their
+    /// index; none shrinks).
+    fn ensure_buffers(&mut self, sizes: &PoolSizes) -> Result<()>;
+
+    /// Creates layer `layer`'s `kind` region, or checks that the existing
+    /// one has this shape; returns whether it was created.
+    fn ensure_kv(
+        &mut self,
+        layer: usize,
+        kind: KvKind,
+        row_elems: usize,
+        n_ctx: usize,
+        format: KvFormat,
+    ) -> Result<bool>;
+
+    /// The shape of a region, when this backend holds it.
+    fn kv_info(&self, layer: usize, kind: KvKind) -> Option<KvInfo>;
+
+    /// Appends cell `cell`'s row, in the raw format, to `out`.
+    fn kv_read_raw(&self, layer: usize, kind: KvKind, cell: usize, out: &mut Vec<u8>)
+        -> Result<()>;
+
+    /// Writes cell `cell`'s row from the raw format.
+    fn kv_write_raw(&mut self, layer: usize, kind: KvKind, cell: usize, src: &[u8]) -> Result<()>;
+
+    /// Stores f32 values into cell `cell` (rounded as a KV store rounds).
+    fn kv_store_row(&mut self, layer: usize, kind: KvKind, cell: usize, row: &[f32]) -> Result<()>;
+
+    /// A new graph: size the scratch its nodes need, make the weights it
+    /// reads resident, record whatever is replayed each step. Called once
+    /// per built graph, after [`Backend::ensure_buffers`] and the KV
+    /// regions.
+    fn prepare(&mut self, view: &GraphView) -> Result<()>;
+
+    /// Graph `uid` left the cache: drop what was recorded for it.
+    fn forget(&mut self, uid: GraphUid);
+
+    /// Writes f32 values at the start of `slot` (a buffer of this pool).
+    fn write_f32(&mut self, slot: Slot, data: &[f32]) -> Result<()>;
+
+    /// Writes i32 values at the start of `slot`.
+    fn write_i32(&mut self, slot: Slot, data: &[i32]) -> Result<()>;
+
+    /// Reads the first `out.len()` f32 values of `slot`, waiting for the
+    /// work that writes them.
+    fn read_f32(&mut self, slot: Slot, out: &mut [f32]) -> Result<()>;
+
+    /// Runs the nodes `nodes` (one of the view's splits). Work may still
+    /// be in flight when this returns; [`Backend::synchronize`] or a read
+    /// waits for it. Returns the time spent in kernels when `timed`.
+    fn run(&mut self, view: &GraphView, nodes: Range<usize>, timed: bool) -> Result<Duration>;
+
+    /// Waits until all work given to this backend has finished.
+    fn synchronize(&mut self) -> Result<()>;
+}

@@ -1,0 +1,387 @@
+//! The CPU backend: the kernels crate's products and this folder's
+//! kernels on one persistent thread pool, node buffers as plain vectors,
+//! the KV regions of the layers it runs, and the scratch its kernels need,
+//! sized when a graph is prepared so that no step allocates.
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::trace;
+use minfer_kernels::{ActScratch, GgmlType, Kernels, RowKernels};
+
+use super::exec::{exec_node, ExecCtx};
+use super::AttnScratch;
+use crate::alloc::Slot;
+use crate::backend::{Backend, Device, GraphView, KvInfo, PoolSizes};
+use crate::cache::GraphUid;
+use crate::error::{GraphError, Result};
+use crate::ir::{KvKind, Op};
+use crate::kv::KvRegion;
+use crate::params::KvFormat;
+use crate::sched::runs;
+use crate::weights::WeightStore;
+
+/// The node buffers of the CPU, one list per element type so that
+/// integers never travel through `f32`.
+#[derive(Default)]
+pub(crate) struct TypedPool {
+    pub f32: Vec<Vec<f32>>,
+    pub i32: Vec<Vec<i32>>,
+}
+
+/// One layer's persistent K and V regions.
+#[derive(Default)]
+pub(crate) struct LayerKv {
+    pub k: Option<KvRegion>,
+    pub v: Option<KvRegion>,
+}
+
+/// The CPU's part of a graph cache.
+pub struct CpuBackend {
+    kernels: Kernels,
+    threads: ThreadPool,
+    pool: TypedPool,
+    kv: Vec<LayerKv>,
+    act: ActScratch,
+    /// Sized for the largest `(n_ctx, head_dim, query heads per KV head)`
+    /// any graph has needed (`attn_size`).
+    attn: AttnScratch,
+    attn_size: (usize, usize, usize),
+    rope_scratch: Vec<f32>,
+    /// The filled prefix of the window-cells input of the running step.
+    window_len: usize,
+    trace_key: Option<u32>,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("level", &self.kernels.level())
+            .field("threads", &self.threads.n_threads())
+            .finish()
+    }
+}
+
+fn pool_len(slot: Slot) -> Option<(bool, usize, usize)> {
+    match slot {
+        Slot::F32 { buf, len } => Some((true, buf, len)),
+        Slot::I32 { buf, len } => Some((false, buf, len)),
+        _ => None,
+    }
+}
+
+impl CpuBackend {
+    /// A backend whose kernels run at `kernels`' level on a pool of
+    /// `n_threads` threads (the caller included).
+    pub fn new(kernels: Kernels, n_threads: usize) -> Self {
+        CpuBackend {
+            kernels,
+            threads: ThreadPool::new(n_threads),
+            pool: TypedPool::default(),
+            kv: Vec::new(),
+            act: ActScratch::default(),
+            attn: AttnScratch::new(n_threads, 0, 0)
+                .with_row_kernels(RowKernels::for_level(kernels.level())),
+            attn_size: (0, 0, 0),
+            rope_scratch: Vec::new(),
+            window_len: 0,
+            trace_key: None,
+        }
+    }
+
+    /// The kernels' instruction-set level.
+    pub fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
+    /// The thread pool the kernels run on.
+    pub fn threads(&self) -> &ThreadPool {
+        &self.threads
+    }
+
+    /// Repacks `weights` for these kernels (see [`WeightStore::pack`]) on
+    /// this backend's pool; returns the bytes packed.
+    pub fn pack_weights(&self, weights: &WeightStore) -> usize {
+        weights.pack(&self.kernels, &self.threads)
+    }
+
+    /// The f32 values of `slot`.
+    pub(crate) fn f32_values(&self, slot: Slot) -> Result<&[f32]> {
+        match slot {
+            Slot::F32 { buf, len } => Ok(&self.pool.f32[buf][..len]),
+            other => Err(GraphError::Other(format!("not an f32 buffer: {other:?}"))),
+        }
+    }
+
+    /// The f32 values of `slot`, for writing.
+    pub(crate) fn f32_values_mut(&mut self, slot: Slot) -> Result<&mut [f32]> {
+        match slot {
+            Slot::F32 { buf, len } => Ok(&mut self.pool.f32[buf][..len]),
+            other => Err(GraphError::Other(format!("not an f32 buffer: {other:?}"))),
+        }
+    }
+
+    /// The i32 values of `slot`.
+    pub(crate) fn i32_values(&self, slot: Slot) -> Result<&[i32]> {
+        match slot {
+            Slot::I32 { buf, len } => Ok(&self.pool.i32[buf][..len]),
+            other => Err(GraphError::Other(format!("not an i32 buffer: {other:?}"))),
+        }
+    }
+
+    /// Sets the filled length of the window inputs for the next run.
+    pub(crate) fn set_step(&mut self, window_len: usize, trace_key: Option<u32>) {
+        self.window_len = window_len;
+        self.trace_key = trace_key;
+    }
+
+    /// Layer `layer`'s K or V region, if this backend holds it.
+    pub fn region(&self, layer: usize, kind: KvKind) -> Option<&KvRegion> {
+        let l = self.kv.get(layer)?;
+        match kind {
+            KvKind::K => l.k.as_ref(),
+            KvKind::V => l.v.as_ref(),
+        }
+    }
+
+    /// Layer `layer`'s K or V region for writing, if this backend holds it.
+    pub fn region_mut(&mut self, layer: usize, kind: KvKind) -> Option<&mut KvRegion> {
+        let l = self.kv.get_mut(layer)?;
+        match kind {
+            KvKind::K => l.k.as_mut(),
+            KvKind::V => l.v.as_mut(),
+        }
+    }
+
+    fn region_or_err(&self, layer: usize, kind: KvKind) -> Result<&KvRegion> {
+        self.region(layer, kind)
+            .ok_or_else(|| GraphError::Other(format!("layer {layer} has no {kind:?} region")))
+    }
+
+    /// Grows the scratch to what the CPU's nodes of `view` need.
+    fn size_scratch(&mut self, view: &GraphView) {
+        let g = view.graph;
+        let (mut rope, mut head_dim, mut group, mut packed_values) = (0, 0, 0, 0);
+        for range in view.splits {
+            for node in &g.nodes[range.clone()] {
+                match &node.op {
+                    Op::RopeKvStore { .. } => {
+                        rope = rope.max(g.nodes[node.srcs[0]].n_elements());
+                    }
+                    Op::Attention(p) => {
+                        head_dim = head_dim.max(p.head_dim);
+                        group = group.max(p.n_head / p.n_head_kv.max(1));
+                    }
+                    Op::MatMul => {
+                        let Op::Weight(id) = g.nodes[node.srcs[0]].op else {
+                            continue;
+                        };
+                        let ty = view.weights.info(id).ty;
+                        let cols = g.nodes[node.srcs[0]].shape[0];
+                        let rows_x = g.nodes[node.srcs[1]].shape[1];
+                        if minfer_kernels::act_type(ty).is_some_and(|a| a != GgmlType::F32) {
+                            packed_values = packed_values.max(cols * rows_x);
+                            self.act.reserve_rows(ty, cols, rows_x);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if self.rope_scratch.len() < rope {
+            self.rope_scratch.resize(rope, 0.0);
+        }
+        self.act.reserve_packed(packed_values);
+        if head_dim > 0 {
+            let n_ctx = view.params.compute.n_ctx as usize;
+            let (have_ctx, have_hd, have_group) = self.attn_size;
+            if have_ctx < n_ctx || have_hd < head_dim || have_group < group {
+                let size = (
+                    have_ctx.max(n_ctx),
+                    have_hd.max(head_dim),
+                    have_group.max(group),
+                );
+                self.attn = AttnScratch::new(self.threads.n_threads(), size.0, size.1)
+                    .with_group(size.2)
+                    .with_row_kernels(RowKernels::for_level(self.kernels.level()));
+                self.attn_size = size;
+            }
+        }
+    }
+}
+
+impl Backend for CpuBackend {
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "cpu ({:?}, {} threads)",
+            self.kernels.level(),
+            self.threads.n_threads()
+        )
+    }
+
+    fn ensure_buffers(&mut self, sizes: &PoolSizes) -> Result<()> {
+        fn grow<T: Clone + Default>(bufs: &mut Vec<Vec<T>>, sizes: &[usize]) -> Result<()> {
+            for (i, &n) in sizes.iter().enumerate() {
+                if i == bufs.len() {
+                    bufs.push(Vec::new());
+                }
+                let b = &mut bufs[i];
+                if b.len() < n {
+                    b.try_reserve_exact(n - b.len()).map_err(|e| {
+                        GraphError::Other(format!(
+                            "cannot allocate a node buffer of {n} values: {e}"
+                        ))
+                    })?;
+                    b.resize(n, T::default());
+                }
+            }
+            Ok(())
+        }
+        grow(&mut self.pool.f32, &sizes.f32)?;
+        grow(&mut self.pool.i32, &sizes.i32)
+    }
+
+    fn ensure_kv(
+        &mut self,
+        layer: usize,
+        kind: KvKind,
+        row: usize,
+        n_ctx: usize,
+        format: KvFormat,
+    ) -> Result<bool> {
+        if self.kv.len() <= layer {
+            self.kv.resize_with(layer + 1, LayerKv::default);
+        }
+        let slot = match kind {
+            KvKind::K => &mut self.kv[layer].k,
+            KvKind::V => &mut self.kv[layer].v,
+        };
+        if let Some(r) = slot {
+            if r.row_elems() != row || r.n_ctx() != n_ctx || r.format() != format {
+                return Err(GraphError::Other(format!(
+                    "KV region {kind:?} of layer {layer} holds {} cells of {} values as {:?}; \
+                     this graph needs {n_ctx} cells of {row} values as {format:?} \
+                     (the regions are sized once per cache)",
+                    r.n_ctx(),
+                    r.row_elems(),
+                    r.format()
+                )));
+            }
+            return Ok(false);
+        }
+        *slot = Some(KvRegion::new(format, row, n_ctx)?);
+        Ok(true)
+    }
+
+    fn kv_info(&self, layer: usize, kind: KvKind) -> Option<KvInfo> {
+        self.region(layer, kind).map(|r| KvInfo {
+            format: r.format(),
+            row_elems: r.row_elems(),
+            n_ctx: r.n_ctx(),
+            raw_row_bytes: r.row_bytes(),
+        })
+    }
+
+    fn kv_read_raw(
+        &self,
+        layer: usize,
+        kind: KvKind,
+        cell: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.region_or_err(layer, kind)?.read_raw_row(cell, out)
+    }
+
+    fn kv_write_raw(&mut self, layer: usize, kind: KvKind, cell: usize, src: &[u8]) -> Result<()> {
+        self.region_or_err(layer, kind)?;
+        self.region_mut(layer, kind)
+            .map_or(Ok(()), |r| r.write_raw_row(cell, src))
+    }
+
+    fn kv_store_row(&mut self, layer: usize, kind: KvKind, cell: usize, row: &[f32]) -> Result<()> {
+        self.region_or_err(layer, kind)?;
+        self.region_mut(layer, kind)
+            .map_or(Ok(()), |r| r.store_row(cell, row))
+    }
+
+    fn prepare(&mut self, view: &GraphView) -> Result<()> {
+        self.size_scratch(view);
+        Ok(())
+    }
+
+    fn forget(&mut self, _uid: GraphUid) {}
+
+    fn write_f32(&mut self, slot: Slot, data: &[f32]) -> Result<()> {
+        let dst = self.f32_values_mut(slot)?;
+        let n = data.len().min(dst.len());
+        dst[..n].copy_from_slice(&data[..n]);
+        Ok(())
+    }
+
+    fn write_i32(&mut self, slot: Slot, data: &[i32]) -> Result<()> {
+        match pool_len(slot) {
+            Some((false, buf, len)) => {
+                let n = data.len().min(len);
+                self.pool.i32[buf][..n].copy_from_slice(&data[..n]);
+                Ok(())
+            }
+            _ => Err(GraphError::Other(format!("not an i32 buffer: {slot:?}"))),
+        }
+    }
+
+    fn read_f32(&mut self, slot: Slot, out: &mut [f32]) -> Result<()> {
+        let src = self.f32_values(slot)?;
+        let n = out.len().min(src.len());
+        out[..n].copy_from_slice(&src[..n]);
+        Ok(())
+    }
+
+    fn run(&mut self, view: &GraphView, nodes: Range<usize>, timed: bool) -> Result<Duration> {
+        let g = view.graph;
+        let slots = view.plan.on(Device::Cpu);
+        let inplace = &view.plan.inplace;
+        let mut cx = ExecCtx {
+            pool: &mut self.pool,
+            kv: &mut self.kv,
+            weights: view.weights,
+            kernels: &self.kernels,
+            rows: RowKernels::for_level(self.kernels.level()),
+            threads: &self.threads,
+            act: &mut self.act,
+            attn: &mut self.attn,
+            rope_scratch: &mut self.rope_scratch,
+            n_ctx: view.params.compute.n_ctx as usize,
+            window_len: self.window_len,
+        };
+        let mut kernels = Duration::ZERO;
+        // Checked once per split, so tracing off costs one branch per node.
+        let key = self.trace_key.filter(|_| trace::enabled());
+        for i in nodes {
+            if !runs(&g.nodes[i].op) {
+                continue;
+            }
+            if let Some(key) = key {
+                trace::set_current_op(key, i as u32);
+                let t = trace::now_ns();
+                exec_node(&mut cx, g, slots, inplace, i)?;
+                trace::op(key, i as u32, t);
+            } else if timed {
+                let t = Instant::now();
+                exec_node(&mut cx, g, slots, inplace, i)?;
+                kernels += t.elapsed();
+            } else {
+                exec_node(&mut cx, g, slots, inplace, i)?;
+            }
+        }
+        Ok(kernels)
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
