@@ -72,4 +72,5 @@ pub fn golden(name: &str) -> serde_json::Value {
 }
 
 pub mod counting;
+pub mod golden;
 pub mod tiny;
