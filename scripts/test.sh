@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what the tests need
-# (the Python gguf reference, tmux for the chat's terminal test, a venv with
-# the official openai client for the server's test), fetches the models
+# (the Python gguf reference, tmux for the chat's terminal test, Mesa's
+# software Vulkan driver for the GPU backend's tests, a venv with the
+# official openai client for the server's test), fetches the models
 # with minfer itself, runs every test, then lists any recorded skips.
 # A missing model or reference fails a test unless MINFER_REQUIRE_MODELS=0.
 set -euo pipefail
@@ -26,6 +27,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
         apt-get update -qq && apt-get install -y -qq "${missing[@]}"
     else
         echo "missing ${missing[*]}: install them (apt-get install ${missing[*]}) for the trace viewer tests" >&2
+        exit 1
+    fi
+fi
+
+# The GPU backend's tests run on Mesa's software Vulkan driver (lavapipe),
+# which wgpu finds through the Vulkan loader with no configuration.
+if ! { [ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1; }; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && apt-get install -y -qq mesa-vulkan-drivers libvulkan1
+    else
+        echo "Mesa's Vulkan drivers are missing: install them (apt-get install mesa-vulkan-drivers libvulkan1) for the GPU backend's tests" >&2
         exit 1
     fi
 fi

@@ -114,7 +114,7 @@ fn describe(index: usize, a: &wgpu::Adapter) -> AdapterDesc {
         api: format!("{:?}", info.backend),
         driver,
         max_buffer: l.max_buffer_size,
-        max_binding: l.max_storage_buffer_binding_size as u64,
+        max_binding: l.max_storage_buffer_binding_size,
         max_workgroups: l.max_compute_workgroups_per_dimension,
         shared_memory: l.max_compute_workgroup_storage_size,
     }
@@ -244,6 +244,6 @@ impl Gpu {
     /// Largest storage binding a kernel can see, in bytes, rounded down to
     /// a multiple of 256 so that split points are aligned.
     pub fn max_binding(&self) -> u64 {
-        (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size) & !255
+        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size) & !255
     }
 }

@@ -159,7 +159,7 @@ impl Gpu {
     /// next submission).
     pub fn write(&self, buf: &wgpu::Buffer, offset: u64, data: &[u8]) {
         // wgpu requires a multiple of 4 bytes; pad the tail with zeros.
-        if data.len() % 4 == 0 {
+        if data.len().is_multiple_of(4) {
             self.queue.write_buffer(buf, offset, data);
         } else {
             let mut v = data.to_vec();
