@@ -153,12 +153,37 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
         }
         rows.push(row);
     }
-    print_rows(&args, &loaded, engine.config().n_threads, &rows)?;
+    let backend = backend_label(engine.runtime());
+    print_rows(&args, &loaded, &backend, engine.config().n_threads, &rows)?;
     runtime::log_kv_usage(engine.runtime());
     diag.finish()
 }
 
-fn print_rows(args: &Args, loaded: &LoadedModel, threads: usize, rows: &[Row]) -> Result<()> {
+/// The backend column: `CPU`, or the GPU adapter with the layers it runs
+/// (llama-bench prints the backend and `ngl`).
+pub fn backend_label(rt: &minfer_engine::Runtime) -> String {
+    match (rt.offload(), rt.gpu_name()) {
+        (
+            minfer_engine::BackendPlan::Gpu {
+                first_gpu_layer,
+                output,
+            },
+            Some(name),
+        ) => {
+            let n = rt.model().hparams.n_layer as u32 - first_gpu_layer + u32::from(output);
+            format!("GPU {name}, ngl {n}")
+        }
+        _ => "CPU".to_string(),
+    }
+}
+
+fn print_rows(
+    args: &Args,
+    loaded: &LoadedModel,
+    backend: &str,
+    threads: usize,
+    rows: &[Row],
+) -> Result<()> {
     let name = crate::bench_parallel::file_name(loaded);
     let size = minfer_store::fmt_bytes(loaded.file().file_size());
     let mut out = std::io::stdout().lock();
@@ -168,7 +193,7 @@ fn print_rows(args: &Args, loaded: &LoadedModel, threads: usize, rows: &[Row]) -
                 .iter()
                 .map(|r| {
                     serde_json::json!({
-                        "model": name, "threads": threads, "test": r.test, "n_tokens": r.n,
+                        "model": name, "backend": backend, "threads": threads, "test": r.test, "n_tokens": r.n,
                         "avg_ts": r.mean(), "stddev_ts": r.stddev(), "samples_ts": r.samples,
                     })
                 })
@@ -180,7 +205,7 @@ fn print_rows(args: &Args, loaded: &LoadedModel, threads: usize, rows: &[Row]) -
             for r in rows {
                 writeln!(
                     out,
-                    "{name},{size},CPU,{threads},{},{:.2},{:.2}",
+                    "{name},{size},\"{backend}\",{threads},{},{:.2},{:.2}",
                     r.test,
                     r.mean(),
                     r.stddev()
@@ -193,7 +218,7 @@ fn print_rows(args: &Args, loaded: &LoadedModel, threads: usize, rows: &[Row]) -
             for r in rows {
                 writeln!(
                     out,
-                    "| {name} | {size} | CPU | {threads} | {} | {:.2} ± {:.2} |",
+                    "| {name} | {size} | {backend} | {threads} | {} | {:.2} ± {:.2} |",
                     r.test,
                     r.mean(),
                     r.stddev()

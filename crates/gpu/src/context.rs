@@ -139,8 +139,27 @@ pub fn list_adapters() -> Vec<AdapterDesc> {
 }
 
 /// Whether `--device auto` would find a real GPU here.
+///
+/// On Linux a hardware GPU has a device node (a DRM render node, NVIDIA's
+/// or WSL's); without one the Vulkan loader is not even started, which
+/// keeps a headless server's start-up free of the loader's cost and of the
+/// messages its window-system layers print when no display exists.
 pub fn has_real_gpu() -> bool {
+    if cfg!(target_os = "linux") && !linux_gpu_node() {
+        return false;
+    }
     list_adapters().iter().any(|a| a.kind.auto_rank().is_some())
+}
+
+/// Whether a GPU device node exists under `/dev`.
+fn linux_gpu_node() -> bool {
+    let render = std::fs::read_dir("/dev/dri").is_ok_and(|d| {
+        d.flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("renderD"))
+    });
+    render
+        || std::path::Path::new("/dev/nvidia0").exists()
+        || std::path::Path::new("/dev/dxg").exists()
 }
 
 /// An opened device: the queue kernels are submitted to and the limits
@@ -244,6 +263,9 @@ impl Gpu {
     /// Largest storage binding a kernel can see, in bytes, rounded down to
     /// a multiple of 256 so that split points are aligned.
     pub fn max_binding(&self) -> u64 {
-        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size) & !255
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
+            & !255
     }
 }

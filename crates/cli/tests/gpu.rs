@@ -1,0 +1,147 @@
+//! The GPU through the real binary: `minfer devices` lists the adapter CI
+//! has (Mesa's software Vulkan driver), `--device` is validated, and
+//! `minfer run --device gpu` prints llama.cpp's greedy tokens for a prompt
+//! whose every step has a top-2 gap far above the spread between builds.
+
+mod common;
+
+use common::{minfer, stderr, stdout};
+use minfer_testutil::{require_model, QWEN, SMOLLM};
+
+#[test]
+fn devices_lists_the_software_adapter() {
+    let home = tempfile::tempdir().unwrap();
+    let out = minfer(&["devices"], home.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("gpu:0"), "{text}");
+    assert!(text.contains("[software, Vulkan]"), "{text}");
+    assert!(text.contains("largest binding"), "{text}");
+}
+
+#[test]
+fn an_unknown_device_is_a_usage_error() {
+    let home = tempfile::tempdir().unwrap();
+    let out = minfer(&["run", "--device", "tpu", "hello"], home.path());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown device \"tpu\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = minfer(&["bench", "--device", "gpu:7", "-ngl", "x"], home.path());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn a_missing_adapter_index_is_a_clear_error() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let out = minfer(
+        &[
+            "run",
+            model.to_str().unwrap(),
+            "--device",
+            "gpu:9",
+            "-n",
+            "1",
+            "hi",
+        ],
+        home.path(),
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no adapter at that index"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The golden `chat-capital` prompt of SmolLM2 and llama.cpp's first
+/// tokens for it (see `run.rs` for why this prompt).
+fn golden_capital(model: &std::path::Path) -> (String, String) {
+    let dir = minfer_testutil::golden_dir();
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap()
+    };
+    let prompts = read("prompts.json");
+    let prompt = prompts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "chat-capital")
+        .unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let golden = read("greedy-smollm2.json");
+    let case = golden["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "chat-capital")
+        .unwrap();
+    let file = minfer_gguf::GgufFile::open(model).unwrap();
+    let tok = minfer_engine::Tokenizer::from_gguf(file.metadata()).unwrap();
+    let text: Vec<u8> = case["greedy_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(8)
+        .flat_map(|v| tok.decode_token(v.as_u64().unwrap() as u32).to_vec())
+        .collect();
+    (prompt, String::from_utf8(text).unwrap())
+}
+
+#[test]
+fn run_on_the_gpu_prints_llama_cpp_tokens() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let (prompt, want) = golden_capital(&model);
+    let home = tempfile::tempdir().unwrap();
+    let args = [
+        "run",
+        model.to_str().unwrap(),
+        "--device",
+        "gpu",
+        "--temp",
+        "0",
+        "--no-template",
+        "-n",
+        "8",
+        &prompt,
+    ];
+    let out = minfer(&args, home.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), format!("{want}\n"));
+}
+
+#[test]
+fn the_default_model_answers_on_the_gpu() {
+    let Some(model) = require_model(QWEN) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let args = [
+        "run",
+        model.to_str().unwrap(),
+        "--device",
+        "gpu",
+        "--temp",
+        "0",
+        "-n",
+        "6",
+        "What is the capital of France?",
+    ];
+    let out = minfer(&args, home.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("Paris"), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("decode: 6 tokens"),
+        "{}",
+        stderr(&out)
+    );
+}
