@@ -89,8 +89,10 @@ fn golden_capital(model: &std::path::Path) -> (String, String) {
         .as_array()
         .unwrap()
         .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .take_while(|&id| !tok.is_eog(id))
         .take(8)
-        .flat_map(|v| tok.decode_token(v.as_u64().unwrap() as u32).to_vec())
+        .flat_map(|id| tok.decode_token(id).to_vec())
         .collect();
     (prompt, String::from_utf8(text).unwrap())
 }
