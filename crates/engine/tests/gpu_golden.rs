@@ -193,3 +193,37 @@ fn gpu_decode_reuses_its_graph_and_refuses_positions_past_n_ctx() {
         .expect_err("position 16 of a 16-token context");
     assert!(err.to_string().contains("context"), "{err}");
 }
+
+#[test]
+fn a_gpu_sequence_exports_and_imports_on_either_device() {
+    let (model, _) = tiny();
+    let prompt: Vec<u32> = (3..30).collect();
+    let mut src = Runtime::new(Arc::clone(&model), gpu_cfg(Some(2))).expect("runtime");
+    let s = src.new_sequence().expect("seq");
+    step(&mut src, &[BatchEntry::last(s, &prompt)]);
+    let snap = src.export_sequence(s).expect("export");
+    let want = step(&mut src, &[BatchEntry::last(s, &[11])]);
+    // Into a fresh GPU runtime: the same cells, so the same bits.
+    let mut gpu = Runtime::new(Arc::clone(&model), gpu_cfg(Some(2))).expect("runtime");
+    let g = gpu.new_sequence().expect("seq");
+    gpu.import_sequence(g, &snap).expect("import on the GPU");
+    assert_eq!(want, step(&mut gpu, &[BatchEntry::last(g, &[11])]));
+    // Into a CPU runtime: the raw rows are the same format everywhere.
+    let cpu_cfg = EngineConfig {
+        device: DeviceChoice::Cpu,
+        ..gpu_cfg(None)
+    };
+    let mut cpu = Runtime::new(Arc::clone(&model), cpu_cfg).expect("runtime");
+    let c = cpu.new_sequence().expect("seq");
+    cpu.import_sequence(c, &snap).expect("import on the CPU");
+    let got = step(&mut cpu, &[BatchEntry::last(c, &[11])]);
+    let max = want[0]
+        .iter()
+        .zip(&got[0])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(
+        max < 0.5,
+        "CPU continuation of a GPU snapshot differs by {max}"
+    );
+}

@@ -118,6 +118,22 @@ pub trait Backend: Send {
     fn kv_read_raw(&self, layer: usize, kind: KvKind, cell: usize, out: &mut Vec<u8>)
         -> Result<()>;
 
+    /// Appends the rows of `cells`, in order, in the raw format, to `out`:
+    /// what a loop over [`Backend::kv_read_raw`] gives, which a device
+    /// backend replaces with one read.
+    fn kv_read_raw_rows(
+        &self,
+        layer: usize,
+        kind: KvKind,
+        cells: &[usize],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        for &c in cells {
+            self.kv_read_raw(layer, kind, c, out)?;
+        }
+        Ok(())
+    }
+
     /// Writes cell `cell`'s row from the raw format.
     fn kv_write_raw(&mut self, layer: usize, kind: KvKind, cell: usize, src: &[u8]) -> Result<()>;
 

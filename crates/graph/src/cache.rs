@@ -286,6 +286,22 @@ impl GraphCache {
         self.backend(d)?.kv_read_raw(layer, kind, cell, out)
     }
 
+    /// Appends the rows of `cells` of a region, in order, in the raw
+    /// format (one device read where the region is on a GPU).
+    ///
+    /// # Errors
+    /// No such region, a cell past it, device errors.
+    pub fn kv_read_raw_rows(
+        &self,
+        layer: usize,
+        kind: KvKind,
+        cells: &[usize],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let d = self.kv_home(layer, kind)?;
+        self.backend(d)?.kv_read_raw_rows(layer, kind, cells, out)
+    }
+
     /// Writes cell `cell`'s row of a region from the raw format.
     ///
     /// # Errors

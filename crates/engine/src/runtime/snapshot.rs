@@ -70,20 +70,33 @@ impl Runtime {
     pub fn export_sequence(&self, seq: SeqId) -> Result<SeqSnapshot> {
         let tokens = self.history(seq)?.to_vec();
         let layout = self.kv_layout();
-        let mut rows = Vec::with_capacity(tokens.len() * layout.position_bytes());
+        let mut cells = Vec::with_capacity(tokens.len());
         for pos in 0..tokens.len() {
             let cell = self.cells.cell_of(seq.slot, pos as i32).ok_or_else(|| {
                 EngineError::InvalidArgument(format!("{seq} has no cell for position {pos}"))
             })? as usize;
-            for layer in 0..layout.n_layer {
-                for kind in [KvKind::K, KvKind::V] {
-                    if self.cache.kv_info(layer, kind).is_none() {
-                        return Err(EngineError::InvalidArgument(format!(
-                            "no KV region for layer {layer}"
-                        )));
-                    }
-                    self.cache.kv_read_raw_row(layer, kind, cell, &mut rows)?;
+            cells.push(cell);
+        }
+        // Each region read once (one device read for a GPU region), then
+        // the rows interleaved position by position, layer by layer.
+        let mut per_region = Vec::with_capacity(layout.n_layer * 2);
+        for layer in 0..layout.n_layer {
+            for kind in [KvKind::K, KvKind::V] {
+                if self.cache.kv_info(layer, kind).is_none() {
+                    return Err(EngineError::InvalidArgument(format!(
+                        "no KV region for layer {layer}"
+                    )));
                 }
+                let mut r = Vec::new();
+                self.cache.kv_read_raw_rows(layer, kind, &cells, &mut r)?;
+                per_region.push(r);
+            }
+        }
+        let row = layout.row_bytes();
+        let mut rows = Vec::with_capacity(tokens.len() * layout.position_bytes());
+        for pos in 0..tokens.len() {
+            for r in &per_region {
+                rows.extend_from_slice(&r[pos * row..(pos + 1) * row]);
             }
         }
         Ok(SeqSnapshot {

@@ -263,6 +263,38 @@ impl Backend for GpuBackend {
         attention::read_raw_row(&self.gpu, self.region(layer, kind)?, cell, out).map_err(gerr)
     }
 
+    fn kv_read_raw_rows(
+        &self,
+        layer: usize,
+        kind: KvKind,
+        cells: &[usize],
+        out: &mut Vec<u8>,
+    ) -> GResult<()> {
+        let (Some(&lo), Some(&hi)) = (cells.iter().min(), cells.iter().max()) else {
+            return Ok(());
+        };
+        let r = self.region(layer, kind)?;
+        if hi >= r.n_ctx {
+            return Err(GraphError::CellOutOfRange {
+                cell: hi as i64,
+                n_ctx: r.n_ctx,
+            });
+        }
+        let raw = self.kv_info(layer, kind).map_or(0, |i| i.raw_row_bytes);
+        // Each cell's row is its raw bytes at the start of its stride, so
+        // one read of the cells' span serves every row.
+        let span = ((hi - lo + 1) as u64 * r.stride) as usize;
+        let bytes = self
+            .gpu
+            .read(&r.buffer, lo as u64 * r.stride, span)
+            .map_err(gerr)?;
+        for &c in cells {
+            let at = (c - lo) * r.stride as usize;
+            out.extend_from_slice(&bytes[at..at + raw]);
+        }
+        Ok(())
+    }
+
     fn kv_write_raw(&mut self, layer: usize, kind: KvKind, cell: usize, src: &[u8]) -> GResult<()> {
         attention::write_raw_row(&self.gpu, self.region(layer, kind)?, cell, src).map_err(gerr)
     }
