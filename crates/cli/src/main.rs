@@ -78,6 +78,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Vulkan drivers probe for a Wayland display when wgpu lists adapters;
+    // without a desktop session (no XDG_RUNTIME_DIR) libwayland prints
+    // "error: XDG_RUNTIME_DIR is invalid" on stderr although nothing is
+    // wrong. A directory that does not exist makes that probe fail
+    // quietly. Set before any thread starts, and only when unset.
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        std::env::set_var("XDG_RUNTIME_DIR", "/nonexistent/minfer-no-desktop-session");
+    }
     // llama-server spells the parallel-slots flag `-np`; clap's short
     // flags are one letter, so it is read as `--np`.
     // llama.cpp's `-ngl` likewise, read as `--n-gpu-layers`.
