@@ -169,6 +169,9 @@ pub struct Gpu {
     pub(crate) queue: wgpu::Queue,
     desc: AdapterDesc,
     pub(crate) limits: wgpu::Limits,
+    /// Whether kernels may use subgroup operations over subgroups of at
+    /// least 8 invocations.
+    pub(crate) subgroups: bool,
     pub(crate) kernels: crate::kernel::KernelCache,
 }
 
@@ -236,9 +239,18 @@ impl Gpu {
         };
         let desc = describe(index, adapter);
         let limits = adapter.limits();
+        // Subgroups of at least 8 invocations let the products share their
+        // activation reads (see shaders/matmul/act_sg.wgsl).
+        let subgroups = adapter.features().contains(wgpu::Features::SUBGROUP)
+            && adapter.get_info().subgroup_min_size >= 8;
+        let features = if subgroups {
+            wgpu::Features::SUBGROUP
+        } else {
+            wgpu::Features::empty()
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("minfer"),
-            required_features: wgpu::Features::empty(),
+            required_features: features,
             required_limits: limits.clone(),
             ..Default::default()
         }))
@@ -251,6 +263,7 @@ impl Gpu {
             queue,
             desc,
             limits,
+            subgroups,
             kernels: Default::default(),
         }))
     }

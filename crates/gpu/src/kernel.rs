@@ -87,6 +87,20 @@ impl Gpu {
     /// # Errors
     /// [`GpuError::Shader`] when the shader does not validate.
     pub fn kernel(&self, name: &'static str, wgsl: &str) -> Result<Arc<Kernel>> {
+        self.kernel_with(name, || wgsl.to_string())
+    }
+
+    /// [`Gpu::kernel`] for a kernel whose name and source are made at run
+    /// time (variants of one shader): `wgsl` is called, and the name
+    /// kept, only when the kernel is first compiled.
+    ///
+    /// # Errors
+    /// [`GpuError::Shader`] when the shader does not validate.
+    pub(crate) fn kernel_with(
+        &self,
+        name: &str,
+        wgsl: impl FnOnce() -> String,
+    ) -> Result<Arc<Kernel>> {
         let mut map = self
             .kernels
             .kernels
@@ -95,12 +109,15 @@ impl Gpu {
         if let Some(k) = map.get(name) {
             return Ok(k.clone());
         }
+        // One name per distinct kernel, for the life of the device.
+        let name: &'static str = Box::leak(name.to_string().into_boxed_str());
+        let wgsl = wgsl();
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(name),
-                source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+                source: wgpu::ShaderSource::Wgsl(wgsl.as_str().into()),
             });
         let pipeline = self
             .device

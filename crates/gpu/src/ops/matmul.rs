@@ -77,8 +77,11 @@ fn family(ty: GgmlType) -> Option<Family> {
 const A32_WORDS: u64 = 10;
 const AK_WORDS: u64 = 73;
 
-/// Tokens per workgroup of the mat-vec kernels (their `TT`).
-const TOKENS_WG: usize = 8;
+/// Tokens per workgroup of the mat-vec kernels (their `TT`) for full
+/// tiles; the tokens after the last full tile take a one-token kernel.
+/// Every variant sums a (token, row) result in the same order, so which
+/// one computes a token does not change its bits.
+const TOKEN_TILE: usize = 8;
 
 /// Bytes kept after a chunk's rows: the shaders read whole words, which
 /// for the last field of the last block may reach past the row data.
@@ -86,6 +89,13 @@ const CHUNK_PAD: u64 = 32;
 
 /// The largest chunk the shaders address: byte offsets are u32.
 const MAX_CHUNK: u64 = 1 << 31;
+
+const COMMON: &str = include_str!("../shaders/matmul/common.wgsl");
+const ACT_SG: &str = include_str!("../shaders/matmul/act_sg.wgsl");
+const ACT_PLAIN: &str = include_str!("../shaders/matmul/act_plain.wgsl");
+const MV_LEGACY: &str = include_str!("../shaders/matmul/mv_legacy.wgsl");
+const MV_KQUANTS: &str = include_str!("../shaders/matmul/mv_kquants.wgsl");
+const MV_FLOAT: &str = include_str!("../shaders/matmul/mv_float.wgsl");
 
 /// A matmul shader for weight type `$wt` (its GGUF id): the type constant,
 /// then the shared helpers and the kernel.
@@ -98,43 +108,43 @@ macro_rules! shader {
     };
 }
 
-macro_rules! legacy {
-    ($wt:literal) => {
-        shader!($wt, "common.wgsl", "wload.wgsl", "mv_legacy.wgsl")
-    };
-}
-macro_rules! kquant {
-    ($wt:literal) => {
-        shader!($wt, "common.wgsl", "wload.wgsl", "mv_kquants.wgsl")
-    };
-}
-macro_rules! float {
-    ($wt:literal) => {
-        shader!($wt, "common.wgsl", "mv_float.wgsl")
-    };
-}
 macro_rules! rows {
     ($wt:literal) => {
         shader!($wt, "common.wgsl", "wload.wgsl", "get_rows.wgsl")
     };
 }
 
-/// The mat-vec kernel of `ty`: its name, shader and rows per workgroup.
-fn mv_source(ty: GgmlType) -> Option<(&'static str, &'static str, usize)> {
-    use GgmlType::*;
-    Some(match ty {
-        Q4_0 => ("matmul_q4_0", legacy!(2), 2),
-        Q4_1 => ("matmul_q4_1", legacy!(3), 2),
-        Q5_0 => ("matmul_q5_0", legacy!(6), 2),
-        Q5_1 => ("matmul_q5_1", legacy!(7), 2),
-        Q8_0 => ("matmul_q8_0", legacy!(8), 2),
-        Q4_K => ("matmul_q4_k", kquant!(12), 8),
-        Q5_K => ("matmul_q5_k", kquant!(13), 8),
-        Q6_K => ("matmul_q6_k", kquant!(14), 8),
-        F32 => ("matmul_f32", float!(0), 2),
-        F16 => ("matmul_f16", float!(1), 2),
-        _ => return None,
-    })
+/// Lanes per workgroup and rows per lane of the mat-vec kernels. Small
+/// workgroups keep the work of a few hundred rows spread over a software
+/// device's threads; two rows per lane share each activation read and
+/// keep a wide tile's partial sums in registers.
+const MV_WG: usize = 16;
+const MV_RPL: usize = 2;
+
+/// The mat-vec kernel of `ty` for token tiles of `tt`, and the rows one
+/// workgroup computes.
+fn mv_kernel(gpu: &Gpu, ty: GgmlType, fam: Family, tt: usize) -> Result<(Arc<Kernel>, usize)> {
+    let (wg, rpl) = (MV_WG, MV_RPL);
+    let sg = gpu.subgroups;
+    let name = format!(
+        "matmul_{}_t{tt}{}",
+        ty.name().to_ascii_lowercase(),
+        if sg { "_sg" } else { "" }
+    );
+    let kernel = gpu.kernel_with(&name, || {
+        let body = match fam {
+            Family::Legacy => MV_LEGACY,
+            Family::KQuant => MV_KQUANTS,
+            Family::Float => MV_FLOAT,
+        };
+        format!(
+            "const WT: u32 = {}u;\nconst TT: u32 = {tt}u;\nconst RPL: u32 = {rpl}u;\n\
+             const WG: u32 = {wg}u;\n{COMMON}{}{body}",
+            ty as u32,
+            if sg { ACT_SG } else { ACT_PLAIN },
+        )
+    })?;
+    Ok((kernel, wg * rpl))
 }
 
 /// The get_rows kernel of `ty`: its name and shader.
@@ -312,7 +322,6 @@ pub fn matmul(
     scratch: &BufRange,
 ) -> Result<Vec<Dispatch>> {
     let fam = family(w.ty).ok_or_else(|| unsupported(w.ty, "mat_mul"))?;
-    let (name, src, rows_wg) = mv_source(w.ty).ok_or_else(|| unsupported(w.ty, "mat_mul"))?;
     let row = row_bytes(w.ty, w.cols)?;
     check_len("mat_mul activations", x, (n_tok * w.cols * 4) as u64)?;
     check_len("mat_mul output", out, (n_tok * w.rows * 4) as u64)?;
@@ -364,17 +373,18 @@ pub fn matmul(
             (scratch.clone(), nb as u32)
         }
     };
-    let kernel: Arc<Kernel> = gpu.kernel(name, src)?;
     // Token tiles go in z, which every device allows up to 65,535.
-    let max_tokens = 65_535 * TOKENS_WG;
     for c in &w.chunks {
         let mut t_base = 0;
         while t_base < n_tok {
-            let n = max_tokens.min(n_tok - t_base);
+            let left = n_tok - t_base;
+            let tt = if left >= TOKEN_TILE { TOKEN_TILE } else { 1 };
+            let tiles = (left / tt).min(65_535);
+            let (kernel, rows_wg) = mv_kernel(gpu, w.ty, fam, tt)?;
             let mut groups = groups_for(c.rows as u64, rows_wg as u64);
-            groups[2] = n.div_ceil(TOKENS_WG) as u32;
+            groups[2] = tiles as u32;
             dispatches.push(Dispatch {
-                kernel: kernel.clone(),
+                kernel,
                 params: vec![
                     c.rows as u32,
                     per_row,
@@ -388,7 +398,7 @@ pub fn matmul(
                 buffers: vec![BufRange::whole(&c.buffer), acts.clone(), out.clone()],
                 groups,
             });
-            t_base += n;
+            t_base += tt * tiles;
         }
     }
     Ok(dispatches)

@@ -1,10 +1,12 @@
-// Products of F32 or F16 weights (WT) with f32 activations, f32 FMA sums.
+// Products of F32 or F16 weights (WT) with f32 activations (binding a,
+// as bits).
 //
-// A workgroup of 64 lanes computes ROWS_WG rows for up to TT tokens. Lane
-// l of a row takes elements l, l + LANES, ... in order (neighbouring lanes
-// read neighbouring weights), one sum per token, and a fixed tree adds a
-// row's LANES sums: the same order for a (token, row) whatever the number
-// of tokens.
+// Each lane computes RPL whole rows for TT tokens (set by the host). A
+// row's products are summed as the CPU's dot_f32 sums them: element i
+// into partial i % 8, the partials combined as
+// ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)), an order that
+// depends on nothing but the row and the token. No lane waits for
+// another: the kernel has no barrier.
 
 struct Params {
     rows: u32,       // rows of this weight chunk
@@ -14,67 +16,92 @@ struct Params {
     out_stride: u32, // values per output row (all the weight's rows)
     row0: u32,       // the chunk's first row in the whole weight
     t_base: u32,     // the first token of this dispatch
-    _pad: u32,
+    zero: u32,       // 0 (see opq)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> a: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-const LANES: u32 = 32u;
-const ROWS_WG: u32 = 2u;
-const TT: u32 = 8u;
+// Half e (0..7) of eight f16 values starting at byte 2 of c[0] when odd,
+// at c[0] otherwise.
+fn half_at(c: ptr<function, array<u32, 5>>, e: u32, odd: bool) -> f32 {
+    let even = ((*c)[e >> 1u] >> ((e & 1u) * 16u)) & 0xFFFFu;
+    let e1 = e + 1u;
+    let shifted = ((*c)[e1 >> 1u] >> ((e1 & 1u) * 16u)) & 0xFFFFu;
+    return f16_to_f32(select(even, shifted, odd));
+}
 
-var<workgroup> red: array<f32, 512>; // TT x 64
-
-@compute @workgroup_size(64)
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let r = (wid.x + wid.y * nwg.x) * ROWS_WG + lid / LANES;
-    let lane = lid % LANES;
-    let t0 = p.t_base + wid.z * TT;
-    let nt = min(TT, p.n_tok - t0);
-    var acc: array<f32, 8>;
-    for (var t = 0u; t < TT; t = t + 1u) {
-        acc[t] = 0.0;
+// Weights 8s .. 8s + 7 of the row at byte ro.
+fn wrow8(ro: u32, s: u32) -> array<f32, 8> {
+    var v: array<f32, 8>;
+    if (WT == T_F32) {
+        let base = (ro >> 2u) + 8u * s;
+        for (var k = 0u; k < 8u; k++) {
+            v[k] = bitcast<f32>(w[base + k]);
+        }
+    } else {
+        // F16 rows of an odd length start half way into a word.
+        let o = ro + 16u * s;
+        var c: array<u32, 5>;
+        for (var k = 0u; k < 5u; k++) {
+            c[k] = w[(o >> 2u) + k];
+        }
+        let odd = (o & 2u) != 0u;
+        for (var k = 0u; k < 8u; k++) {
+            v[k] = half_at(&c, k, odd);
+        }
     }
-    if (r < p.rows) {
-        let o = r * p.row_bytes;
-        for (var i = lane; i < p.cols; i = i + LANES) {
-            var wv: f32;
-            if (WT == T_F32) {
-                wv = bitcast<f32>(w[(o >> 2u) + i]);
-            } else {
-                let at = o + 2u * i;
-                wv = f16_to_f32((w[at >> 2u] >> ((at & 2u) * 8u)) & 0xFFFFu);
-            }
-            for (var t = 0u; t < TT; t = t + 1u) {
-                if (t < nt) {
-                    acc[t] = fma(wv, x[(t0 + t) * p.cols + i], acc[t]);
-                }
+    return v;
+}
+
+@compute @workgroup_size(WG)
+fn main(inv: Inv) {
+    let r0 = ((inv.wid.x + inv.wid.y * inv.nwg.x) * WG + inv.lid) * RPL;
+    let t0 = p.t_base + inv.wid.z * TT;
+    // Partials 0..3 and 4..7 of each (row, token).
+    var lo: array<vec4<f32>, RPL * TT>;
+    var hi: array<vec4<f32>, RPL * TT>;
+    var ro: array<u32, RPL>;
+    for (var j = 0u; j < RPL; j++) {
+        ro[j] = min(r0 + j, p.rows - 1u) * p.row_bytes;
+    }
+    let nfull = p.cols / 8u;
+    let rem = p.cols % 8u;
+    // The last step covers the rem values after the full ones (its other
+    // lanes add nothing).
+    let steps = nfull + select(0u, 1u, rem != 0u);
+    for (var s = 0u; s < steps; s++) {
+        let n = select(8u, rem, s == nfull);
+        let keep_lo = vec4<bool>(0u < n, 1u < n, 2u < n, 3u < n);
+        let keep_hi = vec4<bool>(4u < n, 5u < n, 6u < n, 7u < n);
+        var wv: array<array<f32, 8>, RPL>;
+        for (var j = 0u; j < RPL; j++) {
+            wv[j] = wrow8(ro[j], s);
+        }
+        for (var t = 0u; t < TT; t++) {
+            let x = act8(inv, (t0 + t) * p.cols + 8u * s);
+            let xl = vec4<f32>(bitcast<f32>(x[0]), bitcast<f32>(x[1]), bitcast<f32>(x[2]), bitcast<f32>(x[3]));
+            let xh = vec4<f32>(bitcast<f32>(x[4]), bitcast<f32>(x[5]), bitcast<f32>(x[6]), bitcast<f32>(x[7]));
+            for (var j = 0u; j < RPL; j++) {
+                let i = j * TT + t;
+                let pl = vec4<f32>(wv[j][0], wv[j][1], wv[j][2], wv[j][3]) * xl;
+                let ph = vec4<f32>(wv[j][4], wv[j][5], wv[j][6], wv[j][7]) * xh;
+                lo[i] = select(lo[i], lo[i] + pl, keep_lo);
+                hi[i] = select(hi[i], hi[i] + ph, keep_hi);
             }
         }
     }
-    for (var t = 0u; t < TT; t = t + 1u) {
-        red[t * 64u + lid] = acc[t];
-    }
-    workgroupBarrier();
-    for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
-        if (lane < s) {
-            for (var t = 0u; t < TT; t = t + 1u) {
-                red[t * 64u + lid] = red[t * 64u + lid] + red[t * 64u + lid + s];
-            }
-        }
-        workgroupBarrier();
-    }
-    if (lane == 0u && r < p.rows) {
-        for (var t = 0u; t < TT; t = t + 1u) {
-            if (t < nt) {
-                out[(t0 + t) * p.out_stride + p.row0 + r] = red[t * 64u + lid];
+    for (var j = 0u; j < RPL; j++) {
+        for (var t = 0u; t < TT; t++) {
+            let i = j * TT + t;
+            let r = r0 + j;
+            let tok = t0 + t;
+            if (r < p.rows && tok < p.n_tok) {
+                let l = lo[i];
+                let h = hi[i];
+                out[tok * p.out_stride + p.row0 + r] = ((l.x + h.x) + (l.z + h.z)) + ((l.y + h.y) + (l.w + h.w));
             }
         }
     }
