@@ -6,13 +6,19 @@
 //! quantizers use the same formulas, with a correctly rounded division
 //! and f16 rounding done in integer arithmetic so that every device gives
 //! the same int8 values and scales; each block's quant products are summed
-//! exactly in i32; only the f32 sums over blocks run in a different order.
+//! exactly in i32, and the f32 sums over blocks (or, for F32/F16 weights,
+//! over values) run in the CPU scalar kernels' order, products kept
+//! unfused: on lavapipe the products equal the CPU's bit for bit.
 //! get_rows reproduces the CPU's dequantization bit for bit.
 //!
-//! Each (token, row) result is reduced in one fixed order (a lane's blocks
-//! in sequence, then a fixed tree over the lanes of a row), whatever the
-//! number of tokens or how the weight is split into chunks, so a row's
-//! result does not depend on its batch.
+//! The product kernels give each lane whole rows (no lane waits for
+//! another, so there is no barrier: a software device such as lavapipe
+//! pays heavily for one and for every load, so the kernels read each
+//! weight block once for a tile of tokens and, with subgroups, each
+//! activation word once per subgroup). A (token, row) result is reduced
+//! in one fixed order whatever the number of tokens, the tile that
+//! computes it or how the weight is split into chunks, so a row's result
+//! does not depend on its batch.
 
 use std::sync::Arc;
 
@@ -96,6 +102,22 @@ const ACT_PLAIN: &str = include_str!("../shaders/matmul/act_plain.wgsl");
 const MV_LEGACY: &str = include_str!("../shaders/matmul/mv_legacy.wgsl");
 const MV_KQUANTS: &str = include_str!("../shaders/matmul/mv_kquants.wgsl");
 const MV_FLOAT: &str = include_str!("../shaders/matmul/mv_float.wgsl");
+const QUANT_Q8: &str = concat!(
+    include_str!("../shaders/matmul/common.wgsl"),
+    include_str!("../shaders/matmul/quant_q8.wgsl")
+);
+const QUANT_Q8_SG: &str = concat!(
+    include_str!("../shaders/matmul/common.wgsl"),
+    include_str!("../shaders/matmul/quant_q8_sg.wgsl")
+);
+const QUANT_Q8K: &str = concat!(
+    include_str!("../shaders/matmul/common.wgsl"),
+    include_str!("../shaders/matmul/quant_q8k.wgsl")
+);
+const QUANT_Q8K_SG: &str = concat!(
+    include_str!("../shaders/matmul/common.wgsl"),
+    include_str!("../shaders/matmul/quant_q8k_sg.wgsl")
+);
 
 /// A matmul shader for weight type `$wt` (its GGUF id): the type constant,
 /// then the shared helpers and the kernel.
@@ -303,6 +325,17 @@ fn u32_of(what: &str, v: usize) -> Result<u32> {
     })
 }
 
+/// The activation quantizer for a product of family `fam`: the kernel, the
+/// values per block and the blocks per workgroup.
+fn quantize_kernel(gpu: &Gpu, fam: Family) -> Result<(Arc<Kernel>, usize, u64)> {
+    Ok(match (fam == Family::Legacy, gpu.subgroups) {
+        (true, true) => (gpu.kernel("matmul_quantize_q8_sg", QUANT_Q8_SG)?, 32, 8),
+        (true, false) => (gpu.kernel("matmul_quantize_q8", QUANT_Q8)?, 32, 8),
+        (false, true) => (gpu.kernel("matmul_quantize_q8k_sg", QUANT_Q8K_SG)?, 256, 8),
+        (false, false) => (gpu.kernel("matmul_quantize_q8k", QUANT_Q8K)?, 256, 1),
+    })
+}
+
 /// `out[t * w.rows + r] = w[r] · x[t]` for `n_tok` rows `x[t]` of `w.cols`
 /// f32 values. `scratch` holds at least [`matmul_scratch_bytes`].
 ///
@@ -343,25 +376,7 @@ pub fn matmul(
                 scratch,
                 matmul_scratch_bytes(w.ty, w.cols, n_tok),
             )?;
-            let (kernel, block, per_group) = if fam == Family::Legacy {
-                let k = gpu.kernel(
-                    "matmul_quantize_q8",
-                    concat!(
-                        include_str!("../shaders/matmul/common.wgsl"),
-                        include_str!("../shaders/matmul/quant_q8.wgsl")
-                    ),
-                )?;
-                (k, 32, 8)
-            } else {
-                let k = gpu.kernel(
-                    "matmul_quantize_q8k",
-                    concat!(
-                        include_str!("../shaders/matmul/common.wgsl"),
-                        include_str!("../shaders/matmul/quant_q8k.wgsl")
-                    ),
-                )?;
-                (k, 256, 1)
-            };
+            let (kernel, block, per_group) = quantize_kernel(gpu, fam)?;
             let nb = w.cols / block;
             let total = u32_of("mat_mul blocks", n_tok * nb)?;
             dispatches.push(Dispatch {
