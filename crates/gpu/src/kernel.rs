@@ -13,6 +13,40 @@ use std::sync::{Arc, Mutex};
 use crate::context::Gpu;
 use crate::error::{GpuError, Result};
 
+/// Writes out the repeated statements of a shader: each line
+/// `// @repeat N: STATEMENT` becomes `count` copies of STATEMENT (at the
+/// line's indentation), `@` replaced by 0, 1, ..., where `(N, count)` is
+/// in `counts`. A software device's compiler (lavapipe's) unrolls only
+/// small loops, and every iteration of a loop it keeps counts against the
+/// 65,535 loop iterations it lets one invocation run, past which loops
+/// silently stop; repeated statements cost neither, and index arrays with
+/// constants.
+///
+/// # Panics
+/// On a repeat whose count is not in `counts` (a bug in the caller).
+pub(crate) fn expand_repeats(src: &str, counts: &[(&str, usize)]) -> String {
+    let mut out = String::with_capacity(src.len() * 2);
+    for line in src.lines() {
+        let Some((indent, rest)) = line.split_once("// @repeat ") else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let (name, stmt) = rest.split_once(": ").expect("`// @repeat N: statement`");
+        let count = counts
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("no count for @repeat {name}"))
+            .1;
+        for i in 0..count {
+            out.push_str(indent);
+            out.push_str(&stmt.replace('@', &i.to_string()));
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// A compute pipeline and its bind-group layout.
 #[derive(Debug)]
 pub struct Kernel {

@@ -677,3 +677,28 @@ fn activation_quantizers_match_cpu_bit_for_bit() {
         }
     }
 }
+
+/// Rows of 262,144 values, one and nine tokens: a software device
+/// (lavapipe) stops the loops of an invocation after 65,535 iterations in
+/// all, silently, so the kernels must stay within that on long rows.
+#[test]
+fn long_rows_match_cpu() {
+    let gpu = gpu();
+    let mut rng = StdRng::seed_from_u64(41);
+    let cols = 262_144;
+    for ty in TYPES {
+        let rows = 3;
+        let data = random_weight(ty, rows, cols, &mut rng);
+        let w = matmul::upload_weight(&gpu, "w", ty, rows, cols, &data).unwrap();
+        for n_tok in [1, 9] {
+            let x = random_acts(n_tok, cols, &mut rng);
+            let want = cpu_matmul(ty, rows, cols, &data, &x, n_tok);
+            let got = gpu_matmul(&gpu, &w, &x, n_tok);
+            let (abs, rel) = errors(&got, &want, rows);
+            assert!(
+                rel <= tolerance(ty),
+                "{ty} rows of {cols}, n_tok {n_tok}: max |gpu - cpu| {abs:e}, {rel:e} of the row's magnitude"
+            );
+        }
+    }
+}

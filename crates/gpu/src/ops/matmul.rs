@@ -89,6 +89,9 @@ const AK_WORDS: u64 = 73;
 /// one computes a token does not change its bits.
 const TOKEN_TILE: usize = 8;
 
+/// The longest rows a product takes on a software adapter.
+const SOFTWARE_MAX_COLS: usize = 262_144;
+
 /// Bytes kept after a chunk's rows: the shaders read whole words, which
 /// for the last field of the last block may reach past the row data.
 const CHUNK_PAD: u64 = 32;
@@ -161,9 +164,10 @@ fn mv_kernel(gpu: &Gpu, ty: GgmlType, fam: Family, tt: usize) -> Result<(Arc<Ker
         };
         format!(
             "const WT: u32 = {}u;\nconst TT: u32 = {tt}u;\nconst RPL: u32 = {rpl}u;\n\
-             const WG: u32 = {wg}u;\n{COMMON}{}{body}",
+             const WG: u32 = {wg}u;\n{COMMON}{}{}",
             ty as u32,
             if sg { ACT_SG } else { ACT_PLAIN },
+            crate::kernel::expand_repeats(body, &[("TT", tt)]),
         )
     })?;
     Ok((kernel, wg * rpl))
@@ -360,6 +364,15 @@ pub fn matmul(
     check_len("mat_mul output", out, (n_tok * w.rows * 4) as u64)?;
     if n_tok == 0 {
         return Ok(Vec::new());
+    }
+    // A software device stops every loop of an invocation after 65,535
+    // iterations in all; the kernels take one per block (one per eight
+    // values of a float row), which the tests check up to this length.
+    if gpu.adapter().kind == crate::AdapterKind::Software && w.cols > SOFTWARE_MAX_COLS {
+        return Err(GpuError::Unsupported(format!(
+            "rows of {} values on a software adapter (at most {SOFTWARE_MAX_COLS})",
+            w.cols
+        )));
     }
     let n_tok32 = u32_of("mat_mul tokens", n_tok)?;
     let cols = u32_of("mat_mul columns", w.cols)?;

@@ -56,6 +56,34 @@ fn wrow8(ro: u32, s: u32) -> array<f32, 8> {
     return v;
 }
 
+// Token t of the tile: values 8s .. 8s + n of every row of the lane times
+// the token's, into the partial sums. The host writes one call per token
+// (see mv_legacy.wgsl).
+fn tok(
+    inv: Inv,
+    lo: ptr<function, array<vec4<f32>, RPL * TT>>,
+    hi: ptr<function, array<vec4<f32>, RPL * TT>>,
+    wv: ptr<function, array<array<f32, 8>, RPL>>,
+    s: u32,
+    n: u32,
+    t0: u32,
+    t: u32,
+) {
+    let keep_lo = vec4<bool>(0u < n, 1u < n, 2u < n, 3u < n);
+    let keep_hi = vec4<bool>(4u < n, 5u < n, 6u < n, 7u < n);
+    let x = act8(inv, (t0 + t) * p.cols + 8u * s);
+    let xl = vec4<f32>(bitcast<f32>(x[0]), bitcast<f32>(x[1]), bitcast<f32>(x[2]), bitcast<f32>(x[3]));
+    let xh = vec4<f32>(bitcast<f32>(x[4]), bitcast<f32>(x[5]), bitcast<f32>(x[6]), bitcast<f32>(x[7]));
+    for (var j = 0u; j < RPL; j++) {
+        let i = j * TT + t;
+        let w = (*wv)[j];
+        let pl = vec4<f32>(w[0], w[1], w[2], w[3]) * xl;
+        let ph = vec4<f32>(w[4], w[5], w[6], w[7]) * xh;
+        (*lo)[i] = select((*lo)[i], (*lo)[i] + pl, keep_lo);
+        (*hi)[i] = select((*hi)[i], (*hi)[i] + ph, keep_hi);
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(inv: Inv) {
     let r0 = ((inv.wid.x + inv.wid.y * inv.nwg.x) * WG + inv.lid) * RPL;
@@ -74,34 +102,21 @@ fn main(inv: Inv) {
     let steps = nfull + select(0u, 1u, rem != 0u);
     for (var s = 0u; s < steps; s++) {
         let n = select(8u, rem, s == nfull);
-        let keep_lo = vec4<bool>(0u < n, 1u < n, 2u < n, 3u < n);
-        let keep_hi = vec4<bool>(4u < n, 5u < n, 6u < n, 7u < n);
         var wv: array<array<f32, 8>, RPL>;
         for (var j = 0u; j < RPL; j++) {
             wv[j] = wrow8(ro[j], s);
         }
-        for (var t = 0u; t < TT; t++) {
-            let x = act8(inv, (t0 + t) * p.cols + 8u * s);
-            let xl = vec4<f32>(bitcast<f32>(x[0]), bitcast<f32>(x[1]), bitcast<f32>(x[2]), bitcast<f32>(x[3]));
-            let xh = vec4<f32>(bitcast<f32>(x[4]), bitcast<f32>(x[5]), bitcast<f32>(x[6]), bitcast<f32>(x[7]));
-            for (var j = 0u; j < RPL; j++) {
-                let i = j * TT + t;
-                let pl = vec4<f32>(wv[j][0], wv[j][1], wv[j][2], wv[j][3]) * xl;
-                let ph = vec4<f32>(wv[j][4], wv[j][5], wv[j][6], wv[j][7]) * xh;
-                lo[i] = select(lo[i], lo[i] + pl, keep_lo);
-                hi[i] = select(hi[i], hi[i] + ph, keep_hi);
-            }
-        }
+        // @repeat TT: tok(inv, &lo, &hi, &wv, s, n, t0, @u);
     }
     for (var j = 0u; j < RPL; j++) {
         for (var t = 0u; t < TT; t++) {
             let i = j * TT + t;
             let r = r0 + j;
-            let tok = t0 + t;
-            if (r < p.rows && tok < p.n_tok) {
+            let tk = t0 + t;
+            if (r < p.rows && tk < p.n_tok) {
                 let l = lo[i];
                 let h = hi[i];
-                out[tok * p.out_stride + p.row0 + r] = ((l.x + h.x) + (l.z + h.z)) + ((l.y + h.y) + (l.w + h.w));
+                out[tk * p.out_stride + p.row0 + r] = ((l.x + h.x) + (l.z + h.z)) + ((l.y + h.y) + (l.w + h.w));
             }
         }
     }

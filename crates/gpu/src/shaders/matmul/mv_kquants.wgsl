@@ -110,6 +110,69 @@ fn dot32(q: array<u32, 8>, x: array<u32, 8>) -> vec2<i32> {
     return vec2<i32>(s0, s1);
 }
 
+// The per-token steps of a tile; the host writes one call per token (see
+// mv_legacy.wgsl).
+
+// Q6_K sub-block g of every row of the lane, token t: the scaled sums.
+fn tok6(
+    inv: Inv,
+    isum: ptr<function, array<i32, RPL * TT>>,
+    q: ptr<function, array<array<u32, 8>, RPL>>,
+    sc: ptr<function, array<vec2<i32>, RPL>>,
+    b: u32,
+    g: u32,
+    t0: u32,
+    t: u32,
+) {
+    let ab = ((t0 + t) * p.nb + b) * AK_WORDS;
+    let x = act8(inv, ab + 8u * g);
+    for (var j = 0u; j < RPL; j++) {
+        let s = dot32((*q)[j], x);
+        (*isum)[j * TT + t] += (*sc)[j].x * s.x + (*sc)[j].y * s.y;
+    }
+}
+
+// Q4_K/Q5_K sub-block g, token t: the scaled sum and the min-weighted
+// activation sum.
+fn tok45(
+    inv: Inv,
+    isum: ptr<function, array<i32, RPL * TT>>,
+    msum: ptr<function, array<i32, RPL * TT>>,
+    q: ptr<function, array<array<u32, 8>, RPL>>,
+    sm: ptr<function, array<vec2<i32>, RPL>>,
+    b: u32,
+    g: u32,
+    t0: u32,
+    t: u32,
+) {
+    let ab = ((t0 + t) * p.nb + b) * AK_WORDS;
+    let x = act8(inv, ab + 8u * g);
+    let bsum = bitcast<i32>(a[ab + 65u + g]);
+    for (var j = 0u; j < RPL; j++) {
+        let s = dot32((*q)[j], x);
+        (*isum)[j * TT + t] += (*sm)[j].x * (s.x + s.y);
+        (*msum)[j * TT + t] += (*sm)[j].y * bsum;
+    }
+}
+
+// Super-block b's sums of token t into the running totals.
+fn tokd(
+    acc: ptr<function, array<f32, RPL * TT>>,
+    isum: ptr<function, array<i32, RPL * TT>>,
+    msum: ptr<function, array<i32, RPL * TT>>,
+    dw: ptr<function, array<f32, RPL>>,
+    dmw: ptr<function, array<f32, RPL>>,
+    b: u32,
+    t0: u32,
+    t: u32,
+) {
+    let da = bitcast<f32>(a[((t0 + t) * p.nb + b) * AK_WORDS + 64u]);
+    for (var j = 0u; j < RPL; j++) {
+        let i = j * TT + t;
+        (*acc)[i] = (*acc)[i] + (opq(((*dw)[j] * da) * f32((*isum)[i])) - opq(((*dmw)[j] * da) * f32((*msum)[i])));
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(inv: Inv) {
     let r0 = ((inv.wid.x + inv.wid.y * inv.nwg.x) * WG + inv.lid) * RPL;
@@ -172,14 +235,7 @@ fn main(inv: Inv) {
                                 (i32((sw >> 8u) & 0xFFu) << 24u) >> 24u,
                             );
                         }
-                        for (var t = 0u; t < TT; t++) {
-                            let ab = ((t0 + t) * p.nb + b) * AK_WORDS;
-                            let x = act8(inv, ab + 8u * g);
-                            for (var j = 0u; j < RPL; j++) {
-                                let s = dot32(q[j], x);
-                                isum[j * TT + t] += sc[j].x * s.x + sc[j].y * s.y;
-                            }
-                        }
+                        // @repeat TT: tok6(inv, &isum, &q, &sc, b, g, t0, @u);
                     }
                 }
             }
@@ -216,33 +272,18 @@ fn main(inv: Inv) {
                         }
                         sm[j] = k_scale_min(scw[j], g);
                     }
-                    for (var t = 0u; t < TT; t++) {
-                        let ab = ((t0 + t) * p.nb + b) * AK_WORDS;
-                        let x = act8(inv, ab + 8u * g);
-                        let bsum = bitcast<i32>(a[ab + 65u + g]);
-                        for (var j = 0u; j < RPL; j++) {
-                            let s = dot32(q[j], x);
-                            isum[j * TT + t] += sm[j].x * (s.x + s.y);
-                            msum[j * TT + t] += sm[j].y * bsum;
-                        }
-                    }
+                    // @repeat TT: tok45(inv, &isum, &msum, &q, &sm, b, g, t0, @u);
                 }
             }
         }
-        for (var t = 0u; t < TT; t++) {
-            let da = bitcast<f32>(a[((t0 + t) * p.nb + b) * AK_WORDS + 64u]);
-            for (var j = 0u; j < RPL; j++) {
-                let i = j * TT + t;
-                acc[i] = acc[i] + (opq((dw[j] * da) * f32(isum[i])) - opq((dmw[j] * da) * f32(msum[i])));
-            }
-        }
+        // @repeat TT: tokd(&acc, &isum, &msum, &dw, &dmw, b, t0, @u);
     }
     for (var j = 0u; j < RPL; j++) {
         for (var t = 0u; t < TT; t++) {
             let r = r0 + j;
-            let tok = t0 + t;
-            if (r < p.rows && tok < p.n_tok) {
-                out[tok * p.out_stride + p.row0 + r] = acc[j * TT + t];
+            let tk = t0 + t;
+            if (r < p.rows && tk < p.n_tok) {
+                out[tk * p.out_stride + p.row0 + r] = acc[j * TT + t];
             }
         }
     }

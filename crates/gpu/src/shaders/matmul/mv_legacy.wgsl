@@ -144,6 +144,36 @@ fn decode(o: u32) -> Blk {
     return b;
 }
 
+// Token t of the tile: block b of every row of the lane dotted with the
+// token's activation block, into the rows' partial sums. The host writes
+// one call per token (a software device's compiler would not unroll a
+// loop this large, and a loop over t would index the sums at run time).
+fn tok(
+    inv: Inv,
+    acc: ptr<function, array<vec4<f32>, RPL * TT>>,
+    blk: ptr<function, array<Blk, RPL>>,
+    b: u32,
+    t0: u32,
+    t: u32,
+) {
+    let ab = ((t0 + t) * p.nb + b) * A32_WORDS;
+    let aq = act8(inv, ab);
+    let ds = act2(inv, ab + 8u);
+    let da = bitcast<f32>(ds.x);
+    for (var j = 0u; j < RPL; j++) {
+        var isum = 0;
+        for (var k = 0u; k < 8u; k++) {
+            isum += dot4I8Packed((*blk)[j].q[k], aq[k]);
+        }
+        var v = ((*blk)[j].d * da) * f32(isum);
+        if (WT == T_Q4_1 || WT == T_Q5_1) {
+            v = opq(v) + opq((*blk)[j].m * bitcast<f32>(ds.y));
+        }
+        let s = (*acc)[j * TT + t];
+        (*acc)[j * TT + t] = vec4<f32>(s.y, s.z, s.w, s.x + v);
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(inv: Inv) {
     let r0 = ((inv.wid.x + inv.wid.y * inv.nwg.x) * WG + inv.lid) * RPL;
@@ -162,24 +192,7 @@ fn main(inv: Inv) {
         for (var j = 0u; j < RPL; j++) {
             blk[j] = decode(ro[j] + b * block_bytes());
         }
-        for (var t = 0u; t < TT; t++) {
-            let ab = ((t0 + t) * p.nb + b) * A32_WORDS;
-            let aq = act8(inv, ab);
-            let ds = act2(inv, ab + 8u);
-            let da = bitcast<f32>(ds.x);
-            for (var j = 0u; j < RPL; j++) {
-                var isum = 0;
-                for (var k = 0u; k < 8u; k++) {
-                    isum += dot4I8Packed(blk[j].q[k], aq[k]);
-                }
-                var v = (blk[j].d * da) * f32(isum);
-                if (WT == T_Q4_1 || WT == T_Q5_1) {
-                    v = opq(v) + opq(blk[j].m * bitcast<f32>(ds.y));
-                }
-                let s = acc[j * TT + t];
-                acc[j * TT + t] = vec4<f32>(s.y, s.z, s.w, s.x + v);
-            }
-        }
+        // @repeat TT: tok(inv, &acc, &blk, b, t0, @u);
     }
     // Partial i ends in slot (i - nb) % 4.
     let turn = p.nb & 3u;
@@ -195,9 +208,9 @@ fn main(inv: Inv) {
                 q = s.yzwx;
             }
             let r = r0 + j;
-            let tok = t0 + t;
-            if (r < p.rows && tok < p.n_tok) {
-                out[tok * p.out_stride + p.row0 + r] = (q.x + q.z) + (q.y + q.w);
+            let tk = t0 + t;
+            if (r < p.rows && tk < p.n_tok) {
+                out[tk * p.out_stride + p.row0 + r] = (q.x + q.z) + (q.y + q.w);
             }
         }
     }
