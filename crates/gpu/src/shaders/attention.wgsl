@@ -7,28 +7,6 @@
 // softmax). Every order depends only on the query's own window, so a row
 // gets the same bits in any batch.
 
-struct Params {
-    n_rows: u32,
-    n_head: u32,
-    n_head_kv: u32,
-    head_dim: u32,
-    scale: f32,
-    // 0, or the sliding window in positions.
-    sliding: u32,
-    n_ctx: u32,
-    // Bytes from one cell to the next in K and in V.
-    k_stride: u32,
-    v_stride: u32,
-}
-
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(4) var<storage, read> offsets: array<i32>;
-@group(0) @binding(5) var<storage, read> cells: array<i32>;
-@group(0) @binding(6) var<storage, read> positions: array<i32>;
-@group(0) @binding(7) var<storage, read> cell_pos: array<i32>;
-@group(0) @binding(8) var<storage, read_write> out: array<f32>;
-
 const WG: u32 = 64u;
 // Largest head; each thread owns PER of its output dimensions.
 const MAX_HD: u32 = 512u;
@@ -39,22 +17,6 @@ var<workgroup> s_sh: array<f32, WG>;
 var<workgroup> p_sh: array<f32, WG>;
 var<workgroup> c_sh: array<u32, WG>;
 var<workgroup> range_sh: vec2<u32>;
-
-// e^x for the softmax's x <= 0: Cephes' expf (a 2^k scaling of a
-// polynomial on [-ln2/2, ln2/2]), within 2 ulp everywhere, where WGSL's
-// exp promises only 3 + 2|x| ulp. Results below the normal range are 0.
-fn exp_f32(x: f32) -> f32 {
-    if (x < -87.33) {
-        return 0.0;
-    }
-    let xc = min(x, 88.0);
-    let k = round(xc * 1.44269504);
-    let r = (xc - k * 0.693359375) - k * -2.12194440e-4;
-    let z = r * r;
-    let p = ((((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r
-        + 4.1665795894e-2) * r + 1.6666665459e-1) * r + 5.0000001201e-1) * z) + r + 1.0;
-    return p * bitcast<f32>(u32(i32(k) + 127) << 23u);
-}
 
 // scale * q·k for cell `cell`, kv head starting at `ko`: eight partial
 // sums, lane l taking elements l, l + 8, ..., combined as the CPU's
@@ -69,32 +31,6 @@ fn score(cell: u32, ko: u32, hd: u32) -> f32 {
         }
     }
     return P.scale * (((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])));
-}
-
-// Cells [from, to) of `cells` that row `t` reads: its window, cut to the
-// cells at positions above pos - sliding (a suffix: windows are ordered
-// by position), clamped into the arrays.
-fn window(t: u32) -> vec2<u32> {
-    let nc = i32(arrayLength(&cells));
-    let first = clamp(offsets[t], 0, nc);
-    let end = clamp(offsets[t + 1u], first, nc);
-    var lo = first;
-    if (P.sliding != 0u) {
-        let qp = positions[t];
-        let size = i32(min(P.sliding, 0x7fffffffu));
-        let last = i32(arrayLength(&cell_pos)) - 1;
-        // partition_point of "too old": qp - kp >= size.
-        var hi = end;
-        while (lo < hi) {
-            let mid = lo + (hi - lo) / 2;
-            if (qp - cell_pos[clamp(mid, 0, last)] >= size) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-    }
-    return vec2<u32>(u32(lo), u32(end));
 }
 
 @compute @workgroup_size(64)

@@ -12,3 +12,16 @@ fn KVX_at(cell: u32, e: u32) -> f32 {
     let q = bitcast<i32>(qw << (24u - (qa & 3u) * 8u)) >> 24u;
     return f32(q) * d;
 }
+
+// Values e and e + 1 (e even) of cell `cell`: one block, and two quants
+// of one word (they start at an even byte).
+fn KVX_at2(cell: u32, e: u32) -> vec2<f32> {
+    let blk = cell * P.KVX_stride + (e >> 5u) * 34u;
+    let dw = KVX_buf[blk >> 2u];
+    let d = f16_to_f32((dw >> ((blk & 2u) * 8u)) & 0xffffu);
+    let qa = blk + 2u + (e & 31u);
+    let qw = KVX_buf[qa >> 2u] >> ((qa & 3u) * 8u);
+    let q0 = bitcast<i32>(qw << 24u) >> 24u;
+    let q1 = bitcast<i32>(qw << 16u) >> 24u;
+    return vec2<f32>(f32(q0) * d, f32(q1) * d);
+}

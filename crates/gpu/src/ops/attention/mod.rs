@@ -23,7 +23,9 @@ use crate::ops::groups_for;
 use crate::Gpu;
 use rope::RopeSetup;
 
+const ATTENTION_COMMON: &str = include_str!("../../shaders/attention_common.wgsl");
 const ATTENTION: &str = include_str!("../../shaders/attention.wgsl");
+const ATTENTION_SG: &str = include_str!("../../shaders/attention_sg.wgsl");
 const READ_F32: &str = include_str!("../../shaders/attention_read_f32.wgsl");
 const READ_F16: &str = include_str!("../../shaders/attention_read_f16.wgsl");
 const READ_Q8: &str = include_str!("../../shaders/attention_read_q8.wgsl");
@@ -31,6 +33,10 @@ const READ_Q8: &str = include_str!("../../shaders/attention_read_q8.wgsl");
 /// Largest head the attention kernel takes (its shared query and
 /// per-thread accumulators are sized for it).
 const MAX_HEAD_DIM: usize = 512;
+
+/// Largest head the subgroup kernel takes (each lane keeps the whole
+/// query and an eighth of the output).
+const MAX_HEAD_DIM_SG: usize = 256;
 
 /// One layer's K or V region on the device: `n_ctx` cells of `row_elems`
 /// values in `format`, each cell's row `stride` bytes apart (a multiple of
@@ -145,27 +151,50 @@ fn reader(format: KvFormat, which: &str, binding: &str) -> String {
     src.replace("KVX", which).replace("KVB", binding)
 }
 
-fn attention_kernel(gpu: &Gpu, k: KvFormat, v: KvFormat) -> Result<Arc<crate::Kernel>> {
-    use KvFormat::{F16, F32, Q8_0};
-    let name = match (k, v) {
-        (F32, F32) => "attention_f32_f32",
-        (F32, F16) => "attention_f32_f16",
-        (F32, Q8_0) => "attention_f32_q8_0",
-        (F16, F32) => "attention_f16_f32",
-        (F16, F16) => "attention_f16_f16",
-        (F16, Q8_0) => "attention_f16_q8_0",
-        (Q8_0, F32) => "attention_q8_0_f32",
-        (Q8_0, F16) => "attention_q8_0_f16",
-        (Q8_0, Q8_0) => "attention_q8_0_q8_0",
-    };
-    let src = [
-        ATTENTION,
-        kv::KV_COMMON,
-        &reader(k, "k", "2"),
-        &reader(v, "v", "3"),
-    ]
-    .concat();
-    gpu.kernel(name, &src)
+fn format_name(f: KvFormat) -> &'static str {
+    match f {
+        KvFormat::F32 => "f32",
+        KvFormat::F16 => "f16",
+        KvFormat::Q8_0 => "q8_0",
+    }
+}
+
+/// The attention kernel for K and V in `k` and `v` and heads of
+/// `head_dim`, and the (row, head) pairs one workgroup takes: the subgroup
+/// kernel (no barriers) where the device has subgroups and the head fits
+/// it, the workgroup kernel otherwise. Both sum in the same order.
+fn attention_kernel(
+    gpu: &Gpu,
+    k: KvFormat,
+    v: KvFormat,
+    head_dim: usize,
+) -> Result<(Arc<crate::Kernel>, u64)> {
+    let readers = || [reader(k, "k", "2"), reader(v, "v", "3")].concat();
+    if gpu.subgroups && head_dim.is_multiple_of(16) && head_dim <= MAX_HEAD_DIM_SG {
+        let name = format!(
+            "attention_sg_{}_{}_hd{head_dim}",
+            format_name(k),
+            format_name(v)
+        );
+        let kernel = gpu.kernel_with(&name, || {
+            let dpl = head_dim / 8;
+            let body = crate::kernel::expand_repeats(
+                ATTENTION_SG,
+                &[("HD8", head_dim / 8), ("DPL", dpl), ("DPL2", dpl / 2)],
+            );
+            format!(
+                "const HD: u32 = {head_dim}u;\n{ATTENTION_COMMON}{}{}{body}",
+                kv::KV_COMMON,
+                readers()
+            )
+        })?;
+        return Ok((kernel, 8));
+    }
+    let name = format!("attention_{}_{}", format_name(k), format_name(v));
+    let kernel = gpu.kernel_with(&name, || {
+        [ATTENTION_COMMON, ATTENTION, kv::KV_COMMON, &readers()].concat()
+    })?;
+    Ok((kernel, 1))
 }
 
 /// Attention of `n_rows` query rows (`p.n_head * p.head_dim` values each)
@@ -174,8 +203,9 @@ fn attention_kernel(gpu: &Gpu, k: KvFormat, v: KvFormat) -> Result<Arc<crate::Ke
 /// `sliding` names the positions and only cells above
 /// `position - sliding_window` are read.
 ///
-/// One workgroup per (row, query head); query head `h` reads KV head
-/// `h / (n_head / n_head_kv)`. Scores are `scale * q·k` in the CPU's
+/// One workgroup per (row, query head), or with subgroups eight lanes per
+/// pair (heads of up to 256 values, a multiple of 16); query head `h`
+/// reads KV head `h / (n_head / n_head_kv)`. Scores are `scale * q·k` in the CPU's
 /// dot-product order, the softmax runs online over blocks of 64 keys from
 /// the window's start, and every sum has an order fixed by the row's own
 /// window, so a row's result is the same in any batch. An empty window
@@ -240,7 +270,7 @@ pub fn attention(
             )))
         }
     };
-    let kernel = attention_kernel(gpu, k.format, v.format)?;
+    let (kernel, per_group) = attention_kernel(gpu, k.format, v.format, p.head_dim)?;
     Ok(vec![Dispatch {
         kernel,
         params: vec![
@@ -264,6 +294,6 @@ pub fn attention(
             cell_pos,
             out.clone(),
         ],
-        groups: groups_for(rows, 1),
+        groups: groups_for(rows, per_group),
     }])
 }
