@@ -240,9 +240,12 @@ impl Gpu {
         let desc = describe(index, adapter);
         let limits = adapter.limits();
         // Subgroups of at least 8 invocations let the products share their
-        // activation reads (see shaders/matmul/act_sg.wgsl).
+        // activation reads (see shaders/matmul/act_sg.wgsl) and several
+        // kernels drop their barriers. MINFER_GPU_SUBGROUPS=0 turns them
+        // off (to run the portable kernels on a device that has them).
         let subgroups = adapter.features().contains(wgpu::Features::SUBGROUP)
-            && adapter.get_info().subgroup_min_size >= 8;
+            && adapter.get_info().subgroup_min_size >= 8
+            && std::env::var("MINFER_GPU_SUBGROUPS").map_or(true, |v| v != "0");
         let features = if subgroups {
             wgpu::Features::SUBGROUP
         } else {

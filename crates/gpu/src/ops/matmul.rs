@@ -139,17 +139,24 @@ macro_rules! rows {
     };
 }
 
-/// Lanes per workgroup and rows per lane of the mat-vec kernels. Small
-/// workgroups keep the work of a few hundred rows spread over a software
-/// device's threads; two rows per lane share each activation read and
-/// keep a wide tile's partial sums in registers.
-const MV_WG: usize = 16;
+/// Lanes per workgroup and rows per lane of the mat-vec kernels. On a
+/// software device small workgroups keep the work of a few hundred rows
+/// spread over its threads; a GPU gets whole waves. Two rows per lane
+/// share each activation read and keep a wide tile's partial sums in
+/// registers.
+const MV_WG_SOFTWARE: usize = 16;
+const MV_WG: usize = 64;
 const MV_RPL: usize = 2;
 
 /// The mat-vec kernel of `ty` for token tiles of `tt`, and the rows one
 /// workgroup computes.
 fn mv_kernel(gpu: &Gpu, ty: GgmlType, fam: Family, tt: usize) -> Result<(Arc<Kernel>, usize)> {
-    let (wg, rpl) = (MV_WG, MV_RPL);
+    let wg = if gpu.adapter().kind == crate::AdapterKind::Software {
+        MV_WG_SOFTWARE
+    } else {
+        MV_WG
+    };
+    let rpl = MV_RPL;
     let sg = gpu.subgroups;
     let name = format!(
         "matmul_{}_t{tt}{}",

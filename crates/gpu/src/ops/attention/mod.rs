@@ -161,8 +161,9 @@ fn format_name(f: KvFormat) -> &'static str {
 
 /// The attention kernel for K and V in `k` and `v` and heads of
 /// `head_dim`, and the (row, head) pairs one workgroup takes: the subgroup
-/// kernel (no barriers) where the device has subgroups and the head fits
-/// it, the workgroup kernel otherwise. Both sum in the same order.
+/// kernel (no barriers) on a software device with subgroups where the
+/// head fits it, the workgroup kernel otherwise. Both sum in the same
+/// order.
 fn attention_kernel(
     gpu: &Gpu,
     k: KvFormat,
@@ -170,7 +171,11 @@ fn attention_kernel(
     head_dim: usize,
 ) -> Result<(Arc<crate::Kernel>, u64)> {
     let readers = || [reader(k, "k", "2"), reader(v, "v", "3")].concat();
-    if gpu.subgroups && head_dim.is_multiple_of(16) && head_dim <= MAX_HEAD_DIM_SG {
+    // The subgroup kernel keeps the query and its outputs in each lane's
+    // registers, which suits a CPU's wide vectors; a GPU does better with
+    // the workgroup kernel's shared query.
+    let software = gpu.adapter().kind == crate::AdapterKind::Software;
+    if software && gpu.subgroups && head_dim.is_multiple_of(16) && head_dim <= MAX_HEAD_DIM_SG {
         let name = format!(
             "attention_sg_{}_{}_hd{head_dim}",
             format_name(k),
@@ -203,8 +208,9 @@ fn attention_kernel(
 /// `sliding` names the positions and only cells above
 /// `position - sliding_window` are read.
 ///
-/// One workgroup per (row, query head), or with subgroups eight lanes per
-/// pair (heads of up to 256 values, a multiple of 16); query head `h`
+/// One workgroup per (row, query head), or on a software device with
+/// subgroups eight lanes per pair (heads of up to 256 values, a multiple
+/// of 16); query head `h`
 /// reads KV head `h / (n_head / n_head_kv)`. Scores are `scale * q·k` in the CPU's
 /// dot-product order, the softmax runs online over blocks of 64 keys from
 /// the window's start, and every sum has an order fixed by the row's own
