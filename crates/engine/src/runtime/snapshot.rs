@@ -80,7 +80,9 @@ impl Runtime {
         // Each region read once (one device read for a GPU region), then
         // the rows interleaved position by position, layer by layer.
         let mut per_region = Vec::with_capacity(layout.n_layer * 2);
-        for layer in 0..layout.n_layer {
+        // An empty sequence has no rows, and no graph may have run yet.
+        let layers = if cells.is_empty() { 0 } else { layout.n_layer };
+        for layer in 0..layers {
             for kind in [KvKind::K, KvKind::V] {
                 if self.cache.kv_info(layer, kind).is_none() {
                     return Err(EngineError::InvalidArgument(format!(
