@@ -196,11 +196,7 @@ impl KvRegion {
     /// Bytes of one cell's row in the storage format: 4 per value for
     /// F32, 2 for F16, 34 per block of 32 values for Q8_0.
     pub fn row_bytes(&self) -> usize {
-        match self.format {
-            KvFormat::F32 => self.row_elems * 4,
-            KvFormat::F16 => self.row_elems * 2,
-            KvFormat::Q8_0 => self.row_elems / QK * std::mem::size_of::<BlockQ8_0>(),
-        }
+        self.format.row_bytes(self.row_elems)
     }
 
     /// Appends the row of `cell` to `out` exactly as stored
@@ -697,11 +693,5 @@ impl KvCells {
 
 /// Bytes one region of `row` values per cell takes over `n_ctx` cells.
 pub(crate) fn region_bytes(format: KvFormat, row: usize, n_ctx: usize) -> usize {
-    let per_row = match format {
-        KvFormat::F32 => row * 4,
-        KvFormat::F16 => row * 2,
-        // 32 values per block, an f16 scale and 32 signed bytes.
-        KvFormat::Q8_0 => row / 32 * 34,
-    };
-    per_row * n_ctx
+    format.row_bytes(row) * n_ctx
 }

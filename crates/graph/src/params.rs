@@ -24,6 +24,17 @@ pub enum KvFormat {
 }
 
 impl KvFormat {
+    /// Bytes of one cell's row of `row_elems` values: 4 per value for F32,
+    /// 2 for F16, 34 per block of 32 values for Q8_0 (the raw format every
+    /// backend reads and writes).
+    pub fn row_bytes(self, row_elems: usize) -> usize {
+        match self {
+            KvFormat::F32 => row_elems * 4,
+            KvFormat::F16 => row_elems * 2,
+            KvFormat::Q8_0 => row_elems / 32 * 34,
+        }
+    }
+
     /// Parses `f32`, `f16` or `q8_0`.
     pub fn parse(s: &str) -> Option<Self> {
         match s.to_ascii_lowercase().as_str() {

@@ -25,11 +25,7 @@ pub struct KvLayout {
 impl KvLayout {
     /// Bytes of one stored row (K or V of one layer, one cell).
     pub fn row_bytes(&self) -> usize {
-        match self.format {
-            KvFormat::F32 => self.row_elems * 4,
-            KvFormat::F16 => self.row_elems * 2,
-            KvFormat::Q8_0 => self.row_elems / 32 * 34,
-        }
+        self.format.row_bytes(self.row_elems)
     }
 
     /// Bytes of one position: K and V rows of every layer.

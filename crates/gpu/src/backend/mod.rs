@@ -240,11 +240,7 @@ impl Backend for GpuBackend {
 
     fn kv_info(&self, layer: usize, kind: KvKind) -> Option<KvInfo> {
         let r = self.kv.get(layer)?[kind as usize].as_ref()?;
-        let raw_row_bytes = match r.format {
-            KvFormat::F32 => r.row_elems * 4,
-            KvFormat::F16 => r.row_elems * 2,
-            KvFormat::Q8_0 => r.row_elems / 32 * 34,
-        };
+        let raw_row_bytes = r.format.row_bytes(r.row_elems);
         Some(KvInfo {
             format: r.format,
             row_elems: r.row_elems,

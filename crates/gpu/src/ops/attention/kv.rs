@@ -18,9 +18,8 @@ use crate::kernel::{BufRange, Dispatch};
 use crate::ops::groups_for;
 use crate::Gpu;
 
-/// Values per Q8_0 block, and bytes per block.
+/// Values per Q8_0 block.
 const QK: usize = 32;
-const Q8_BLOCK: usize = 34;
 
 const KV_IO: &str = include_str!("../../shaders/kv_store_io.wgsl");
 pub(super) const KV_COMMON: &str = include_str!("../../shaders/kv_common.wgsl");
@@ -41,11 +40,7 @@ fn bad(what: &str, msg: String) -> GpuError {
 
 /// Bytes of one cell's row in the CPU's raw format.
 pub(super) fn row_bytes(format: KvFormat, row_elems: usize) -> usize {
-    match format {
-        KvFormat::F32 => row_elems * 4,
-        KvFormat::F16 => row_elems * 2,
-        KvFormat::Q8_0 => row_elems / QK * Q8_BLOCK,
-    }
+    format.row_bytes(row_elems)
 }
 
 pub(super) fn new_kv(
