@@ -165,6 +165,7 @@ impl SamplingArgs {
                 logit_bias: self.logit_bias.clone(),
                 seed: self.seed,
                 constraint: self.constraint()?,
+                trigger: None,
             },
             logprobs: None,
         };

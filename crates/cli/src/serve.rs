@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use minfer_engine::Store;
-use minfer_server::ServerConfig;
+use minfer_server::{ServerConfig, TemplateChoice};
 
 use crate::run::DEFAULT_MODEL;
 use crate::runtime::RuntimeArgs;
@@ -41,6 +41,25 @@ pub struct Args {
     /// Ctrl-C before they are cancelled.
     #[arg(long = "drain-timeout", default_value_t = 10.0, value_parser = parse_secs)]
     drain_timeout: f64,
+    /// The model id `/v1/models` lists and responses name (default: the
+    /// model's name or file stem).
+    #[arg(long)]
+    alias: Option<String>,
+    /// Answer 404 to requests whose `model` is not this model's id or
+    /// alias (by default any name, or none, means the one model served).
+    #[arg(long = "strict-model")]
+    strict_model: bool,
+    /// Origins whose pages may call the server (comma-separated, `*` for
+    /// any); default none: no CORS headers.
+    #[arg(long = "cors-origins", value_delimiter = ',')]
+    cors_origins: Vec<String>,
+    /// A chat template in place of the model's own: a built-in name
+    /// (`chatml`: ChatML with `<tool_call>` tools) or the Jinja text.
+    #[arg(long = "chat-template", conflicts_with = "chat_template_file")]
+    chat_template: Option<String>,
+    /// A chat template file (Jinja) in place of the model's own.
+    #[arg(long = "chat-template-file")]
+    chat_template_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -89,6 +108,14 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         max_body: args.max_body,
         api_key: args.api_key.filter(|k| !k.is_empty()),
         drain_timeout: Duration::from_secs_f64(args.drain_timeout),
+        alias: args.alias,
+        strict_model: args.strict_model,
+        cors_origins: args.cors_origins,
+        chat_template: match (args.chat_template, args.chat_template_file) {
+            (Some(n), _) => Some(TemplateChoice::Named(n)),
+            (None, Some(f)) => Some(TemplateChoice::File(f)),
+            (None, None) => None,
+        },
         engine,
     };
     minfer_server::serve(store, &args.host, args.port, cfg)?;

@@ -28,9 +28,28 @@ fn python() -> Option<PathBuf> {
     }
 }
 
+/// The reasoning fixture: the tiny qwen3 model with Qwen3's chat template
+/// and thinking tokens (scripts/make-think-fixture.py, which needs the
+/// `gguf` package `scripts/test.sh` installs).
+fn think_fixture() -> PathBuf {
+    let root = minfer_testutil::workspace_root();
+    let out = root.join("target/fixtures/qwen3-think-tiny.gguf");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let status = Command::new("python3")
+        .arg(root.join("scripts/make-think-fixture.py"))
+        .arg(&out)
+        .status()
+        .expect("run python3 scripts/make-think-fixture.py");
+    assert!(status.success(), "make-think-fixture.py failed: {status}");
+    out
+}
+
 #[test]
 fn openai_client_against_minfer_serve() {
     let Some(model) = minfer_testutil::require_model(minfer_testutil::SMOLLM) else {
+        return;
+    };
+    let Some(qwen) = minfer_testutil::require_model(minfer_testutil::QWEN) else {
         return;
     };
     let Some(python) = python() else {
@@ -54,6 +73,24 @@ fn openai_client_against_minfer_serve() {
             "512",
             "--api-key",
             "sesame",
+            "--strict-model",
+        ],
+    );
+    // Tools and n > 1 on a model whose template takes tools.
+    let mut tools = Server::start(&qwen, home.path(), &["-np", "4", "--n-ctx", "4096"]);
+    let think = think_fixture();
+    let mut thinking = Server::start(
+        &think,
+        home.path(),
+        &[
+            "-np",
+            "2",
+            "--n-ctx",
+            "1024",
+            "--alias",
+            "thinker",
+            "--cors-origins",
+            "http://page.example",
         ],
     );
     let tests = minfer_testutil::workspace_root().join("crates/server/tests/python");
@@ -67,6 +104,10 @@ fn openai_client_against_minfer_serve() {
         .env("MINFER_MODEL_ID", &open.model)
         .env("MINFER_BIN", env!("CARGO_BIN_EXE_minfer"))
         .env("MINFER_MODEL_PATH", &model)
+        .env("MINFER_TOOLS_URL", tools.url())
+        .env("MINFER_TOOLS_MODEL", &tools.model)
+        .env("MINFER_THINK_URL", thinking.url())
+        .env("MINFER_THINK_MODEL", &thinking.model)
         .env("MINFER_SERVER_PID", open.child.id().to_string())
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("MINFER_SOAK_SUMMARY", &soak_summary)
@@ -111,8 +152,10 @@ fn openai_client_against_minfer_serve() {
         status.success(),
         "minfer serve exits 0 after SIGTERM: {status}"
     );
-    let status = keyed.terminate(Duration::from_secs(30));
-    assert!(status.success(), "{status}");
+    for s in [&mut keyed, &mut tools, &mut thinking] {
+        let status = s.terminate(Duration::from_secs(30));
+        assert!(status.success(), "{status}");
+    }
 }
 
 #[test]

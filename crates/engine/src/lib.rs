@@ -40,7 +40,7 @@ pub use error::{EngineError, Result};
 /// The types front ends pass to the engine, re-exported so that they need
 /// no other crate of the workspace.
 pub use minfer_sampler::{
-    Constraint, Gbnf, Mirostat, SamplingParams, Stage, TokenVocab, DEFAULT_SEED,
+    Constraint, Gbnf, Mirostat, SamplingParams, Stage, TokenVocab, Trigger, DEFAULT_SEED,
 };
 pub use minfer_store::{Store, StoreConfig};
 pub use minfer_text::{ChatMessage, ChatTemplate, Tokenizer};

@@ -60,6 +60,9 @@ enum Phase {
     Sample { logits: Vec<f32> },
     /// `next` was sampled and must be evaluated to continue.
     Decode { next: u32 },
+    /// Waits for `leader` to prefill the shared prompt; then its sequence
+    /// is forked and this generation draws from the same logits.
+    Follow { leader: GenId },
     /// Over; the events hold the rest.
     Done,
 }
@@ -282,6 +285,40 @@ impl Scheduler {
         Ok(self.push(seq, true, prompt, reused, gate))
     }
 
+    /// Starts one generation per configuration, all continuing `prompt`:
+    /// the prompt is prefilled once, by the first, and its sequence is then
+    /// forked for the others (the cells are shared, not copied), each of
+    /// which draws its first token from the same logits with its own
+    /// sampler. Each generation's output is what it would be alone.
+    ///
+    /// # Errors
+    /// As [`submit`](Scheduler::submit); [`EngineError::EmptyBatch`] for no
+    /// configuration. A fork that finds no free sequence later ends that
+    /// generation with [`StopReason::CacheFull`].
+    pub fn submit_n(&mut self, prompt: &[u32], cfgs: &[GenerateConfig]) -> Result<Vec<GenId>> {
+        let Some((first, rest)) = cfgs.split_first() else {
+            return Err(EngineError::EmptyBatch);
+        };
+        self.check_prompt(0, prompt)?;
+        let mut gates = Vec::with_capacity(rest.len());
+        for cfg in rest {
+            gates.push(self.gate(cfg, &[], prompt)?);
+        }
+        let leader = self.submit(prompt, first)?;
+        let seq = self.sequence(leader).expect("just submitted");
+        let mut ids = vec![leader];
+        for gate in gates {
+            // Not the follower's sequence until the fork: it must not
+            // release it.
+            let id = self.push(seq, false, prompt, prompt.len(), gate);
+            if let Some(g) = self.gens.last_mut() {
+                g.phase = Phase::Follow { leader };
+            }
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
     /// Starts generating on `seq`, a sequence the caller keeps: `prompt`
     /// is appended to what it holds, and when the generation ends the
     /// sequence holds the prompt and the generated tokens that were
@@ -438,6 +475,20 @@ impl Scheduler {
     /// Ends generation `i` with `reason`: flushes held-back text, queues
     /// the stats and hands the sequence back.
     fn finish(&mut self, i: usize, reason: StopReason) {
+        let leader = self.gens[i].id;
+        let prefilling = matches!(self.gens[i].phase, Phase::Prefill { .. });
+        self.finish_one(i, reason);
+        if prefilling {
+            // Its followers would wait forever for the prompt.
+            for j in 0..self.gens.len() {
+                if matches!(self.gens[j].phase, Phase::Follow { leader: l } if l == leader) {
+                    self.finish_one(j, reason);
+                }
+            }
+        }
+    }
+
+    fn finish_one(&mut self, i: usize, reason: StopReason) {
         let g = &mut self.gens[i];
         let mut flushed = Vec::new();
         g.gate.finish(reason, &mut |b: &[u8]| {
@@ -633,6 +684,7 @@ impl Scheduler {
         drop(parts);
         let tok = &self.tok;
         let mut outcomes = Outcomes::default();
+        let mut forks: Vec<(usize, Vec<f32>)> = Vec::new();
         for (k, (i, range, last)) in plan.iter().enumerate() {
             let g = &mut self.gens[*i];
             if let Some(r) = range {
@@ -644,9 +696,47 @@ impl Scheduler {
             let Some(logits) = out.last(k) else {
                 continue;
             };
+            let id = g.id;
+            if range.is_some()
+                && self
+                    .gens
+                    .iter()
+                    .any(|f| matches!(f.phase, Phase::Follow { leader } if leader == id))
+            {
+                forks.push((*i, logits.to_vec()));
+            }
+            let g = &mut self.gens[*i];
             outcomes.record(*i, g.advance(logits, tok, n_ctx, &mut self.saved));
+        }
+        // Before `settle`, which may release a leader that ended at once.
+        for (i, logits) in forks {
+            self.start_followers(i, &logits, &mut outcomes);
         }
         self.settle(outcomes)?;
         Ok(true)
+    }
+
+    /// Forks the sequence of generation `i`, whose prompt is now in the
+    /// cache, for each generation following it, and draws their first
+    /// tokens from the prompt's `logits`.
+    fn start_followers(&mut self, i: usize, logits: &[f32], outcomes: &mut Outcomes) {
+        let leader = self.gens[i].id;
+        let seq = self.gens[i].seq;
+        let n_ctx = self.rt.n_ctx();
+        for j in 0..self.gens.len() {
+            if !matches!(self.gens[j].phase, Phase::Follow { leader: l } if l == leader) {
+                continue;
+            }
+            match self.rt.fork(seq) {
+                Ok(child) => {
+                    let f = &mut self.gens[j];
+                    f.seq = child;
+                    f.owns_seq = true;
+                    outcomes.record(j, f.advance(logits, &self.tok, n_ctx, &mut self.saved));
+                }
+                Err(_) => outcomes.ended.push((j, StopReason::CacheFull)),
+            }
+        }
+        outcomes.ended.sort_by_key(|&(j, _)| j);
     }
 }

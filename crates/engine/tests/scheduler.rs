@@ -228,3 +228,57 @@ fn logprobs_report_every_generated_token_before_its_text() {
     };
     assert!(s.submit(&p, &too_many).is_err());
 }
+
+/// Sampled (not greedy) generation of `n` tokens with `seed`.
+fn sampled(n: usize, seed: u64) -> GenerateConfig {
+    GenerateConfig {
+        max_tokens: n,
+        stop: Vec::new(),
+        sampler: minfer_engine::SamplingParams {
+            temp: 0.9,
+            seed,
+            ..Default::default()
+        },
+        logprobs: None,
+    }
+}
+
+#[test]
+fn n_choices_prefill_once_and_each_matches_its_request_alone() {
+    let Some(m) = loaded() else { return };
+    let p = prompt(&m, "Write one sentence about a cat.");
+    let cfgs: Vec<GenerateConfig> = (0..3).map(|i| sampled(16, 40 + i)).collect();
+    let mut s = m.scheduler(cfg(1024)).unwrap();
+    let ids = s.submit_n(&p, &cfgs).unwrap();
+    s.step().unwrap();
+    // One prefill: the prompt's cells are shared by the three branches.
+    assert_eq!(s.runtime().usage().used, p.len());
+    assert_eq!(s.times(ids[1]).unwrap().reused_tokens, p.len());
+    let got = drain(&mut s, &ids);
+    let mut distinct = std::collections::HashSet::new();
+    for (i, c) in cfgs.iter().enumerate() {
+        let mut solo = m.scheduler(cfg(1024)).unwrap();
+        let id = solo.submit(&p, c).unwrap();
+        let want = drain(&mut solo, &[id]).remove(0);
+        assert_eq!(got[i].1.tokens, want.1.tokens, "choice {i}");
+        assert_eq!(got[i].0, want.0, "choice {i}");
+        assert_eq!(got[i].1.prompt_tokens, p.len());
+        distinct.insert(got[i].1.tokens.clone());
+    }
+    assert!(distinct.len() > 1, "different seeds give different answers");
+}
+
+#[test]
+fn cancelling_the_prefilling_choice_ends_the_waiting_ones() {
+    let Some(m) = loaded() else { return };
+    let p = prompt(&m, "Write one sentence about a dog.");
+    let mut s = m.scheduler(cfg(1024)).unwrap();
+    s.set_chunk(4);
+    let ids = s.submit_n(&p, &[greedy(8), greedy(8)]).unwrap();
+    s.step().unwrap();
+    s.cancel(ids[0]);
+    let got = drain(&mut s, &ids);
+    assert!(got.iter().all(|g| g.1.stop_reason == StopReason::Cancelled));
+    assert_eq!(s.active(), 0);
+    assert_eq!(s.runtime().usage().live, 0);
+}

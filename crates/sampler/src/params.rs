@@ -90,6 +90,21 @@ pub struct SamplingParams {
     /// A grammar or JSON schema the output must follow; its token mask is
     /// applied before every other stage.
     pub constraint: Option<Constraint>,
+    /// Makes the constraint lazy: the output is free until this trigger
+    /// shows in it, and the constraint governs from there (llama.cpp's
+    /// lazy grammars, for tool calls that may or may not come).
+    pub trigger: Option<Trigger>,
+}
+
+/// Where a lazy constraint wakes up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trigger {
+    /// The text in the output that wakes the constraint.
+    pub text: String,
+    /// Whether the constraint's grammar starts with the trigger itself (a
+    /// tool call's opening tag) or with what follows it (the answer after
+    /// a thinking block).
+    pub include: bool,
 }
 
 /// Which Mirostat algorithm, if any, picks the token.
@@ -146,6 +161,7 @@ impl Default for SamplingParams {
             logit_bias: Vec::new(),
             seed: DEFAULT_SEED,
             constraint: None,
+            trigger: None,
         }
     }
 }

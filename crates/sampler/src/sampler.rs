@@ -80,7 +80,11 @@ impl Sampler {
             .constraint
             .as_ref()
             .map(|c| Grammar::compile(c, vocab))
-            .transpose()?;
+            .transpose()?
+            .map(|g| match &cfg.trigger {
+                Some(t) => g.lazy(t),
+                None => g,
+            });
         let breakers = if cfg.dry_multiplier > 0.0 {
             vocab.dry_breakers(&cfg.dry_sequence_breakers)
         } else {

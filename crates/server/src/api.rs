@@ -47,11 +47,24 @@ pub struct ContentPart {
 /// One chat message.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Message {
-    /// `system`, `developer`, `user` or `assistant`.
+    /// `system`, `developer`, `user`, `assistant` or `tool`.
     pub role: String,
-    /// The message text (`null` counts as empty).
+    /// The message text; only an assistant message that calls tools may
+    /// go without.
     #[serde(default)]
     pub content: Option<Content>,
+    /// An assistant message's tool calls (OpenAI's shape).
+    #[serde(default)]
+    pub tool_calls: Option<serde_json::Value>,
+    /// A tool message: the call it answers.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    /// The author's name, or a tool message's function name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// An assistant message's thinking, carried back by some clients.
+    #[serde(default)]
+    pub reasoning_content: Option<String>,
 }
 
 /// `stream_options`.
@@ -132,7 +145,9 @@ pub struct Extra {
 /// The sampling fields shared by chat and text completions.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Sampling {
-    /// The model to use; must be the one this server serves.
+    /// The model to use: with `--strict-model` it must be the one this
+    /// server serves; otherwise any name (or none) means it.
+    #[serde(default)]
     pub model: String,
     /// Stream the answer as server-sent events.
     #[serde(default)]
@@ -158,7 +173,8 @@ pub struct Sampling {
     /// Seed of the sampler's random generator.
     #[serde(default)]
     pub seed: Option<i64>,
-    /// Number of choices; only 1 is supported.
+    /// Number of choices, each sampled with its own generator (seed +
+    /// choice index); the prompt is prefilled once for all of them.
     #[serde(default)]
     pub n: Option<u32>,
     /// Presence penalty, -2 to 2: subtracted once from the logit of every
@@ -193,19 +209,95 @@ pub struct Sampling {
 pub struct ChatRequest {
     /// The conversation.
     pub messages: Vec<Message>,
+    /// Functions the model may call.
+    #[serde(default)]
+    pub tools: Option<Vec<crate::tools::Tool>>,
+    /// `none`, `auto`, `required` or a named function.
+    #[serde(default)]
+    pub tool_choice: Option<serde_json::Value>,
+    /// Whether one answer may hold several calls (default true).
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
+    /// `none` keeps thinking in the content; `deepseek` or `auto` (the
+    /// default) moves it to `reasoning_content`.
+    #[serde(default)]
+    pub reasoning_format: Option<String>,
+    /// Extra chat template variables (e.g. `enable_thinking`).
+    #[serde(default)]
+    pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Fields this server does not serve, refused by name.
+    #[serde(flatten)]
+    pub refused: Refused,
     /// Everything else.
     #[serde(flatten)]
     pub sampling: Sampling,
 }
 
-/// `prompt` of a text completion: a string or a list of one string.
+/// Request fields that would change the answer and that this server does
+/// not serve: refused with a 400 naming them, never ignored.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Refused {
+    /// The legacy form of `tools`.
+    pub functions: Option<serde_json::Value>,
+    /// The legacy form of `tool_choice`.
+    pub function_call: Option<serde_json::Value>,
+    /// Audio output.
+    pub audio: Option<serde_json::Value>,
+    /// Output modalities; only `["text"]` is served.
+    pub modalities: Option<serde_json::Value>,
+    /// Predicted outputs.
+    pub prediction: Option<serde_json::Value>,
+    /// Web search.
+    pub web_search_options: Option<serde_json::Value>,
+}
+
+impl Refused {
+    /// The first refused field that is set.
+    ///
+    /// # Errors
+    /// A 400 naming it, with `unsupported_parameter`.
+    pub fn check(&self) -> Result<(), ApiError> {
+        let set = |v: &Option<serde_json::Value>| v.as_ref().is_some_and(|v| !v.is_null());
+        if set(&self.functions) {
+            return Err(ApiError::unsupported("functions", "send `tools` instead"));
+        }
+        if set(&self.function_call) {
+            return Err(ApiError::unsupported(
+                "function_call",
+                "send `tool_choice` instead",
+            ));
+        }
+        if set(&self.audio) {
+            return Err(ApiError::unsupported("audio", "text output only"));
+        }
+        if let Some(m) = self.modalities.as_ref().filter(|v| !v.is_null()) {
+            if m != &serde_json::json!(["text"]) {
+                return Err(ApiError::unsupported("modalities", "only [\"text\"]"));
+            }
+        }
+        if set(&self.prediction) {
+            return Err(ApiError::unsupported("prediction", "no predicted outputs"));
+        }
+        if set(&self.web_search_options) {
+            return Err(ApiError::unsupported("web_search_options", "no web search"));
+        }
+        Ok(())
+    }
+}
+
+/// `prompt` of a text completion: a string, a list of strings, token ids
+/// or a list of lists of token ids.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum Prompt {
     /// The prompt.
     Text(String),
-    /// A batch of prompts; only one is supported.
+    /// A batch of prompts, one choice (or `n`) each.
     Batch(Vec<String>),
+    /// One prompt as token ids.
+    Tokens(Vec<u32>),
+    /// Several prompts as token ids.
+    TokenBatch(Vec<Vec<u32>>),
 }
 
 /// `POST /v1/completions`.
@@ -213,10 +305,11 @@ pub enum Prompt {
 pub struct CompletionRequest {
     /// The prompt, sent to the model as it is.
     pub prompt: Prompt,
-    /// Echo the prompt before the completion (only `false` is supported).
+    /// Echo the prompt before the completion.
     #[serde(default)]
     pub echo: bool,
-    /// Text after the completion (not supported).
+    /// Text after the completion: the prompt becomes a fill-in-the-middle
+    /// one where the model has the tokens for it.
     #[serde(default)]
     pub suffix: Option<String>,
     /// Everything else.
@@ -455,6 +548,35 @@ impl Sampling {
         }
     }
 
+    /// The number of choices, 1 to `limit` (the server's `-np`: every
+    /// choice needs a sequence of its own).
+    ///
+    /// # Errors
+    /// A 400 naming `n`.
+    pub fn choices(&self, limit: usize) -> Result<usize, ApiError> {
+        match self.n {
+            None => Ok(1),
+            Some(n) if n >= 1 && n as usize <= limit => Ok(n as usize),
+            Some(n) => Err(ApiError::bad_param(
+                "n",
+                format!("n must be between 1 and {limit} (this server's -np), got {n}"),
+            )),
+        }
+    }
+
+    /// The configurations of `n` choices: choice `k` samples with seed
+    /// `seed + k`, so each is the answer of the same request alone with
+    /// that seed.
+    pub fn per_choice(cfg: &GenerateConfig, n: usize) -> Vec<GenerateConfig> {
+        (0..n as u64)
+            .map(|k| {
+                let mut c = cfg.clone();
+                c.sampler.seed = cfg.sampler.seed.wrapping_add(k);
+                c
+            })
+            .collect()
+    }
+
     /// Whether the final streamed chunk carries usage.
     pub fn include_usage(&self) -> bool {
         self.stream_options
@@ -468,11 +590,6 @@ impl Sampling {
     /// # Errors
     /// A 400 naming the first field that is out of range or not supported.
     pub fn to_config(&self, default_max: usize) -> Result<GenerateConfig, ApiError> {
-        if let Some(n) = self.n {
-            if n != 1 {
-                return Err(ApiError::unsupported("n", "only n = 1"));
-            }
-        }
         let logprobs = match &self.logprobs {
             None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => false,
             Some(serde_json::Value::Bool(true)) => true,
@@ -633,7 +750,6 @@ mod tests {
             (r#""logprobs":3"#, "logprobs"),
             (r#""top_logprobs":2"#, "top_logprobs"),
             (r#""logprobs":true,"top_logprobs":21"#, "top_logprobs"),
-            (r#""n":2"#, "n"),
             (
                 r#""response_format":{"type":"json_schema"}"#,
                 "response_format",

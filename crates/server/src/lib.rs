@@ -11,11 +11,18 @@
 //! finish for `drain_timeout`, cancels the rest and returns.
 
 mod api;
+mod chat;
+mod completion;
+mod cors;
 mod error;
 mod metrics;
+mod output;
+mod page;
 mod respond;
 mod routes;
 mod state;
+mod template;
+mod tools;
 mod worker;
 
 use std::future::Future;
@@ -29,6 +36,7 @@ use tokio::net::TcpListener;
 
 pub use error::ApiError;
 pub use metrics::Metrics;
+pub use template::TemplateChoice;
 
 use state::{Served, Shared};
 use worker::{Cmd, Worker};
@@ -48,6 +56,16 @@ pub struct ServerConfig {
     pub api_key: Option<String>,
     /// How long shutdown lets running requests finish before cancelling them.
     pub drain_timeout: Duration,
+    /// The id `/v1/models` lists (default: the model's name or file stem).
+    pub alias: Option<String>,
+    /// Refuse requests whose `model` is not this model's id or alias
+    /// (otherwise any name is the one model served).
+    pub strict_model: bool,
+    /// Origins allowed to call the server from a browser (`*` for any);
+    /// empty: no CORS headers.
+    pub cors_origins: Vec<String>,
+    /// A chat template in place of the model's own.
+    pub chat_template: Option<TemplateChoice>,
     /// The engine's settings (context, threads, kernels).
     pub engine: EngineConfig,
 }
@@ -243,15 +261,30 @@ fn load(
     cfg: &ServerConfig,
 ) -> Result<(Served, minfer_engine::Scheduler), ServeError> {
     let loaded = LoadedModel::load(store, &cfg.model)?;
+    let template = match &cfg.chat_template {
+        Some(choice) => Some(choice.load().map_err(ServeError::Config)?),
+        None => loaded.template().cloned(),
+    };
+    if let (Some(choice), Some(t)) = (&cfg.chat_template, &template) {
+        template::check(t).map_err(|e| ServeError::Config(format!("{choice}: {e}")))?;
+    }
+    let abilities = template
+        .as_ref()
+        .map(|t| template::abilities(t, loaded.tokenizer()))
+        .unwrap_or_default();
     let sched = loaded.scheduler(cfg.engine)?;
-    let id = model_id(&cfg.model);
-    let mut aliases = vec![cfg.model.clone(), loaded.name()];
+    let id = cfg.alias.clone().unwrap_or_else(|| model_id(&cfg.model));
+    let mut aliases = vec![cfg.model.clone(), loaded.name(), model_id(&cfg.model)];
     aliases.retain(|a| a != &id);
+    aliases.dedup();
     let served = Served {
         loaded: Arc::new(loaded),
         id,
         aliases,
         vocab: OnceLock::new(),
+        template,
+        abilities,
+        strict_model: cfg.strict_model,
     };
     Ok((served, sched))
 }

@@ -1,5 +1,7 @@
-//! Turning a generation's output into OpenAI's response shapes: one JSON
+//! Turning a request's generations into OpenAI's response shapes: one JSON
 //! object, or a stream of server-sent events ending in `data: [DONE]`.
+//! A chat answer is split into reasoning, content and tool calls on the
+//! way (see [`output`](crate::output)).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -10,7 +12,9 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::error::ApiError;
+use crate::output::{Piece, Splitter};
 use crate::state::Ticket;
+use crate::tools::Syntax;
 use crate::worker::{Finish, Out};
 
 /// Which API the response belongs to.
@@ -20,6 +24,17 @@ pub enum Api {
     Chat,
     /// `/v1/completions`.
     Text,
+}
+
+/// How a chat answer is split.
+#[derive(Debug, Clone, Default)]
+pub struct Split {
+    /// Extract `<think>` blocks into `reasoning_content`.
+    pub reasoning: bool,
+    /// The prompt opened the thinking block: the answer starts inside it.
+    pub in_thinking: bool,
+    /// Parse tool calls in this syntax.
+    pub tools: Option<Syntax>,
 }
 
 /// The fixed parts of every object of one response.
@@ -35,20 +50,21 @@ pub struct Shape {
     pub model: String,
     /// Whether streamed chunks carry `usage` (null until the last one).
     pub include_usage: bool,
-    /// Whether choices carry `logprobs.content` (chat only).
+    /// Whether choices carry log probabilities.
     pub logprobs: bool,
-}
-
-fn usage(f: &Finish) -> Value {
-    json!({
-        "prompt_tokens": f.prompt_tokens,
-        "completion_tokens": f.completion_tokens,
-        "total_tokens": f.prompt_tokens + f.completion_tokens,
-    })
+    /// Choices in the response.
+    pub n: usize,
+    /// Prompt tokens, each prompt counted once however many choices
+    /// continue it.
+    pub prompt_tokens: usize,
+    /// Chat: how answers are split.
+    pub split: Split,
+    /// Text completions: the text each choice starts with (`echo`).
+    pub echo: Vec<String>,
 }
 
 impl Shape {
-    /// A shape for request `n` of `api`.
+    /// A shape for request `n` of `api` with one choice.
     pub fn new(api: Api, n: u64, model: &str, include_usage: bool) -> Shape {
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -64,23 +80,45 @@ impl Shape {
             model: model.to_string(),
             include_usage,
             logprobs: false,
+            n: 1,
+            prompt_tokens: 0,
+            split: Split::default(),
+            echo: Vec::new(),
         }
     }
 
-    /// The same shape with `logprobs.content` in the chat choices.
+    /// The same shape with log probabilities in the choices.
     pub fn with_logprobs(mut self, on: bool) -> Shape {
         self.logprobs = on;
         self
     }
 
-    /// A choice's `logprobs`: null unless asked for, then
-    /// `{"content": entries}`.
-    fn logprobs_value(&self, entries: Vec<Value>) -> Value {
-        if self.logprobs && self.api == Api::Chat {
-            json!({"content": entries, "refusal": null})
-        } else {
-            Value::Null
-        }
+    /// The same shape with `n` choices continuing prompts of
+    /// `prompt_tokens` tokens in all.
+    pub fn with_choices(mut self, n: usize, prompt_tokens: usize) -> Shape {
+        self.n = n.max(1);
+        self.prompt_tokens = prompt_tokens;
+        self
+    }
+
+    /// The same shape splitting chat answers as `split` says.
+    pub fn with_split(mut self, split: Split) -> Shape {
+        self.split = split;
+        self
+    }
+
+    /// The same shape with choice `k` starting with `echo[k]`.
+    pub fn with_echo(mut self, echo: Vec<String>) -> Shape {
+        self.echo = echo;
+        self
+    }
+
+    fn splitter(&self) -> Splitter {
+        Splitter::new(
+            self.split.reasoning,
+            self.split.in_thinking,
+            self.split.tools.clone(),
+        )
     }
 
     fn object(&self, chunk: bool) -> &'static str {
@@ -91,111 +129,198 @@ impl Shape {
         }
     }
 
-    /// The whole answer as one object.
-    pub fn complete(&self, text: &str, logprobs: Vec<Value>, f: &Finish) -> Value {
-        let choice = match self.api {
-            Api::Chat => json!({
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": self.logprobs_value(logprobs),
-                "finish_reason": f.finish_reason(),
-            }),
-            Api::Text => json!({
-                "index": 0,
-                "text": text,
-                "logprobs": null,
-                "finish_reason": f.finish_reason(),
-            }),
-        };
+    fn usage(&self, completion_tokens: usize) -> Value {
         json!({
-            "id": self.id,
-            "object": self.object(false),
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-            "usage": usage(f),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": self.prompt_tokens + completion_tokens,
         })
     }
 
-    /// A streamed chunk with one choice.
-    fn chunk(&self, delta: Value, text: &str, lp: Vec<Value>, finish: Option<&str>) -> Value {
-        let choice = match self.api {
-            Api::Chat => {
-                let lp = self.logprobs_value(lp);
-                json!({"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish})
-            }
-            Api::Text => {
-                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
-            }
-        };
-        let mut v = json!({
+    fn call_id(&self, choice: usize, call: usize) -> String {
+        let tail = self.id.rsplit('-').next().unwrap_or("0");
+        format!("call_{tail}{choice:02}{call:02}")
+    }
+
+    fn envelope(&self, chunk: bool, choices: Vec<Value>) -> Value {
+        json!({
             "id": self.id,
-            "object": self.object(true),
+            "object": self.object(chunk),
             "created": self.created,
             "model": self.model,
-            "choices": [choice],
-        });
-        if self.include_usage {
-            v["usage"] = Value::Null;
+            "choices": choices,
+        })
+    }
+
+    /// The whole answer as one object.
+    pub fn complete(&self, choices: &[Collected]) -> Value {
+        let mut list = Vec::with_capacity(choices.len());
+        let mut completion = 0;
+        for (k, c) in choices.iter().enumerate() {
+            completion += c.finish.completion_tokens;
+            list.push(match self.api {
+                Api::Chat => self.chat_choice(k, c),
+                Api::Text => {
+                    let echo = self.echo.get(k).map_or("", String::as_str);
+                    let text = format!("{echo}{}", c.text);
+                    let lp = if self.logprobs {
+                        legacy_logprobs(&c.logprobs, &mut echo.chars().count())
+                    } else {
+                        Value::Null
+                    };
+                    json!({
+                        "index": k,
+                        "text": text,
+                        "logprobs": lp,
+                        "finish_reason": c.finish.finish_reason(),
+                    })
+                }
+            });
         }
+        let mut v = self.envelope(false, list);
+        v["usage"] = self.usage(completion);
         v
     }
 
-    /// The chunk that opens a chat stream (the role), if the API has one.
-    pub fn opening(&self) -> Option<Value> {
-        (self.api == Api::Chat).then(|| {
-            self.chunk(
-                json!({"role": "assistant", "content": ""}),
-                "",
-                Vec::new(),
-                None,
-            )
-        })
-    }
-
-    /// A chunk of text, with the log probabilities of the tokens reported
-    /// since the last chunk.
-    pub fn text(&self, s: &str, lp: Vec<Value>) -> Value {
-        self.chunk(json!({"content": s}), s, lp, None)
-    }
-
-    /// The chunk that carries the finish reason (and the log probabilities
-    /// of tokens whose text was never shown, such as a stop string's).
-    pub fn closing(&self, f: &Finish, lp: Vec<Value>) -> Value {
-        self.chunk(json!({}), "", lp, Some(f.finish_reason()))
-    }
-
-    /// The usage chunk (no choices) sent last when asked for.
-    pub fn usage_chunk(&self, f: &Finish) -> Value {
+    fn chat_choice(&self, k: usize, c: &Collected) -> Value {
+        let mut s = self.splitter();
+        let mut pieces = s.push(&c.text);
+        pieces.extend(s.finish());
+        let (mut content, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
+        for p in pieces {
+            match p {
+                Piece::Content(t) => content.push_str(&t),
+                Piece::Reasoning(t) => reasoning.push_str(&t),
+                Piece::Call(call) => calls.push(json!({
+                    "id": self.call_id(k, calls.len()),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                })),
+            }
+        }
+        let mut message = json!({"role": "assistant", "content": content});
+        if !reasoning.is_empty() {
+            message["reasoning_content"] = json!(reasoning);
+        }
+        let finish = if calls.is_empty() {
+            c.finish.finish_reason()
+        } else {
+            if content.is_empty() {
+                message["content"] = Value::Null;
+            }
+            message["tool_calls"] = Value::Array(calls);
+            "tool_calls"
+        };
+        let logprobs = if self.logprobs {
+            json!({"content": c.logprobs, "refusal": null})
+        } else {
+            Value::Null
+        };
         json!({
-            "id": self.id,
-            "object": self.object(true),
-            "created": self.created,
-            "model": self.model,
-            "choices": [],
-            "usage": usage(f),
+            "index": k,
+            "message": message,
+            "logprobs": logprobs,
+            "finish_reason": finish,
         })
     }
 }
 
+/// OpenAI's legacy completions `logprobs` for `entries` (chat-style
+/// entries from the worker); `offset` is the text's length in characters
+/// before the first token, advanced past each.
+fn legacy_logprobs(entries: &[Value], offset: &mut usize) -> Value {
+    let mut tokens = Vec::with_capacity(entries.len());
+    let mut lps = Vec::with_capacity(entries.len());
+    let mut tops = Vec::with_capacity(entries.len());
+    let mut offsets = Vec::with_capacity(entries.len());
+    for e in entries {
+        let tok = e["token"].as_str().unwrap_or("");
+        tokens.push(json!(tok));
+        lps.push(e["logprob"].clone());
+        let mut top = serde_json::Map::new();
+        if let Some(list) = e["top_logprobs"].as_array() {
+            for t in list {
+                top.insert(
+                    t["token"].as_str().unwrap_or("").to_string(),
+                    t["logprob"].clone(),
+                );
+            }
+        }
+        tops.push(Value::Object(top));
+        offsets.push(json!(*offset));
+        *offset += tok.chars().count();
+    }
+    json!({
+        "tokens": tokens,
+        "token_logprobs": lps,
+        "top_logprobs": tops,
+        "text_offset": offsets,
+    })
+}
+
+/// One choice's whole output.
+#[derive(Debug, Clone)]
+pub struct Collected {
+    /// The text.
+    pub text: String,
+    /// Its tokens' log probabilities (when asked for).
+    pub logprobs: Vec<Value>,
+    /// How it ended.
+    pub finish: Finish,
+}
+
+/// Reads every choice's output to its end.
+///
+/// # Errors
+/// The request's error, or a 500 when the model thread stopped.
+pub async fn gather(n: usize, rx: &mut UnboundedReceiver<Out>) -> Result<Vec<Collected>, ApiError> {
+    let mut text = vec![String::new(); n];
+    let mut logprobs = vec![Vec::new(); n];
+    let mut finish: Vec<Option<Finish>> = vec![None; n];
+    while finish.iter().any(Option::is_none) {
+        match rx.recv().await {
+            Some(Out::Text(k, s)) if k < n => text[k].push_str(&s),
+            Some(Out::Logprobs(k, v)) if k < n => logprobs[k].push(v),
+            Some(Out::Done(k, f)) if k < n => finish[k] = Some(f),
+            Some(Out::Error(e)) => return Err(ApiError::internal(e)),
+            Some(_) => {}
+            None => return Err(ApiError::internal("the model thread stopped")),
+        }
+    }
+    Ok(text
+        .into_iter()
+        .zip(logprobs)
+        .zip(finish)
+        .filter_map(|((text, logprobs), f)| {
+            f.map(|finish| Collected {
+                text,
+                logprobs,
+                finish,
+            })
+        })
+        .collect())
+}
+
 /// Waits for the whole generation and answers it as one JSON object.
 pub async fn collect(shape: Shape, ticket: Ticket, mut rx: UnboundedReceiver<Out>) -> Response {
-    let mut text = String::new();
-    let mut logprobs = Vec::new();
-    let result = loop {
-        match rx.recv().await {
-            Some(Out::Text(s)) => text.push_str(&s),
-            Some(Out::Logprobs(v)) => logprobs.push(v),
-            Some(Out::Done(f)) => break Ok(f),
-            Some(Out::Error(e)) => break Err(ApiError::internal(e)),
-            None => break Err(ApiError::internal("the model thread stopped")),
-        }
-    };
+    let result = gather(shape.n, &mut rx).await;
     drop(ticket);
     match result {
-        Ok(f) => axum::Json(shape.complete(&text, logprobs, &f)).into_response(),
+        Ok(c) => axum::Json(shape.complete(&c)).into_response(),
         Err(e) => e.into_response(),
     }
+}
+
+/// Where one choice of a stream stands.
+struct ChoiceState {
+    splitter: Splitter,
+    /// Tool calls sent so far.
+    calls: usize,
+    /// Log probabilities not yet sent with a chunk.
+    logprobs: Vec<Value>,
+    /// Characters of text sent (text completions' `text_offset`).
+    offset: usize,
+    done: bool,
 }
 
 struct StreamState {
@@ -204,29 +329,137 @@ struct StreamState {
     /// Dropped with the stream: a client that goes away cancels.
     ticket: Option<Ticket>,
     pending: VecDeque<String>,
-    /// Log probabilities not yet sent with a chunk.
-    logprobs: Vec<Value>,
+    choices: Vec<ChoiceState>,
+    completion_tokens: usize,
     done: bool,
 }
 
-fn data(v: &Value) -> String {
-    v.to_string()
+impl StreamState {
+    fn chunk(&mut self, k: usize, delta: Value, finish: Option<&str>) {
+        let shape = &self.shape;
+        let lp = std::mem::take(&mut self.choices[k].logprobs);
+        let choice = match shape.api {
+            Api::Chat => {
+                let lp = if shape.logprobs {
+                    json!({"content": lp, "refusal": null})
+                } else {
+                    Value::Null
+                };
+                json!({"index": k, "delta": delta, "logprobs": lp, "finish_reason": finish})
+            }
+            Api::Text => {
+                let text = delta["content"].as_str().unwrap_or("").to_string();
+                let lp = if shape.logprobs && !lp.is_empty() {
+                    legacy_logprobs(&lp, &mut self.choices[k].offset)
+                } else if shape.logprobs {
+                    // Text of no new token (the echoed prompt).
+                    self.choices[k].offset += text.chars().count();
+                    legacy_logprobs(&[], &mut 0)
+                } else {
+                    self.choices[k].offset += text.chars().count();
+                    Value::Null
+                };
+                json!({"index": k, "text": text, "logprobs": lp, "finish_reason": finish})
+            }
+        };
+        let mut v = shape.envelope(true, vec![choice]);
+        if shape.include_usage {
+            v["usage"] = Value::Null;
+        }
+        self.pending.push_back(v.to_string());
+    }
+
+    fn pieces(&mut self, k: usize, pieces: Vec<Piece>) {
+        for p in pieces {
+            match p {
+                Piece::Content(t) => self.chunk(k, json!({"content": t}), None),
+                Piece::Reasoning(t) => self.chunk(k, json!({"reasoning_content": t}), None),
+                Piece::Call(call) => {
+                    let i = self.choices[k].calls;
+                    self.choices[k].calls += 1;
+                    let id = self.shape.call_id(k, i);
+                    // As OpenAI streams a call: the name first, then the
+                    // arguments.
+                    let head = json!({"tool_calls": [{"index": i, "id": id, "type": "function",
+                        "function": {"name": call.name, "arguments": ""}}]});
+                    self.chunk(k, head, None);
+                    let args = json!({"tool_calls": [{"index": i,
+                        "function": {"arguments": call.arguments}}]});
+                    self.chunk(k, args, None);
+                }
+            }
+        }
+    }
+
+    fn text(&mut self, k: usize, s: &str) {
+        if self.shape.api == Api::Chat {
+            let pieces = self.choices[k].splitter.push(s);
+            self.pieces(k, pieces);
+        } else {
+            self.chunk(k, json!({"content": s}), None);
+        }
+    }
+
+    fn finish(&mut self, k: usize, f: &Finish) {
+        if self.shape.api == Api::Chat {
+            let pieces = self.choices[k].splitter.finish();
+            self.pieces(k, pieces);
+        }
+        let reason = if self.choices[k].calls > 0 {
+            "tool_calls"
+        } else {
+            f.finish_reason()
+        };
+        self.chunk(k, json!({}), Some(reason));
+        self.choices[k].done = true;
+        self.completion_tokens += f.completion_tokens;
+        if self.choices.iter().all(|c| c.done) {
+            if self.shape.include_usage {
+                let mut v = self.shape.envelope(true, Vec::new());
+                v["usage"] = self.shape.usage(self.completion_tokens);
+                self.pending.push_back(v.to_string());
+            }
+            self.end("[DONE]".to_string());
+        }
+    }
+
+    fn end(&mut self, last: String) {
+        self.pending.push_back(last);
+        self.done = true;
+        self.ticket = None;
+    }
 }
 
 /// Streams the generation as server-sent events.
 pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Response {
-    let mut pending = VecDeque::new();
-    if let Some(v) = shape.opening() {
-        pending.push_back(data(&v));
-    }
-    let st = StreamState {
+    let choices = (0..shape.n)
+        .map(|_| ChoiceState {
+            splitter: shape.splitter(),
+            calls: 0,
+            logprobs: Vec::new(),
+            offset: 0,
+            done: false,
+        })
+        .collect();
+    let mut st = StreamState {
         shape,
         rx,
         ticket: Some(ticket),
-        pending,
-        logprobs: Vec::new(),
+        pending: VecDeque::new(),
+        choices,
+        completion_tokens: 0,
         done: false,
     };
+    for k in 0..st.shape.n {
+        match st.shape.api {
+            Api::Chat => st.chunk(k, json!({"role": "assistant", "content": ""}), None),
+            Api::Text => {
+                if let Some(e) = st.shape.echo.get(k).filter(|e| !e.is_empty()).cloned() {
+                    st.chunk(k, json!({"content": e}), None);
+                }
+            }
+        }
+    }
     let events = futures_util::stream::unfold(st, |mut st| async move {
         loop {
             if let Some(d) = st.pending.pop_front() {
@@ -235,32 +468,16 @@ pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Respo
             if st.done {
                 return None;
             }
+            let n = st.shape.n;
             match st.rx.recv().await {
-                Some(Out::Text(s)) => {
-                    let lp = std::mem::take(&mut st.logprobs);
-                    st.pending.push_back(data(&st.shape.text(&s, lp)));
-                }
-                Some(Out::Logprobs(v)) => st.logprobs.push(v),
-                Some(Out::Done(f)) => {
-                    let lp = std::mem::take(&mut st.logprobs);
-                    st.pending.push_back(data(&st.shape.closing(&f, lp)));
-                    if st.shape.include_usage {
-                        st.pending.push_back(data(&st.shape.usage_chunk(&f)));
-                    }
-                    st.pending.push_back("[DONE]".to_string());
-                    st.done = true;
-                    st.ticket = None;
-                }
-                Some(Out::Error(e)) => {
-                    st.pending.push_back(data(&ApiError::internal(e).body()));
-                    st.done = true;
-                    st.ticket = None;
-                }
+                Some(Out::Text(k, s)) if k < n => st.text(k, &s),
+                Some(Out::Logprobs(k, v)) if k < n => st.choices[k].logprobs.push(v),
+                Some(Out::Done(k, f)) if k < n => st.finish(k, &f),
+                Some(Out::Error(e)) => st.end(ApiError::internal(e).body().to_string()),
+                Some(_) => {}
                 None => {
                     let e = ApiError::internal("the model thread stopped");
-                    st.pending.push_back(data(&e.body()));
-                    st.done = true;
-                    st.ticket = None;
+                    st.end(e.body().to_string());
                 }
             }
         }

@@ -10,69 +10,88 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use minfer_engine::ChatMessage;
 use serde_json::json;
 
-use crate::api::{
-    self, ChatRequest, CompletionRequest, DetokenizeRequest, Prompt, TokenizeRequest,
-};
+use crate::api::{self, ChatRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest};
+use crate::cors::Cors;
 use crate::error::ApiError;
 use crate::respond::{self, Api, Shape};
 use crate::state::{Served, Shared};
+use crate::worker::Part;
+use crate::{chat, completion};
 
 type St = State<Arc<Shared>>;
 
-/// The router with every endpoint, authentication and request counting.
+/// The router with every endpoint, authentication, CORS and request
+/// counting. Every OpenAI route is served with and without the `/v1`
+/// prefix, as llama-server does, for clients configured with a bare base
+/// URL.
 pub fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/completions", post(completions))
-        .route("/v1/models", get(models))
-        .route("/v1/models/{id}", get(model))
-        .route("/health", get(health))
+    let mut r = Router::new();
+    for prefix in ["/v1", ""] {
+        r = r
+            .route(&format!("{prefix}/chat/completions"), post(chat))
+            .route(&format!("{prefix}/completions"), post(completions))
+            .route(&format!("{prefix}/models"), get(models))
+            .route(&format!("{prefix}/models/{{id}}"), get(model));
+    }
+    r.route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .fallback(fallback)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
+        .route("/", get(crate::page::index))
         .with_state(shared)
 }
 
-/// Checks the API key (every endpoint but `/health`) and counts the
-/// request under its endpoint and status.
+/// The endpoint a path is counted under in `/metrics`.
+fn endpoint(path: &str) -> String {
+    let p = path.strip_prefix("/v1").unwrap_or(path);
+    match p {
+        "/chat/completions" | "/completions" | "/models" => format!("/v1{p}"),
+        "/health" | "/metrics" | "/tokenize" | "/detokenize" if p == path => p.to_string(),
+        _ if p.starts_with("/models/") => "/v1/models/{id}".to_string(),
+        _ => "other".to_string(),
+    }
+}
+
+/// Answers CORS preflights (before authentication: browsers send them
+/// without credentials), checks the API key (every endpoint but
+/// `/health`), adds the CORS headers, and counts the request under its
+/// endpoint and status.
 async fn guard(State(shared): St, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
-    let endpoint = match path.as_str() {
-        "/v1/chat/completions"
-        | "/v1/completions"
-        | "/v1/models"
-        | "/health"
-        | "/metrics"
-        | "/tokenize"
-        | "/detokenize" => path.clone(),
-        p if p.starts_with("/v1/models/") => "/v1/models/{id}".to_string(),
-        _ => "other".to_string(),
-    };
-    let resp = match &shared.cfg.api_key {
+    let endpoint = endpoint(&path);
+    let cors = Cors::new(&shared.cfg.cors_origins);
+    let headers = req.headers().clone();
+    if let Some(resp) = cors.preflight(req.method(), &headers) {
+        shared.metrics.request(&endpoint, resp.status().as_u16());
+        return resp;
+    }
+    let mut resp = match &shared.cfg.api_key {
         Some(key) if path != "/health" && !authorized(&req, key) => {
             ApiError::unauthorized().into_response()
         }
         _ => next.run(req).await,
     };
+    cors.decorate(&headers, &mut resp);
     shared.metrics.request(&endpoint, resp.status().as_u16());
     resp
 }
 
+/// Whether the request carries `key`: `Authorization: Bearer KEY`, or
+/// `x-api-key: KEY` as Anthropic's clients send it.
 fn authorized(req: &Request, key: &str) -> bool {
-    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
-        return false;
-    };
-    let Ok(value) = value.to_str() else {
-        return false;
-    };
-    let Some(given) = value.strip_prefix("Bearer ") else {
-        return false;
+    let h = req.headers();
+    let bearer = h
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let given = match bearer.or_else(|| h.get("x-api-key").and_then(|v| v.to_str().ok())) {
+        Some(g) => g,
+        None => return false,
     };
     // Compared in constant time: the key's bytes do not leak through timing.
     given.len() == key.len()
@@ -91,7 +110,7 @@ async fn read_body(shared: &Shared, body: Body) -> Result<axum::body::Bytes, Api
 }
 
 /// Checks that the prompt leaves room to generate in the context window.
-fn check_prompt(ids: &[u32], n_ctx: u32, param: &str) -> Result<(), ApiError> {
+pub(crate) fn check_prompt(ids: &[u32], n_ctx: u32, param: &str) -> Result<(), ApiError> {
     if ids.is_empty() {
         return Err(ApiError::bad_param(param, "the prompt is empty"));
     }
@@ -108,34 +127,6 @@ fn check_prompt(ids: &[u32], n_ctx: u32, param: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn chat_prompt(served: &Served, req: &ChatRequest) -> Result<Vec<u32>, ApiError> {
-    if req.messages.is_empty() {
-        return Err(ApiError::bad_param(
-            "messages",
-            "`messages` must not be empty",
-        ));
-    }
-    let mut messages = Vec::with_capacity(req.messages.len());
-    for m in &req.messages {
-        let role = match m.role.as_str() {
-            "developer" => "system",
-            r @ ("system" | "user" | "assistant" | "tool") => r,
-            other => {
-                return Err(ApiError::bad_param(
-                    "messages",
-                    format!("unknown message role `{other}`"),
-                ))
-            }
-        };
-        messages.push(ChatMessage::new(role, api::message_text(m)?));
-    }
-    let text = served
-        .loaded
-        .render_chat(&messages, true)
-        .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
-    Ok(served.loaded.tokenize(&text))
-}
-
 /// Runs CPU-heavy request work (parsing, template rendering, tokenizing a
 /// body of up to `--max-body`) off the async workers, so that other
 /// connections keep being served meanwhile.
@@ -150,27 +141,32 @@ async fn off_thread<T: Send + 'static>(
 async fn chat(State(shared): St, body: Body) -> Result<Response, ApiError> {
     let body = read_body(&shared, body).await?;
     let s = shared.clone();
-    let (req, cfg, ids) = off_thread(move || {
+    let (req, prep) = off_thread(move || {
         let req: ChatRequest = api::parse(&body)?;
         let served = s.served()?;
         served.check_model(&req.sampling.model)?;
-        let cfg = req.sampling.to_config(0)?;
-        api::check_vocab(&cfg, served)?;
-        let ids = chat_prompt(served, &req)?;
-        check_prompt(&ids, s.cfg.engine.n_ctx, "messages")?;
-        Ok((req, cfg, ids))
+        let prep = chat::prepare(served, &req, s.cfg.n_parallel)?;
+        check_prompt(&prep.ids, s.cfg.engine.n_ctx, "messages")?;
+        Ok((req, prep))
     })
     .await?;
     let served = shared.served()?;
-    let logprobs = cfg.logprobs.is_some();
-    let (ticket, rx) = shared.submit(ids, cfg)?;
+    let logprobs = prep.cfgs[0].logprobs.is_some();
+    let n = prep.cfgs.len();
+    let prompt_tokens = prep.ids.len();
+    let (ticket, rx) = shared.submit(vec![Part {
+        prompt: prep.ids,
+        cfgs: prep.cfgs,
+    }])?;
     let shape = Shape::new(
         Api::Chat,
         ticket.id(),
         &served.id,
         req.sampling.include_usage(),
     )
-    .with_logprobs(logprobs);
+    .with_logprobs(logprobs)
+    .with_choices(n, prompt_tokens)
+    .with_split(prep.split);
     Ok(if req.sampling.stream {
         respond::stream(shape, ticket, rx)
     } else {
@@ -178,50 +174,30 @@ async fn chat(State(shared): St, body: Body) -> Result<Response, ApiError> {
     })
 }
 
-/// OpenAI's default for `max_tokens` on the legacy completions endpoint.
-const COMPLETIONS_DEFAULT_MAX: usize = 16;
-
 async fn completions(State(shared): St, body: Body) -> Result<Response, ApiError> {
     let body = read_body(&shared, body).await?;
     let s = shared.clone();
-    let (req, cfg, ids) = off_thread(move || {
+    let (req, prep) = off_thread(move || {
         let req: CompletionRequest = api::parse(&body)?;
         let served = s.served()?;
         served.check_model(&req.sampling.model)?;
-        if req.echo {
-            return Err(ApiError::unsupported("echo", "only false"));
-        }
-        if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
-            return Err(ApiError::unsupported("suffix", "no fill-in-the-middle"));
-        }
-        let cfg = req.sampling.to_config(COMPLETIONS_DEFAULT_MAX)?;
-        if cfg.logprobs.is_some() {
-            return Err(ApiError::unsupported(
-                "logprobs",
-                "log probabilities are reported on /v1/chat/completions only",
-            ));
-        }
-        api::check_vocab(&cfg, served)?;
-        let prompt = match &req.prompt {
-            Prompt::Text(t) => t.as_str(),
-            Prompt::Batch(v) if v.len() == 1 => v[0].as_str(),
-            Prompt::Batch(_) => {
-                return Err(ApiError::unsupported("prompt", "one prompt per request"))
-            }
-        };
-        let ids = served.loaded.tokenize(prompt);
-        check_prompt(&ids, s.cfg.engine.n_ctx, "prompt")?;
-        Ok((req, cfg, ids))
+        let prep = completion::prepare(served, &req, s.cfg.n_parallel, s.cfg.engine.n_ctx)?;
+        Ok((req, prep))
     })
     .await?;
     let served = shared.served()?;
-    let (ticket, rx) = shared.submit(ids, cfg)?;
+    let n: usize = prep.parts.iter().map(|p| p.cfgs.len()).sum();
+    let prompt_tokens = prep.parts.iter().map(|p| p.prompt.len()).sum();
+    let (ticket, rx) = shared.submit(prep.parts)?;
     let shape = Shape::new(
         Api::Text,
         ticket.id(),
         &served.id,
         req.sampling.include_usage(),
-    );
+    )
+    .with_logprobs(prep.logprobs)
+    .with_choices(n, prompt_tokens)
+    .with_echo(prep.echo);
     Ok(if req.sampling.stream {
         respond::stream(shape, ticket, rx)
     } else {
@@ -360,6 +336,10 @@ mod tests {
             max_body: 1024,
             api_key: key.map(str::to_string),
             drain_timeout: Duration::from_secs(1),
+            alias: None,
+            strict_model: true,
+            cors_origins: Vec::new(),
+            chat_template: None,
             engine: minfer_engine::EngineConfig::default(),
         };
         let (tx, rx) = std::sync::mpsc::channel();

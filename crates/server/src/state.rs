@@ -5,12 +5,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use minfer_engine::{token_vocab, GenerateConfig, LoadedModel, TokenVocab};
+use minfer_engine::{token_vocab, ChatTemplate, LoadedModel, TokenVocab};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::worker::{Cmd, Job, Out};
+use crate::worker::{Cmd, Job, Out, Part};
 use crate::ServerConfig;
 
 /// The model, once loaded, with the names it answers to.
@@ -25,15 +25,34 @@ pub struct Served {
     /// The sampler's view of the vocabulary, built when a request first
     /// asks for constrained output (to check its grammar up front).
     pub vocab: OnceLock<Arc<TokenVocab>>,
+    /// The chat template in use: `--chat-template` or the model's own.
+    pub template: Option<ChatTemplate>,
+    /// What the template knows beyond plain turns.
+    pub abilities: Abilities,
+    /// Whether a request's `model` must name this model (otherwise any
+    /// name, or none, is this model, as llama-server allows).
+    pub strict_model: bool,
+}
+
+/// What a chat template can do, found once at start-up.
+#[derive(Debug, Clone, Default)]
+pub struct Abilities {
+    /// The template renders `tools` (its output changes when given some).
+    pub tools: bool,
+    /// The tool-call syntax it teaches, when minfer knows it.
+    pub tool_syntax: Option<crate::tools::Syntax>,
+    /// The template knows `<think>` blocks (a reasoning model's).
+    pub thinking: bool,
 }
 
 impl Served {
-    /// Checks a request's `model` field.
+    /// Checks a request's `model` field (any name passes unless
+    /// `--strict-model`).
     ///
     /// # Errors
     /// 404 `model_not_found` for a model this server does not serve.
     pub fn check_model(&self, name: &str) -> Result<(), ApiError> {
-        if name == self.id || self.aliases.iter().any(|a| a == name) {
+        if !self.strict_model || name == self.id || self.aliases.iter().any(|a| a == name) {
             Ok(())
         } else {
             Err(ApiError::unknown_model(name, &self.id))
@@ -108,8 +127,7 @@ impl Shared {
     /// server is shutting down.
     pub fn submit(
         self: &Arc<Self>,
-        prompt: Vec<u32>,
-        cfg: GenerateConfig,
+        parts: Vec<Part>,
     ) -> Result<(Ticket, UnboundedReceiver<Out>), ApiError> {
         if self.draining.load(Relaxed) {
             return Err(ApiError::unavailable("the server is shutting down"));
@@ -128,12 +146,7 @@ impl Shared {
         }
         let id = self.next_id.fetch_add(1, Relaxed);
         let (tx, rx) = unbounded_channel();
-        self.send(Cmd::Submit(Box::new(Job {
-            id,
-            prompt,
-            cfg,
-            out: tx,
-        })));
+        self.send(Cmd::Submit(Box::new(Job { id, parts, out: tx })));
         let ticket = Ticket {
             shared: self.clone(),
             id,

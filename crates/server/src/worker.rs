@@ -37,31 +37,53 @@ pub enum Cmd {
     Shutdown,
 }
 
-/// One generation to run.
+/// One prompt of a request and its choices.
+#[derive(Debug)]
+pub struct Part {
+    /// Prompt token ids (checked against the context by the handler).
+    pub prompt: Vec<u32>,
+    /// What to generate, per choice; the prompt is prefilled once and
+    /// shared by all of them.
+    pub cfgs: Vec<GenerateConfig>,
+}
+
+/// One request to run: one or more prompts, each with one or more
+/// choices, numbered in order across the prompts.
 #[derive(Debug)]
 pub struct Job {
     /// The request's id.
     pub id: u64,
-    /// Prompt token ids (checked against the context by the handler).
-    pub prompt: Vec<u32>,
-    /// What to generate.
-    pub cfg: GenerateConfig,
+    /// The prompts.
+    pub parts: Vec<Part>,
     /// Where the output goes.
     pub out: UnboundedSender<Out>,
 }
 
-/// What a request receives, in order: text, then one `Done` or `Error`.
+impl Job {
+    /// Choices in all.
+    pub fn choices(&self) -> usize {
+        self.parts.iter().map(|p| p.cfgs.len()).sum()
+    }
+
+    /// Prompt tokens in all.
+    pub fn prompt_len(&self) -> usize {
+        self.parts.iter().map(|p| p.prompt.len()).sum()
+    }
+}
+
+/// What a request receives: for each choice, text, then one `Done`; or
+/// one `Error` after which nothing follows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Out {
-    /// More text (whole UTF-8 characters).
-    Text(String),
+    /// More text of a choice (whole UTF-8 characters).
+    Text(usize, String),
     /// One generated token's entry of OpenAI's `logprobs.content` (only
     /// when the request asked for log probabilities); it comes before the
     /// text that holds the token.
-    Logprobs(serde_json::Value),
-    /// The generation ended.
-    Done(Finish),
-    /// The generation failed; nothing follows.
+    Logprobs(usize, serde_json::Value),
+    /// A choice ended.
+    Done(usize, Finish),
+    /// The request failed; nothing follows.
     Error(String),
 }
 
@@ -89,10 +111,16 @@ impl Finish {
     }
 }
 
-struct Running {
+/// One choice of a running request.
+struct Branch {
     gen: GenId,
-    out: UnboundedSender<Out>,
     utf8: Utf8Stream,
+    done: bool,
+}
+
+struct Running {
+    branches: Vec<Branch>,
+    out: UnboundedSender<Out>,
     /// Whether its prompt is in the cache (its first token is out) and
     /// its prefix-cache hit has been counted.
     counted: bool,
@@ -203,21 +231,31 @@ impl Worker {
         if disconnect {
             self.metrics.disconnects.fetch_add(1, Relaxed);
         }
-        self.sched.cancel(r.gen);
         let mut generated = 0;
-        while let Some(ev) = self.sched.next_event(r.gen) {
-            if let Event::Done(stats) = ev {
-                generated = stats.generated_tokens;
-                let _ = r.out.send(Out::Done(Finish {
-                    prompt_tokens: stats.prompt_tokens,
-                    completion_tokens: stats.generated_tokens,
-                    reason: StopReason::Cancelled,
-                }));
+        for (k, b) in r.branches.iter().enumerate().filter(|(_, b)| !b.done) {
+            self.sched.cancel(b.gen);
+            while let Some(ev) = self.sched.next_event(b.gen) {
+                if let Event::Done(stats) = ev {
+                    generated += stats.generated_tokens;
+                    let _ = r.out.send(Out::Done(
+                        k,
+                        Finish {
+                            prompt_tokens: stats.prompt_tokens,
+                            completion_tokens: stats.generated_tokens,
+                            reason: StopReason::Cancelled,
+                        },
+                    ));
+                }
             }
         }
         self.metrics
             .completion_tokens
             .fetch_add(generated as u64, Relaxed);
+    }
+
+    /// Choices running now.
+    fn busy(&self) -> usize {
+        self.running.values().map(|r| r.branches.len()).sum()
     }
 
     /// Cancels the requests whose clients went away.
@@ -246,10 +284,14 @@ impl Worker {
     /// with "cache full" instead of one waiting for the other. A request
     /// alone always starts (its prompt fits the context; the handler checked).
     fn admit(&mut self) {
-        while self.running.len() < self.n_parallel {
+        loop {
             let Some(job) = self.waiting.front() else {
                 return;
             };
+            // A request wider than `-np` was refused by its handler.
+            if self.busy() + job.choices() > self.n_parallel && !self.running.is_empty() {
+                return;
+            }
             if !self.running.is_empty() {
                 let pending: usize = self
                     .running
@@ -257,31 +299,38 @@ impl Worker {
                     .filter(|r| !r.counted)
                     .map(|r| r.prompt_len)
                     .sum();
-                let growth = GROWTH_ROOM * (self.running.len() + 1);
-                if pending + job.prompt.len() + growth > self.sched.runtime().room() {
+                let growth = GROWTH_ROOM * (self.busy() + job.choices());
+                if pending + job.prompt_len() + growth > self.sched.runtime().room() {
                     return;
                 }
             }
             let Some(job) = self.waiting.pop_front() else {
                 return;
             };
-            match self.sched.submit(&job.prompt, &job.cfg) {
-                Ok(gen) => {
+            let prompt_len = job.prompt_len();
+            match self.submit(&job) {
+                Ok(gens) => {
                     let t_trace = trace::start();
                     if t_trace.is_some() {
                         trace::name_track(job.id as u32, format!("request {}", job.id));
                     }
                     self.metrics
                         .prompt_tokens
-                        .fetch_add(job.prompt.len() as u64, Relaxed);
+                        .fetch_add(prompt_len as u64, Relaxed);
                     self.running.insert(
                         job.id,
                         Running {
-                            gen,
+                            branches: gens
+                                .into_iter()
+                                .map(|gen| Branch {
+                                    gen,
+                                    utf8: Utf8Stream::new(),
+                                    done: false,
+                                })
+                                .collect(),
                             out: job.out,
-                            utf8: Utf8Stream::new(),
                             counted: false,
-                            prompt_len: job.prompt.len(),
+                            prompt_len,
                             t_trace,
                         },
                     );
@@ -291,6 +340,24 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Submits every prompt of `job`; on a failure, none stays submitted.
+    fn submit(&mut self, job: &Job) -> minfer_engine::Result<Vec<GenId>> {
+        let mut gens = Vec::with_capacity(job.choices());
+        for part in &job.parts {
+            match self.sched.submit_n(&part.prompt, &part.cfgs) {
+                Ok(ids) => gens.extend(ids),
+                Err(e) => {
+                    for &g in &gens {
+                        self.sched.cancel(g);
+                        while self.sched.next_event(g).is_some() {}
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(gens)
     }
 
     fn step(&mut self) {
@@ -304,7 +371,7 @@ impl Worker {
         for (&id, r) in self.running.iter_mut() {
             // Known once the first token is out, and until `Done` is read.
             if !r.counted {
-                if let Some(t) = self.sched.times(r.gen) {
+                if let Some(t) = self.sched.times(r.branches[0].gen) {
                     r.counted = true;
                     if let Some(t0) = r.t_trace {
                         trace::track_span(id as u32, "prefill", t0, r.prompt_len as u64);
@@ -314,54 +381,34 @@ impl Worker {
                         .fetch_add(t.reused_tokens as u64, Relaxed);
                 }
             }
-            while let Some(ev) = self.sched.next_event(r.gen) {
-                match ev {
-                    Event::Text(bytes) => {
-                        let s = r.utf8.push(&bytes);
-                        if !s.is_empty() {
-                            let _ = r.out.send(Out::Text(s.to_string()));
-                        }
-                    }
-                    Event::Logprobs(lp) => {
-                        let entry = logprob_entry(self.sched.tokenizer(), &lp);
-                        let _ = r.out.send(Out::Logprobs(entry));
-                    }
-                    Event::Done(stats) => {
-                        let rest = r.utf8.finish();
-                        if !rest.is_empty() {
-                            let _ = r.out.send(Out::Text(rest.to_string()));
-                        }
-                        self.metrics
-                            .completion_tokens
-                            .fetch_add(stats.generated_tokens as u64, Relaxed);
-                        if let Some(t0) = r.t_trace {
-                            let n = stats.generated_tokens as u64;
-                            trace::track_span(id as u32, "request", t0, n);
-                        }
-                        if stats.stop_reason == StopReason::Cancelled {
-                            // Only a failed step cancels on its own (our
-                            // cancels remove the request first).
-                            let msg = failure
-                                .as_ref()
-                                .map_or("the generation was cancelled".to_string(), |e| {
-                                    format!("the engine failed: {e}")
-                                });
-                            let _ = r.out.send(Out::Error(msg));
-                        } else {
-                            let _ = r.out.send(Out::Done(Finish {
-                                prompt_tokens: stats.prompt_tokens,
-                                completion_tokens: stats.generated_tokens,
-                                reason: stats.stop_reason,
-                            }));
-                        }
-                        finished.push(id);
-                        break;
-                    }
+            let mut failed = false;
+            for (k, b) in r.branches.iter_mut().enumerate() {
+                if !b.done {
+                    failed |= relay(
+                        &mut self.sched,
+                        &self.metrics,
+                        k,
+                        b,
+                        &r.out,
+                        id,
+                        r.t_trace,
+                        failure.as_ref(),
+                    );
                 }
+            }
+            if failed || r.branches.iter().all(|b| b.done) {
+                finished.push(id);
             }
         }
         for id in finished {
-            self.running.remove(&id);
+            if let Some(r) = self.running.remove(&id) {
+                // After a failure the request gets one error and nothing
+                // more: its other choices stop too.
+                for b in r.branches.iter().filter(|b| !b.done) {
+                    self.sched.cancel(b.gen);
+                    while self.sched.next_event(b.gen).is_some() {}
+                }
+            }
         }
     }
 
@@ -377,4 +424,66 @@ impl Worker {
         m.cells_free.store(rt.room() as u64, Relaxed);
         m.cells_live.store(rt.live_cells() as u64, Relaxed);
     }
+}
+
+/// Hands the events of one choice to its request; returns `true` when the
+/// choice failed (the request then gets an error and ends).
+#[allow(clippy::too_many_arguments)]
+fn relay(
+    sched: &mut Scheduler,
+    metrics: &Metrics,
+    k: usize,
+    b: &mut Branch,
+    out: &UnboundedSender<Out>,
+    id: u64,
+    t_trace: Option<u64>,
+    failure: Option<&minfer_engine::EngineError>,
+) -> bool {
+    while let Some(ev) = sched.next_event(b.gen) {
+        match ev {
+            Event::Text(bytes) => {
+                let s = b.utf8.push(&bytes);
+                if !s.is_empty() {
+                    let _ = out.send(Out::Text(k, s.to_string()));
+                }
+            }
+            Event::Logprobs(lp) => {
+                let entry = logprob_entry(sched.tokenizer(), &lp);
+                let _ = out.send(Out::Logprobs(k, entry));
+            }
+            Event::Done(stats) => {
+                b.done = true;
+                let rest = b.utf8.finish();
+                if !rest.is_empty() {
+                    let _ = out.send(Out::Text(k, rest.to_string()));
+                }
+                metrics
+                    .completion_tokens
+                    .fetch_add(stats.generated_tokens as u64, Relaxed);
+                if let Some(t0) = t_trace {
+                    let n = stats.generated_tokens as u64;
+                    trace::track_span(id as u32, "request", t0, n);
+                }
+                if stats.stop_reason == StopReason::Cancelled {
+                    // Only a failed step cancels on its own (our cancels
+                    // remove the request first).
+                    let msg = failure.map_or("the generation was cancelled".to_string(), |e| {
+                        format!("the engine failed: {e}")
+                    });
+                    let _ = out.send(Out::Error(msg));
+                    return true;
+                }
+                let _ = out.send(Out::Done(
+                    k,
+                    Finish {
+                        prompt_tokens: stats.prompt_tokens,
+                        completion_tokens: stats.generated_tokens,
+                        reason: stats.stop_reason,
+                    },
+                ));
+                return false;
+            }
+        }
+    }
+    false
 }

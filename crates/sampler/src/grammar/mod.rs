@@ -3,23 +3,27 @@
 //! ahead of every other stage.
 
 mod gbnf;
+mod lazy;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use llguidance::api::TopLevelGrammar;
-use llguidance::toktrie::{ApproximateTokEnv, SimpleVob, TokRxInfo, TokTrie};
+use llguidance::toktrie::{ApproximateTokEnv, SimpleVob, TokEnv, TokRxInfo, TokTrie};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::{json, Value};
 
 pub use gbnf::Gbnf;
 
-use crate::{Constraint, SamplerError, TokenVocab};
+use crate::{Constraint, SamplerError, TokenVocab, Trigger};
+use lazy::Wait;
 
 /// The per-model part of constrained output: the token trie over the
 /// vocabulary and llguidance's parser factory.
 pub(crate) struct GrammarEnv {
     factory: ParserFactory,
+    /// The token trie, for a lazy constraint's view of the output bytes.
+    tok_env: TokEnv,
     n_vocab: usize,
     eog: Vec<u32>,
 }
@@ -59,10 +63,10 @@ impl GrammarEnv {
         let built = catch_unwind(AssertUnwindSafe(|| {
             let info = TokRxInfo::new(n32, eos);
             let trie = TokTrie::from(&info, &words).with_eos_tokens(&eog);
-            let env = Arc::new(ApproximateTokEnv::new(trie));
-            ParserFactory::new_simple(&(env as llguidance::toktrie::TokEnv))
+            let env: TokEnv = Arc::new(ApproximateTokEnv::new(trie));
+            ParserFactory::new_simple(&env).map(|f| (f, env))
         }));
-        let mut factory = match built {
+        let (mut factory, tok_env) = match built {
             Ok(Ok(f)) => f,
             Ok(Err(e)) => return Err(SamplerError::GrammarVocab(e.to_string())),
             Err(_) => {
@@ -74,6 +78,7 @@ impl GrammarEnv {
         factory.quiet();
         Ok(GrammarEnv {
             factory,
+            tok_env,
             n_vocab: n,
             eog,
         })
@@ -81,11 +86,13 @@ impl GrammarEnv {
 }
 
 /// One generation's constraint state: the matcher and the mask for the
-/// next token, once computed.
+/// next token, once computed. A lazy constraint first waits for its
+/// trigger: until then the output is free and the matcher sees nothing.
 pub(crate) struct Grammar {
     env: Arc<GrammarEnv>,
     matcher: Matcher,
     mask: Option<SimpleVob>,
+    wait: Option<Wait>,
 }
 
 impl std::fmt::Debug for Grammar {
@@ -102,6 +109,7 @@ impl Clone for Grammar {
             env: Arc::clone(&self.env),
             matcher: self.matcher.deep_clone(),
             mask: self.mask.clone(),
+            wait: self.wait.clone(),
         }
     }
 }
@@ -159,13 +167,20 @@ impl Grammar {
             env,
             matcher,
             mask: None,
+            wait: None,
         })
+    }
+
+    /// The same constraint, asleep until `trigger` shows in the output.
+    pub(crate) fn lazy(mut self, trigger: &Trigger) -> Grammar {
+        self.wait = Some(Wait::new(trigger));
+        self
     }
 
     /// Computes the mask for the next token, if not done yet. This is the
     /// expensive part; the scheduler calls it while the forward pass runs.
     pub(crate) fn prepare(&mut self) -> Result<(), SamplerError> {
-        if self.mask.is_none() {
+        if self.mask.is_none() && self.wait.is_none() {
             // A stopped parser (the grammar is complete) allows only the
             // end-of-generation tokens.
             let m = self
@@ -180,6 +195,9 @@ impl Grammar {
     /// Sets every logit the grammar forbids to `-inf` (entries past the
     /// vocabulary too) and says what is left.
     pub(crate) fn apply(&mut self, logits: &mut [f32]) -> Result<Allowed, SamplerError> {
+        if self.wait.is_some() {
+            return Ok(Allowed::Text);
+        }
         self.prepare()?;
         let Some(mask) = &self.mask else {
             return Err(SamplerError::GrammarDeadEnd);
@@ -213,6 +231,19 @@ impl Grammar {
     /// Advances the grammar past `token`.
     pub(crate) fn accept(&mut self, token: u32) -> Result<(), SamplerError> {
         self.mask = None;
+        if let Some(wait) = &mut self.wait {
+            let trie = self.env.tok_env.tok_trie();
+            let Some(replay) = wait.push(token, trie) else {
+                return Ok(());
+            };
+            self.wait = None;
+            // The output from the trigger (or from just after it) on is
+            // the constraint's beginning.
+            return self
+                .matcher
+                .consume_tokens(&replay)
+                .map_err(|e| SamplerError::Grammar(format!("after the trigger: {e}")));
+        }
         if self.matcher.is_stopped() {
             // Complete: the token is an end-of-generation one the mask
             // allowed, and there is nothing left to advance.

@@ -8,7 +8,11 @@ loopback ports and passes their addresses in the environment:
   --n-ctx 512;
 - MINFER_MODEL_ID: the model id both serve;
 - MINFER_BIN and MINFER_MODEL_PATH: the `minfer` binary and the model file,
-  for `minfer tokenize`.
+  for `minfer tokenize`;
+- MINFER_TOOLS_URL, MINFER_TOOLS_MODEL: a server of Qwen2.5-Coder-0.5B
+  (its template takes tools), -np 4;
+- MINFER_THINK_URL, MINFER_THINK_MODEL: a server of the reasoning fixture
+  (the tiny qwen3 model with Qwen3's template and thinking tokens), -np 2.
 """
 
 import os
@@ -69,3 +73,33 @@ def minfer_tokenize():
         return json.loads(out.stdout)
 
     return tokenize
+
+
+@pytest.fixture(scope="session")
+def tools_url():
+    return env("MINFER_TOOLS_URL")
+
+
+@pytest.fixture(scope="session")
+def tools_model():
+    return env("MINFER_TOOLS_MODEL")
+
+
+@pytest.fixture(scope="session")
+def tools_client(tools_url):
+    return openai.OpenAI(base_url=tools_url + "/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def think_url():
+    return env("MINFER_THINK_URL")
+
+
+@pytest.fixture(scope="session")
+def think_model():
+    return env("MINFER_THINK_MODEL")
+
+
+@pytest.fixture(scope="session")
+def think_client(think_url):
+    return openai.OpenAI(base_url=think_url + "/v1", api_key="unused", max_retries=0, timeout=120)

@@ -1,0 +1,312 @@
+//! Splitting an answer, as it streams, into reasoning (`<think>…</think>`),
+//! content and tool calls (`<tool_call>…</tool_call>`). Text that might be
+//! the start of a tag is held back until the next piece decides it.
+
+use crate::tools::{parse_call, Call, Syntax};
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
+
+/// One decided piece of the answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Piece {
+    /// Answer text.
+    Content(String),
+    /// Thinking text.
+    Reasoning(String),
+    /// A complete tool call.
+    Call(Call),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Before any text: a `<think>` here opens the reasoning.
+    Start,
+    Reasoning,
+    Content,
+    /// Inside a tool call's tags.
+    Call,
+}
+
+/// The streaming splitter of one choice.
+#[derive(Debug, Clone)]
+pub struct Splitter {
+    state: State,
+    /// Text not yet decided.
+    buf: String,
+    /// Extract `<think>` blocks (otherwise they stay in the content).
+    reasoning: bool,
+    /// Drop the whitespace that starts the content to come (after a
+    /// thinking block or a call), however it is chunked.
+    trim: bool,
+    tools: Option<Syntax>,
+}
+
+/// The length of the longest suffix of `s` that is a proper prefix of
+/// `tag` (text that may still become the tag).
+fn partial_tag(s: &str, tag: &str) -> usize {
+    (1..tag.len().min(s.len() + 1))
+        .rev()
+        .find(|&n| s.is_char_boundary(s.len() - n) && tag.starts_with(&s[s.len() - n..]))
+        .unwrap_or(0)
+}
+
+impl Splitter {
+    /// A splitter that extracts reasoning when `reasoning`, starting inside
+    /// the thinking block when the prompt opened it, and tool calls in
+    /// `tools`' syntax.
+    pub fn new(reasoning: bool, in_thinking: bool, tools: Option<Syntax>) -> Splitter {
+        Splitter {
+            state: if reasoning && in_thinking {
+                State::Reasoning
+            } else {
+                State::Start
+            },
+            buf: String::new(),
+            reasoning,
+            trim: false,
+            tools,
+        }
+    }
+
+    /// Adds generated text; returns what is now decided.
+    pub fn push(&mut self, text: &str) -> Vec<Piece> {
+        self.buf.push_str(text);
+        let mut out = Vec::new();
+        while self.step(&mut out, false) {}
+        out
+    }
+
+    /// The generation ended: everything left is decided.
+    pub fn finish(&mut self) -> Vec<Piece> {
+        let mut out = Vec::new();
+        while self.step(&mut out, true) {}
+        out
+    }
+
+    /// Decides what it can of the buffer; `true` when the state changed
+    /// and another pass may decide more.
+    fn step(&mut self, out: &mut Vec<Piece>, end: bool) -> bool {
+        match self.state {
+            State::Start => {
+                let trimmed = self.buf.trim_start();
+                if !self.reasoning || trimmed.starts_with(THINK_OPEN) {
+                    if self.reasoning {
+                        let skip = self.buf.len() - trimmed.len() + THINK_OPEN.len();
+                        self.buf.drain(..skip);
+                        self.state = State::Reasoning;
+                    } else {
+                        self.state = State::Content;
+                    }
+                    return true;
+                }
+                if !end && !trimmed.is_empty() && THINK_OPEN.starts_with(trimmed)
+                    || !end && trimmed.is_empty()
+                {
+                    return false;
+                }
+                self.state = State::Content;
+                true
+            }
+            State::Reasoning => {
+                if let Some(at) = self.buf.find(THINK_CLOSE) {
+                    let text: String = self.buf.drain(..at).collect();
+                    self.buf.drain(..THINK_CLOSE.len());
+                    emit(out, Piece::Reasoning(text));
+                    // The blank lines between the blocks belong to neither.
+                    self.trim = true;
+                    self.state = State::Content;
+                    return true;
+                }
+                let keep = if end {
+                    0
+                } else {
+                    partial_tag(&self.buf, THINK_CLOSE)
+                };
+                let text: String = self.buf.drain(..self.buf.len() - keep).collect();
+                emit(out, Piece::Reasoning(text));
+                false
+            }
+            State::Content => {
+                if self.trim {
+                    let rest = self.buf.trim_start().len();
+                    self.buf.drain(..self.buf.len() - rest);
+                    if self.buf.is_empty() {
+                        return false;
+                    }
+                    self.trim = false;
+                }
+                let Some(open) = self.tools.as_ref().map(|t| t.open) else {
+                    emit(out, Piece::Content(std::mem::take(&mut self.buf)));
+                    return false;
+                };
+                if let Some(at) = self.buf.find(open) {
+                    let text: String = self.buf.drain(..at).collect();
+                    emit(out, Piece::Content(text));
+                    self.buf.drain(..open.len());
+                    self.state = State::Call;
+                    return true;
+                }
+                let keep = if end { 0 } else { partial_tag(&self.buf, open) };
+                let text: String = self.buf.drain(..self.buf.len() - keep).collect();
+                emit(out, Piece::Content(text));
+                false
+            }
+            State::Call => {
+                let Some(t) = &self.tools else {
+                    return false;
+                };
+                let (open, close) = (t.open, t.close);
+                match self.buf.find(close) {
+                    Some(at) => {
+                        let body: String = self.buf.drain(..at).collect();
+                        self.buf.drain(..close.len());
+                        match parse_call(&body) {
+                            Some(c) => out.push(Piece::Call(c)),
+                            // Not a call after all: the text stays text.
+                            None => emit(out, Piece::Content(format!("{open}{body}{close}"))),
+                        }
+                        // Whitespace between calls is not content.
+                        self.trim = true;
+                        self.state = State::Content;
+                        true
+                    }
+                    None if end => {
+                        // Cut off inside a call: whatever parses is a call.
+                        let body = std::mem::take(&mut self.buf);
+                        match parse_call(&body) {
+                            Some(c) => out.push(Piece::Call(c)),
+                            None => emit(out, Piece::Content(format!("{open}{body}"))),
+                        }
+                        self.state = State::Content;
+                        false
+                    }
+                    None => false,
+                }
+            }
+        }
+    }
+}
+
+/// Pushes a text piece, merging with the previous one of its kind and
+/// dropping empty ones.
+fn emit(out: &mut Vec<Piece>, p: Piece) {
+    match (&p, out.last_mut()) {
+        (Piece::Content(s) | Piece::Reasoning(s), _) if s.is_empty() => {}
+        (Piece::Content(s), Some(Piece::Content(t)))
+        | (Piece::Reasoning(s), Some(Piece::Reasoning(t))) => t.push_str(s),
+        _ => out.push(p),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qwen() -> Option<Syntax> {
+        Some(Syntax {
+            open: "<tool_call>",
+            close: "</tool_call>",
+            special_tags: true,
+        })
+    }
+
+    /// Feeds `text` in pieces of `n` bytes (at character boundaries) and
+    /// merges the result.
+    fn split(s: &mut Splitter, text: &str, n: usize) -> Vec<Piece> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < text.len() {
+            let mut j = (i + n).min(text.len());
+            while !text.is_char_boundary(j) {
+                j += 1;
+            }
+            for p in s.push(&text[i..j]) {
+                emit_any(&mut out, p);
+            }
+            i = j;
+        }
+        for p in s.finish() {
+            emit_any(&mut out, p);
+        }
+        out
+    }
+
+    fn emit_any(out: &mut Vec<Piece>, p: Piece) {
+        match p {
+            Piece::Call(_) => out.push(p),
+            p => emit(out, p),
+        }
+    }
+
+    #[test]
+    fn reasoning_content_and_calls_in_any_chunking() {
+        let text = "<think>\nI should call it.\n</think>\n\nLet me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+        for n in [1, 2, 3, 5, 7, 1000] {
+            let mut s = Splitter::new(true, false, qwen());
+            let got = split(&mut s, text, n);
+            assert_eq!(
+                got,
+                vec![
+                    Piece::Reasoning("\nI should call it.\n".into()),
+                    Piece::Content("Let me check.".into()),
+                    Piece::Call(Call {
+                        name: "get_weather".into(),
+                        arguments: r#"{"city":"Paris"}"#.into()
+                    }),
+                    Piece::Call(Call {
+                        name: "now".into(),
+                        arguments: "{}".into()
+                    }),
+                ],
+                "chunks of {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn without_extraction_or_tools_everything_is_content() {
+        let text = "<think>hm</think>answer <tool_call>x</tool_call>";
+        let mut s = Splitter::new(false, false, None);
+        assert_eq!(split(&mut s, text, 3), vec![Piece::Content(text.into())]);
+    }
+
+    #[test]
+    fn a_prompt_that_opened_the_thinking_starts_in_it() {
+        let mut s = Splitter::new(true, true, None);
+        assert_eq!(
+            split(&mut s, "deep thought</think>42", 4),
+            vec![
+                Piece::Reasoning("deep thought".into()),
+                Piece::Content("42".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn text_that_only_looks_like_a_tag_is_content() {
+        let mut s = Splitter::new(true, false, qwen());
+        assert_eq!(
+            split(&mut s, "<thin a<tool>b<tool_call>not json</tool_call>", 2),
+            vec![Piece::Content(
+                "<thin a<tool>b<tool_call>not json</tool_call>".into()
+            )]
+        );
+        let mut s = Splitter::new(true, false, qwen());
+        assert_eq!(
+            split(&mut s, "x<tool_call>{\"name\": \"f\", \"argu", 4),
+            vec![Piece::Content(
+                "x<tool_call>{\"name\": \"f\", \"argu".into()
+            )]
+        );
+    }
+
+    #[test]
+    fn multibyte_text_near_tags_is_not_split() {
+        let mut s = Splitter::new(true, false, qwen());
+        assert_eq!(
+            split(&mut s, "<think>é</think>ü<", 1),
+            vec![Piece::Reasoning("é".into()), Piece::Content("ü<".into())]
+        );
+    }
+}
