@@ -163,6 +163,7 @@ impl Metrics {
                 v.load(Relaxed)
             );
         }
+        self.render_gateway(&mut s);
         let name = "minfer_step_seconds";
         let _ = writeln!(
             s,
@@ -183,9 +184,77 @@ impl Metrics {
     }
 }
 
+impl Metrics {
+    /// The gauges an inference gateway's endpoint picker scrapes (the
+    /// Kubernetes Gateway API inference extension's model-server protocol:
+    /// queued and running requests, KV-cache utilization in [0, 1]), under
+    /// minfer's names and under vLLM's, which the picker reads by default.
+    fn render_gateway(&self, s: &mut String) {
+        let total = self.cells_total.load(Relaxed);
+        let free = self.cells_free.load(Relaxed).min(total);
+        let usage = if total == 0 {
+            0.0
+        } else {
+            (total - free) as f64 / total as f64
+        };
+        let waiting = self.queued.load(Relaxed) as f64;
+        let running = self.active.load(Relaxed) as f64;
+        let gauges = [
+            ("num_requests_waiting", "Requests waiting for a slot.", waiting),
+            ("num_requests_running", "Requests generating.", running),
+            (
+                "kv_cache_usage_perc",
+                "KV-cache utilization: cells held by running or cached sequences that cannot be reused (1 = full).",
+                usage,
+            ),
+        ];
+        for prefix in ["minfer:", "vllm:"] {
+            for (name, help, v) in gauges {
+                let _ = writeln!(
+                    s,
+                    "# HELP {prefix}{name} {help}\n# TYPE {prefix}{name} gauge\n{prefix}{name} {v}"
+                );
+            }
+        }
+        // vLLM's older name for the same gauge, still the picker's default
+        // in some releases.
+        let _ = writeln!(
+            s,
+            "# HELP vllm:gpu_cache_usage_perc KV-cache utilization (1 = full).\n# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc {usage}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gateway_gauges_follow_the_queue_and_the_cache() {
+        let m = Metrics::default();
+        m.cells_total.store(1000, Relaxed);
+        m.cells_free.store(750, Relaxed);
+        m.queued.store(3, Relaxed);
+        m.active.store(2, Relaxed);
+        let t = m.render();
+        for prefix in ["minfer:", "vllm:"] {
+            assert!(
+                t.contains(&format!("{prefix}num_requests_waiting 3\n")),
+                "{t}"
+            );
+            assert!(
+                t.contains(&format!("{prefix}num_requests_running 2\n")),
+                "{t}"
+            );
+            assert!(
+                t.contains(&format!("{prefix}kv_cache_usage_perc 0.25\n")),
+                "{t}"
+            );
+        }
+        assert!(
+            t.contains("# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.25")
+        );
+    }
 
     #[test]
     fn renders_counters_gauges_and_a_cumulative_histogram() {
@@ -206,5 +275,7 @@ mod tests {
         assert!(t.contains("minfer_step_seconds_bucket{le=\"0.25\"} 2"));
         assert!(t.contains("minfer_step_seconds_bucket{le=\"+Inf\"} 2"));
         assert!(t.contains("minfer_step_seconds_count 2"));
+        assert!(t.contains("vllm:num_requests_waiting 0"));
+        assert!(t.contains("minfer:kv_cache_usage_perc 0"));
     }
 }
