@@ -26,7 +26,9 @@ mod snapshot;
 use std::sync::Arc;
 
 use minfer_graph::kv::{BatchPlan, KvCells, MAX_SEQS};
-use minfer_graph::{BackendPlan, GraphCache, KvKind, SimdLevel, StepInputs, StepTimings};
+use minfer_graph::{
+    BackendPlan, GraphCache, KvKind, OutputKind, SimdLevel, StepInputs, StepTimings,
+};
 use minfer_models::Model;
 
 use crate::engine::EngineConfig;
@@ -175,7 +177,9 @@ pub struct Runtime {
     positions: Vec<i32>,
     out_ids: Vec<i32>,
     plan: BatchPlan,
-    logits: Vec<f32>,
+    /// The wanted rows of the last step's output: logits, or hidden states
+    /// for an embedding.
+    outputs: Vec<f32>,
     offsets: Vec<usize>,
     starts: Vec<(u32, usize)>,
 }
@@ -240,7 +244,7 @@ impl Runtime {
             positions: Vec::with_capacity(n_batch),
             out_ids: Vec::with_capacity(n_batch),
             plan,
-            logits: Vec::with_capacity(model.n_vocab()),
+            outputs: Vec::with_capacity(model.n_vocab()),
             offsets: Vec::with_capacity(MAX_SEQS as usize + 1),
             starts: Vec::with_capacity(MAX_SEQS as usize),
             model,
@@ -625,6 +629,18 @@ impl Runtime {
     /// idle sequences. A failure while running leaves every sequence as it
     /// was before the call.
     pub fn step(&mut self, entries: &[BatchEntry]) -> Result<StepLogits<'_>> {
+        self.forward(entries, OutputKind::Logits)?;
+        Ok(StepLogits {
+            logits: &self.outputs,
+            n_vocab: self.model.n_vocab(),
+            offsets: &self.offsets,
+        })
+    }
+
+    /// [`step`](Runtime::step) with the graph ending in `output`: the
+    /// wanted rows land in `outputs`, entry `i`'s at rows
+    /// `offsets[i]..offsets[i + 1]`.
+    fn forward(&mut self, entries: &[BatchEntry], output: OutputKind) -> Result<()> {
         let total = self.check_entries(entries)?;
         self.make_room(total);
         let free = self.cells.n_ctx() - self.cells.used();
@@ -643,7 +659,7 @@ impl Runtime {
             let start = s.history.len();
             self.starts.push((e.seq.slot, start));
         }
-        self.logits.clear();
+        self.outputs.clear();
         self.offsets.clear();
         self.offsets.push(0);
         let mut n_rows_out = 0;
@@ -651,7 +667,7 @@ impl Runtime {
             n_rows_out += e.n_out();
             self.offsets.push(n_rows_out);
         }
-        if let Err(e) = self.run_micro_batches(entries) {
+        if let Err(e) = self.run_micro_batches(entries, output) {
             // Forget what did run: every sequence is as the caller left it.
             for i in 0..self.starts.len() {
                 let (slot, start) = self.starts[i];
@@ -660,19 +676,15 @@ impl Runtime {
                     s.history.truncate(start);
                 }
             }
-            self.logits.clear();
+            self.outputs.clear();
             return Err(e);
         }
-        Ok(StepLogits {
-            logits: &self.logits,
-            n_vocab: self.model.n_vocab(),
-            offsets: &self.offsets,
-        })
+        Ok(())
     }
 
     /// Splits the entries' rows into micro-batches of at most `n_batch` and
     /// runs each.
-    fn run_micro_batches(&mut self, entries: &[BatchEntry]) -> Result<()> {
+    fn run_micro_batches(&mut self, entries: &[BatchEntry], output: OutputKind) -> Result<()> {
         let n_batch = self.cfg.n_batch.min(self.cfg.n_ctx as usize);
         self.rows.clear();
         self.ids.clear();
@@ -691,19 +703,19 @@ impl Runtime {
                 self.rows.push((e.seq.slot, pos));
                 self.ids.push(tok as i32);
                 if self.rows.len() == n_batch {
-                    self.run_rows()?;
+                    self.run_rows(output)?;
                 }
             }
         }
         if !self.rows.is_empty() {
-            self.run_rows()?;
+            self.run_rows(output)?;
         }
         Ok(())
     }
 
     /// Runs the rows gathered in `rows`/`ids`/`out_ids` as one forward and
-    /// appends the wanted logits; empties the row buffers.
-    fn run_rows(&mut self) -> Result<()> {
+    /// appends the wanted output rows; empties the row buffers.
+    fn run_rows(&mut self, output: OutputKind) -> Result<()> {
         let n = self.rows.len();
         let wanted = self.out_ids.len();
         // A graph computes at least one output row; when none is wanted it
@@ -719,7 +731,7 @@ impl Runtime {
         self.cells.plan_batch(&self.rows, &mut self.plan)?;
         self.positions.clear();
         self.positions.extend(self.rows.iter().map(|&(_, p)| p));
-        let params = self.params_for(n, n_out);
+        let params = self.params_for(n, n_out, output);
         let model = &self.model;
         let t_fwd = crate::trace::rec::start();
         let uid = self
@@ -736,7 +748,7 @@ impl Runtime {
         };
         let out = self.cache.execute(uid, &model.weights, &inputs)?;
         if wanted > 0 {
-            self.logits.extend_from_slice(out);
+            self.outputs.extend_from_slice(out);
         }
         let kind = minfer_graph::dump::kind_name(params.kind);
         crate::trace::forward_done(t_fwd, kind, n, self.cells.used());

@@ -843,6 +843,9 @@ fn param_changes(old: &GraphParams, new: &GraphParams) -> String {
     if old.kind != new.kind {
         out.push(format!("kind {:?} -> {:?}", old.kind, new.kind));
     }
+    if old.output != new.output {
+        out.push(format!("output {:?} -> {:?}", old.output, new.output));
+    }
     let (a, b) = (&old.compute, &new.compute);
     if a.n_ctx != b.n_ctx {
         out.push(format!("n_ctx {} -> {}", a.n_ctx, b.n_ctx));
@@ -872,7 +875,7 @@ fn param_changes(old: &GraphParams, new: &GraphParams) -> String {
 #[cfg(test)]
 mod param_change_tests {
     use super::*;
-    use crate::params::{BackendPlan, ComputeParams, Fusion, GraphKind};
+    use crate::params::{BackendPlan, ComputeParams, Fusion, GraphKind, OutputKind};
 
     #[test]
     fn a_rebuild_names_the_params_that_changed() {
@@ -880,6 +883,7 @@ mod param_change_tests {
             n_tokens: 7,
             n_out: 1,
             kind: GraphKind::Prefill,
+            output: OutputKind::Logits,
             compute: ComputeParams {
                 n_ctx: 64,
                 kv_format: KvFormat::F16,
@@ -898,5 +902,10 @@ mod param_change_tests {
             "n_tokens 7 -> 1, kind Prefill -> Decode"
         );
         assert_eq!(param_changes(&a, &a), "params of an evicted graph");
+        let c = GraphParams {
+            output: OutputKind::Hidden,
+            ..a
+        };
+        assert_eq!(param_changes(&a, &c), "output Logits -> Hidden");
     }
 }

@@ -32,6 +32,8 @@ pub use minfer_kernels::trace;
 /// The kernel choices front ends make, re-exported so that they configure
 /// the graph without depending on the kernels crate.
 pub use minfer_kernels::{KernelError, SimdLevel};
-pub use params::{BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat};
+pub use params::{
+    BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat, OutputKind,
+};
 pub use sched::{assign, Split, TraceConfig};
 pub use weights::{WeightId, WeightInfo, WeightStore};

@@ -12,6 +12,18 @@ pub enum GraphKind {
     Decode,
 }
 
+/// What a graph's output node holds. Part of the identity: the two end
+/// in different nodes, so each has its own cached graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OutputKind {
+    /// The LM head's logits, `[n_vocab, n_out]`.
+    Logits,
+    /// The final hidden states after the output norm and before the LM
+    /// head, `[n_embd, n_out]`: what llama.cpp returns as a decoder
+    /// model's embeddings.
+    Hidden,
+}
+
 /// Storage format of the KV regions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KvFormat {
@@ -148,6 +160,8 @@ pub struct GraphParams {
     pub n_out: u32,
     /// Prefill or decode.
     pub kind: GraphKind,
+    /// Logits or hidden states.
+    pub output: OutputKind,
     /// The context's settings.
     pub compute: ComputeParams,
     /// Bumped whenever weights change, so no graph outlives its weights.

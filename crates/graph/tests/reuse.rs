@@ -11,7 +11,7 @@ use minfer_graph::backends::cpu;
 use minfer_graph::kv::KvRegion;
 use minfer_graph::{
     CacheConfig, Fusion, GraphCache, GraphError, GraphKind, GraphParams, KvFormat, KvKind, NodeId,
-    Result, RopeParams, RopeStyle, StepInputs, WeightStore,
+    OutputKind, Result, RopeParams, RopeStyle, StepInputs, WeightStore,
 };
 use minfer_kernels::{GgmlType, Kernels};
 
@@ -46,6 +46,9 @@ fn single_field_changes(base: GraphParams) -> Vec<(&'static str, GraphParams)> {
     let mut p = base;
     p.kind = GraphKind::Decode;
     v.push(("kind", p));
+    let mut p = base;
+    p.output = OutputKind::Hidden;
+    v.push(("output", p));
     let mut p = base;
     p.compute.n_ctx *= 2;
     v.push(("n_ctx", p));

@@ -5,8 +5,8 @@
 //! operations so the rounding matches.
 
 use minfer_graph::{
-    AttnParams, GraphBuilder, KvKind, NodeId, Result as GraphResult, RopeParams, RopeStyle,
-    WeightId, WeightStore,
+    AttnParams, GraphBuilder, KvKind, NodeId, OutputKind, Result as GraphResult, RopeParams,
+    RopeStyle, WeightId, WeightStore,
 };
 
 use crate::error::{ModelError, Result};
@@ -349,8 +349,8 @@ pub fn ffn_geglu(
 
 /// The pre-norm decoder stack shared by the llama family: per layer,
 /// RMS norm → attention → residual, RMS norm → SwiGLU FFN → residual; then
-/// the final norm and LM head. The last layer's FFN runs only on the rows
-/// whose logits are wanted (llama.cpp makes the same cut). Architectures
+/// [`output_head`]. The last layer's FFN runs only on the rows
+/// whose output is wanted (llama.cpp makes the same cut). Architectures
 /// differ in the RoPE style and in which tensors they resolve.
 pub fn pre_norm_decoder(
     b: &mut GraphBuilder,
@@ -373,7 +373,7 @@ pub fn pre_norm_decoder(
         let f = ffn_swiglu(b, l, lt, h)?;
         x = b.add(n("ffn_residual"), x, f)?;
     }
-    lm_head(b, hp, t, x)
+    output_head(b, hp, t, x, None)
 }
 
 /// The token embeddings of the step's tokens: `[n_embd, n_tokens]`.
@@ -383,14 +383,32 @@ pub fn embed(b: &mut GraphBuilder, t: &ModelTensors) -> GraphResult<NodeId> {
     b.get_rows("inp_embd", embd, ids)
 }
 
-/// The final norm and the LM head: logits `[n_vocab, rows of x]`.
-pub fn lm_head(
+/// The end of every architecture's graph, on the rows of `x` whose output
+/// is wanted: the final norm, then by the params' [`OutputKind`] either
+/// those normed hidden states, `[n_embd, rows]` (embeddings, as llama.cpp
+/// takes them for decoder models: after the output norm, before the LM
+/// head), or the LM head's logits, `[n_vocab, rows]`, soft-capped to
+/// `c * tanh(logits / c)` when `softcap` is `Some(c)`.
+pub fn output_head(
     b: &mut GraphBuilder,
     hp: &HParams,
     t: &ModelTensors,
     x: NodeId,
+    softcap: Option<f32>,
 ) -> GraphResult<NodeId> {
     let h = norm(b, "output_norm", x, t.output_norm, hp.rms_eps)?;
+    if b.params().output == OutputKind::Hidden {
+        return Ok(h);
+    }
     let head = b.weight(t.output);
-    b.mat_mul("logits", head, h)
+    let logits = b.mat_mul("logits", head, h)?;
+    match softcap {
+        // ggml's order: scale down, tanh, scale up.
+        Some(c) => {
+            let l = b.scale("logits_softcap_in", logits, 1.0 / c)?;
+            let l = b.tanh("logits_softcap_tanh", l)?;
+            b.scale("logits_softcapped", l, c)
+        }
+        None => Ok(logits),
+    }
 }

@@ -114,9 +114,12 @@ impl Model {
     }
 
     /// Describes the forward pass for the builder's params and returns
-    /// the logits node, `[n_vocab, n_out]`: one row per wanted output
-    /// (the builder's `n_out`, the last rows of the batch unless the step
-    /// names others). The builder must be over [`Model::weights`].
+    /// its output node, one row per wanted output (the builder's `n_out`,
+    /// the last rows of the batch unless the step names others): the
+    /// logits, `[n_vocab, n_out]`, or with
+    /// [`OutputKind::Hidden`](minfer_graph::OutputKind::Hidden) the final
+    /// hidden states after the output norm, `[n_embd, n_out]`. The builder
+    /// must be over [`Model::weights`].
     ///
     /// # Errors
     /// A [`minfer_graph::GraphError`] when a node cannot be built; with

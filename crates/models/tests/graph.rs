@@ -5,7 +5,9 @@
 mod common;
 
 use common::{f32s, graph_logits, load, matvec, rms_norm, rope};
-use minfer_graph::{BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat};
+use minfer_graph::{
+    BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat, OutputKind,
+};
 use minfer_models::testing::TinyModel;
 use minfer_models::Model;
 
@@ -126,6 +128,7 @@ fn nodes_are_named_and_outputs_cut() {
         n_tokens,
         n_out,
         kind: GraphKind::Prefill,
+        output: OutputKind::Logits,
         compute: ComputeParams {
             n_ctx: 32,
             kv_format: KvFormat::F32,
@@ -165,4 +168,46 @@ fn nodes_are_named_and_outputs_cut() {
 
     let mut b = minfer_graph::GraphBuilder::new(&m.weights, params(5, 0));
     assert!(m.build_graph(&mut b).is_err());
+}
+
+#[test]
+fn hidden_output_is_the_logits_graph_cut_at_the_output_norm() {
+    for arch in ["qwen2", "llama", "qwen3", "gemma3"] {
+        let m = load(&TinyModel::new(arch));
+        let params = |output| GraphParams {
+            n_tokens: 5,
+            n_out: 2,
+            kind: GraphKind::Prefill,
+            output,
+            compute: ComputeParams {
+                n_ctx: 32,
+                kv_format: KvFormat::F32,
+                backend: BackendPlan::Cpu,
+                fusion: Fusion::ALL,
+            },
+            weights_version: 0,
+        };
+        let build = |output| {
+            let mut b = minfer_graph::GraphBuilder::new(&m.weights, params(output));
+            let out = m.build_graph(&mut b).unwrap();
+            b.finish(out)
+        };
+        let hidden = build(OutputKind::Hidden);
+        let logits = build(OutputKind::Logits);
+        let out = &hidden.nodes[hidden.output];
+        assert_eq!(out.name, "output_norm", "{arch}");
+        assert_eq!(out.shape, [m.hparams.n_embd, 2], "{arch}");
+        assert!(
+            hidden.nodes.iter().all(|n| !n.name.starts_with("logits")),
+            "{arch}: a hidden-state graph has no LM head"
+        );
+        // The same nodes up to the norm: both come from one builder, and
+        // only the end differs.
+        assert_eq!(
+            hidden.nodes[..],
+            logits.nodes[..hidden.nodes.len()],
+            "{arch}"
+        );
+        assert_eq!(logits.nodes[logits.output].shape, [m.n_vocab(), 2]);
+    }
 }

@@ -1,16 +1,21 @@
 //! Looking at the graphs a runtime runs: dumps of the prefill and decode
 //! graphs and their op census, without evaluating anything.
 
-use minfer_graph::{ComputeParams, GraphKind, GraphParams, GraphUid};
+use minfer_graph::{ComputeParams, GraphKind, GraphParams, GraphUid, OutputKind};
 use serde_json::Value;
 
 use super::Runtime;
 use crate::error::Result;
 
 impl Runtime {
-    /// The params of a forward of `n_tokens` rows with `n_out` outputs, as
-    /// a step builds them.
-    pub(super) fn params_for(&self, n_tokens: usize, n_out: usize) -> GraphParams {
+    /// The params of a forward of `n_tokens` rows with `n_out` outputs of
+    /// kind `output`, as a step builds them.
+    pub(super) fn params_for(
+        &self,
+        n_tokens: usize,
+        n_out: usize,
+        output: OutputKind,
+    ) -> GraphParams {
         GraphParams {
             n_tokens: n_tokens as u32,
             n_out: n_out as u32,
@@ -19,6 +24,7 @@ impl Runtime {
             } else {
                 GraphKind::Prefill
             },
+            output,
             compute: ComputeParams {
                 n_ctx: self.cfg.n_ctx,
                 kv_format: self.cfg.kv_format,
@@ -34,7 +40,7 @@ impl Runtime {
     /// rows whose last row's logits are wanted.
     fn prepare_for(&mut self, n_tokens: usize) -> Result<GraphUid> {
         let n = n_tokens.clamp(1, self.cfg.n_batch.min(self.cfg.n_ctx as usize));
-        let params = self.params_for(n, 1);
+        let params = self.params_for(n, 1, OutputKind::Logits);
         let model = &self.model;
         Ok(self
             .cache

@@ -5,8 +5,8 @@
 
 use minfer_graph::{
     AttnParams, BackendPlan, ComputeParams, Fusion, GraphBuilder, GraphCache, GraphKind,
-    GraphParams, GraphUid, KvFormat, KvKind, NodeId, Result, RopeParams, RopeStyle, StepInputs,
-    WeightStore,
+    GraphParams, GraphUid, KvFormat, KvKind, NodeId, OutputKind, Result, RopeParams, RopeStyle,
+    StepInputs, WeightStore,
 };
 use minfer_kernels::GgmlType;
 use rand::rngs::StdRng;
@@ -124,6 +124,7 @@ pub fn params(n_tokens: u32, n_out: u32, n_ctx: u32, fusion: Fusion) -> GraphPar
         } else {
             GraphKind::Prefill
         },
+        output: OutputKind::Logits,
         compute: ComputeParams {
             n_ctx,
             kv_format: KvFormat::F32,

@@ -176,15 +176,6 @@ impl Forward for Gemma3 {
             let f = layers::norm(b, &n("post_ffw_norm"), f, ex.post_ffw_norm, hp.rms_eps)?;
             x = b.add(n("ffn_residual"), f, sa)?;
         }
-        let logits = layers::lm_head(b, hp, t, x)?;
-        match self.p.softcap {
-            // ggml's order: scale down, tanh, scale up.
-            Some(c) => {
-                let l = b.scale("logits_softcap_in", logits, 1.0 / c)?;
-                let l = b.tanh("logits_softcap_tanh", l)?;
-                b.scale("logits_softcapped", l, c)
-            }
-            None => Ok(logits),
-        }
+        layers::output_head(b, hp, t, x, self.p.softcap)
     }
 }

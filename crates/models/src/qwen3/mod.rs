@@ -55,6 +55,6 @@ impl Forward for Qwen3 {
             let f = layers::ffn_swiglu(b, l, lt, h)?;
             x = b.add(n("ffn_residual"), x, f)?;
         }
-        layers::lm_head(b, hp, t, x)
+        layers::output_head(b, hp, t, x, None)
     }
 }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use minfer_gguf::GgufFile;
 use minfer_graph::{
-    BackendPlan, ComputeParams, Fusion, GraphCache, GraphKind, GraphParams, KvFormat, StepInputs,
+    BackendPlan, ComputeParams, Fusion, GraphCache, GraphKind, GraphParams, KvFormat, OutputKind,
+    StepInputs,
 };
 use minfer_kernels::Kernels;
 use minfer_models::testing::TinyModel;
@@ -70,6 +71,7 @@ pub fn graph_logits(m: &Model, tokens: &[u32], fusion: Fusion) -> Vec<f32> {
         } else {
             GraphKind::Prefill
         },
+        output: OutputKind::Logits,
         compute: ComputeParams {
             n_ctx: 32,
             kv_format: KvFormat::F32,
