@@ -86,6 +86,22 @@ pub enum EngineError {
         /// The context window.
         n_ctx: u32,
     },
+    /// An embedding input without tokens.
+    #[error("embedding input {index} is empty")]
+    EmptyInput {
+        /// Its position among the inputs.
+        index: usize,
+    },
+    /// An embedding input longer than the context window.
+    #[error("embedding input {index} has {tokens} tokens, more than the context of {n_ctx} (raise --n-ctx)")]
+    InputTooLong {
+        /// Its position among the inputs.
+        index: usize,
+        /// Its tokens.
+        tokens: usize,
+        /// The context window.
+        n_ctx: u32,
+    },
     /// A configuration value out of range (the field says which).
     #[error("invalid engine configuration: {0}")]
     Config(String),

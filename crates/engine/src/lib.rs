@@ -11,6 +11,8 @@
 //!   every active one into each step.
 //! - [`ChatSession`] is a conversation on one sequence: delta prefill,
 //!   context shift, session files ([`chat`]).
+//! - [`Runtime::embed`] computes embeddings (final hidden states, pooled
+//!   per [`Pooling`] and normalized) on the same runtime.
 //! - [`Engine`] is one sequence on its own runtime, for single-stream work
 //!   such as [`perplexity`].
 
@@ -33,7 +35,10 @@ pub use generate::{
     GenerateConfig, GenerationStats, StopReason, TokenLogprobs, Utf8Stream, MAX_TOP_LOGPROBS,
 };
 pub use load::{check_fits, load_tokenizer, LoadedModel, PromptMode};
-pub use runtime::{BatchEntry, CacheUsage, KvLayout, Runtime, SeqId, SeqSnapshot, StepLogits};
+pub use runtime::{
+    normalize_l2, BatchEntry, CacheUsage, KvLayout, Pooling, Runtime, SeqId, SeqSnapshot,
+    StepLogits,
+};
 pub use scheduler::{Event, GenId, GenTimes, Scheduler};
 
 pub use error::{EngineError, Result};

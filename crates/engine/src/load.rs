@@ -12,7 +12,7 @@ use minfer_text::{ChatMessage, ChatTemplate, Tokenizer};
 
 use crate::engine::{Engine, EngineConfig};
 use crate::error::{EngineError, Result};
-use crate::runtime::Runtime;
+use crate::runtime::{Pooling, Runtime};
 use crate::scheduler::Scheduler;
 
 /// A model ready to run: its weights, tokenizer, chat template and
@@ -127,6 +127,15 @@ impl LoadedModel {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default()
             })
+    }
+
+    /// The pooling the model's file asks for embeddings
+    /// ([`Pooling::from_gguf`]).
+    ///
+    /// # Errors
+    /// As [`Pooling::from_gguf`].
+    pub fn pooling(&self) -> Result<Pooling> {
+        Pooling::from_gguf(&self.file)
     }
 
     /// Renders a conversation with the chat template, ready for the

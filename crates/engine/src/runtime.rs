@@ -20,6 +20,7 @@
 //! their cells ([`Runtime::new_sequence_for`]). Idle sequences are evicted,
 //! least recently used first, as soon as their cells or ids are needed.
 
+mod embed;
 mod inspect;
 mod snapshot;
 
@@ -34,6 +35,7 @@ use minfer_models::Model;
 use crate::engine::EngineConfig;
 use crate::error::{EngineError, Result};
 
+pub use embed::{normalize_l2, Pooling};
 pub use snapshot::{KvLayout, SeqSnapshot};
 
 /// A handle to one sequence of a [`Runtime`]: an id the runtime hands out
