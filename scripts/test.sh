@@ -2,7 +2,8 @@
 # The whole test suite on a fresh machine: installs what the tests need
 # (the Python gguf reference, tmux for the chat's terminal test, Mesa's
 # software Vulkan driver for the GPU backend's tests, a venv with the
-# official openai client for the server's test), fetches the models
+# official openai client for the server's test and Selenium for its chat
+# page's browser test), fetches the models
 # with minfer itself, runs every test, then lists any recorded skips.
 # A missing model or reference fails a test unless MINFER_REQUIRE_MODELS=0.
 set -euo pipefail
@@ -18,15 +19,17 @@ if ! command -v tmux >/dev/null 2>&1; then
 fi
 
 # Graphviz renders --dump-graph's DOT and headless Chromium loads the
-# `minfer viz` page in the CLI's trace tests.
+# `minfer viz` page in the CLI's trace tests; chromedriver drives Chromium
+# through the chat page of `minfer serve` in the server's Selenium test.
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         apt-get update -qq && apt-get install -y -qq "${missing[@]}"
     else
-        echo "missing ${missing[*]}: install them (apt-get install ${missing[*]}) for the trace viewer tests" >&2
+        echo "missing ${missing[*]}: install them (apt-get install ${missing[*]}) for the trace viewer and chat page tests" >&2
         exit 1
     fi
 fi
@@ -45,7 +48,7 @@ fi
 python3 -m pip install -q gguf==0.19.0
 
 python3 -m venv target/pyenv
-target/pyenv/bin/pip install -q openai==1.109.1 pytest==8.3.4
+target/pyenv/bin/pip install -q openai==1.109.1 pytest==8.3.4 selenium==4.27.1
 export MINFER_TEST_PYTHON="$PWD/target/pyenv/bin/python"
 
 rm -f target/minfer-skipped.txt
