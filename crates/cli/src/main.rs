@@ -4,6 +4,7 @@ mod bench;
 mod bench_parallel;
 mod chat;
 mod chat_cmds;
+mod embed;
 mod inspect;
 mod logs;
 mod perplexity;
@@ -55,6 +56,9 @@ enum Command {
     Chat(chat::Args),
     /// Print the token ids of a text.
     Tokenize(tokenize::Args),
+    /// Print the embeddings of texts (the final hidden states, pooled and
+    /// normalized), as llama-embedding does.
+    Embed(embed::Args),
     /// Measure prompt processing (pp) and generation (tg) speed.
     Bench(bench::Args),
     /// Measure perplexity on a text file, as llama-perplexity does.
@@ -112,6 +116,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&store, args),
         Command::Chat(args) => chat::run(&store, args),
         Command::Tokenize(args) => tokenize::run(&store, args),
+        Command::Embed(args) => embed::run(&store, args),
         Command::Bench(args) => bench::run(&store, args),
         Command::Perplexity(args) => perplexity::run(&store, args),
         Command::Inspect(args) => inspect::run(&store, args),
