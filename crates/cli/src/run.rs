@@ -132,7 +132,7 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
                         sched.cancel(id);
                     }
                 }
-                Event::Text(_) | Event::Logprobs(_) => {}
+                Event::Text(_) | Event::Logprobs(_) | Event::PromptLogprobs(_) => {}
                 Event::Done(stats) => break 'run stats,
             }
         }

@@ -47,6 +47,11 @@ pub enum Event {
     /// them; it comes before any [`Event::Text`] of that token's bytes. The
     /// end-of-generation token has none; tokens of a stop string do.
     Logprobs(TokenLogprobs),
+    /// The log-probabilities of the prompt's tokens from the second one on
+    /// (the first has nothing before it), once the prompt is evaluated,
+    /// before any event of the first generated token; only for a
+    /// generation started with [`Scheduler::submit_scored`].
+    PromptLogprobs(Vec<TokenLogprobs>),
     /// The generation is over; no event follows.
     Done(GenerationStats),
 }
@@ -82,9 +87,31 @@ struct Gen {
     builds_before: u64,
     t_submit: Instant,
     t_first: Option<Instant>,
+    /// Alternatives per prompt token to report, when the prompt's own
+    /// log-probabilities are wanted.
+    score_prompt: Option<u8>,
+    /// The prompt's log-probabilities gathered so far.
+    prompt_scores: Vec<TokenLogprobs>,
 }
 
 impl Gen {
+    /// Scores prompt rows `range` from their logits `rows`: row `j` gives
+    /// the log-probability of the prompt token after it.
+    fn score_rows(&mut self, range: std::ops::Range<usize>, rows: &[f32], top: u8, n_vocab: usize) {
+        for (j, row) in rows.chunks_exact(n_vocab).enumerate() {
+            let Some(&next) = self.prompt.get(range.start + j + 1) else {
+                break;
+            };
+            let mut alts = Vec::with_capacity(usize::from(top));
+            let logprob = crate::generate::logprobs_of(row, next, usize::from(top), &mut alts);
+            self.prompt_scores.push(TokenLogprobs {
+                token: next,
+                logprob,
+                top: alts,
+            });
+        }
+    }
+
     /// Samples from `logits` and runs the gates; returns the reason when the
     /// generation ends. The logits its first token is drawn from are kept
     /// in `saved` for a caller-owned sequence (see
@@ -296,6 +323,40 @@ impl Scheduler {
     /// configuration. A fork that finds no free sequence later ends that
     /// generation with [`StopReason::CacheFull`].
     pub fn submit_n(&mut self, prompt: &[u32], cfgs: &[GenerateConfig]) -> Result<Vec<GenId>> {
+        self.submit_group(prompt, cfgs, None)
+    }
+
+    /// As [`submit_n`](Scheduler::submit_n), and the first generation also
+    /// reports the log-probability of every prompt token after the first,
+    /// with `top` alternatives each ([`Event::PromptLogprobs`]). Its prompt
+    /// is evaluated whole, with no prefix reuse, since every row's logits
+    /// are needed.
+    ///
+    /// # Errors
+    /// As [`submit_n`](Scheduler::submit_n); [`EngineError::InvalidArgument`]
+    /// for more than [`MAX_TOP_LOGPROBS`](crate::MAX_TOP_LOGPROBS)
+    /// alternatives.
+    pub fn submit_scored(
+        &mut self,
+        prompt: &[u32],
+        cfgs: &[GenerateConfig],
+        top: u8,
+    ) -> Result<Vec<GenId>> {
+        if top > crate::MAX_TOP_LOGPROBS {
+            return Err(EngineError::InvalidArgument(format!(
+                "at most {} alternatives per prompt token, not {top}",
+                crate::MAX_TOP_LOGPROBS
+            )));
+        }
+        self.submit_group(prompt, cfgs, Some(top))
+    }
+
+    fn submit_group(
+        &mut self,
+        prompt: &[u32],
+        cfgs: &[GenerateConfig],
+        score: Option<u8>,
+    ) -> Result<Vec<GenId>> {
         let Some((first, rest)) = cfgs.split_first() else {
             return Err(EngineError::EmptyBatch);
         };
@@ -304,7 +365,18 @@ impl Scheduler {
         for cfg in rest {
             gates.push(self.gate(cfg, &[], prompt)?);
         }
-        let leader = self.submit(prompt, first)?;
+        let leader = match score {
+            None => self.submit(prompt, first)?,
+            Some(_) => {
+                let gate = self.gate(first, &[], prompt)?;
+                let seq = self.rt.new_sequence()?;
+                let id = self.push(seq, true, prompt, 0, gate);
+                if let Some(g) = self.gens.last_mut() {
+                    g.score_prompt = score;
+                }
+                id
+            }
+        };
         let seq = self.sequence(leader).expect("just submitted");
         let mut ids = vec![leader];
         for gate in gates {
@@ -429,6 +501,8 @@ impl Scheduler {
             builds_before: self.rt.graph_builds(),
             t_submit: Instant::now(),
             t_first: None,
+            score_prompt: None,
+            prompt_scores: Vec::new(),
         });
         id
     }
@@ -627,16 +701,19 @@ impl Scheduler {
         // Each planned row borrows its prompt; each generation that samples
         // after this step lends its gate to a helper thread that computes
         // grammar masks while the forward pass runs.
-        let mut parts: Vec<(SeqId, &[u32], Option<&mut Gate>)> = self
+        let mut parts: Vec<(SeqId, &[u32], Option<&mut Gate>, bool)> = self
             .gens
             .iter_mut()
-            .map(|g| (g.seq, g.prompt.as_slice(), Some(&mut g.gate)))
+            .map(|g| {
+                let scored = g.score_prompt.is_some();
+                (g.seq, g.prompt.as_slice(), Some(&mut g.gate), scored)
+            })
             .collect();
         let mut masks: Vec<&mut Gate> = Vec::new();
         let mut entries = Vec::with_capacity(plan.len());
         let mut d = 0;
         for (i, range, last) in &plan {
-            let (seq, prompt, gate) = &mut parts[*i];
+            let (seq, prompt, gate, scored) = &mut parts[*i];
             if *last {
                 if let Some(g) = gate.take().filter(|g| g.has_grammar()) {
                     masks.push(g);
@@ -648,12 +725,14 @@ impl Scheduler {
                     d += 1;
                     e
                 }
+                Some(r) if *scored => BatchEntry::all(*seq, &prompt[r.clone()]),
                 Some(r) if *last => BatchEntry::last(*seq, &prompt[r.clone()]),
                 Some(r) => BatchEntry::none(*seq, &prompt[r.clone()]),
             };
             entries.push(e);
         }
         let n_ctx = self.rt.n_ctx();
+        let n_vocab = self.rt.n_vocab();
         let rt = &mut self.rt;
         let stepped = if masks.is_empty() {
             rt.step(&entries)
@@ -689,6 +768,13 @@ impl Scheduler {
             let g = &mut self.gens[*i];
             if let Some(r) = range {
                 g.phase = Phase::Prefill { fed: r.end };
+                if let Some(top) = g.score_prompt {
+                    g.score_rows(r.clone(), out.entry(k), top, n_vocab);
+                    if *last {
+                        let scores = std::mem::take(&mut g.prompt_scores);
+                        g.events.push_back(Event::PromptLogprobs(scores));
+                    }
+                }
             }
             if !*last {
                 continue;

@@ -84,7 +84,7 @@ fn run_all(
             while let Some(ev) = s.next_event(id) {
                 match ev {
                     Event::Text(b) => out[k].0.extend_from_slice(&b),
-                    Event::Logprobs(_) => {}
+                    Event::Logprobs(_) | Event::PromptLogprobs(_) => {}
                     Event::Done(st) => out[k].1 = Some(st.stop_reason),
                 }
             }

@@ -41,7 +41,7 @@ fn drain(s: &mut Scheduler, ids: &[GenId]) -> Vec<(Vec<u8>, GenerationStats)> {
             while let Some(ev) = s.next_event(id) {
                 match ev {
                     Event::Text(b) => text[k].extend_from_slice(&b),
-                    Event::Logprobs(_) => {}
+                    Event::Logprobs(_) | Event::PromptLogprobs(_) => {}
                     Event::Done(st) => done[k] = Some(st),
                 }
             }
@@ -202,6 +202,7 @@ fn logprobs_report_every_generated_token_before_its_text() {
                     text.extend_from_slice(&b);
                 }
                 Event::Logprobs(lp) => reports.push(lp),
+                Event::PromptLogprobs(_) => panic!("not asked for"),
                 Event::Done(st) => break 'run st,
             }
         }
@@ -281,4 +282,52 @@ fn cancelling_the_prefilling_choice_ends_the_waiting_ones() {
     assert!(got.iter().all(|g| g.1.stop_reason == StopReason::Cancelled));
     assert_eq!(s.active(), 0);
     assert_eq!(s.runtime().usage().live, 0);
+}
+
+#[test]
+fn scored_prompts_report_each_tokens_logprob_and_answer_the_same() {
+    let Some(m) = loaded() else { return };
+    let p = prompt(&m, "Name three colours.");
+    let mut s = m.scheduler(cfg(1024)).unwrap();
+    s.set_chunk(7);
+    let ids = s.submit_scored(&p, &[greedy(6)], 3).unwrap();
+    let mut scores = None;
+    let mut tokens = Vec::new();
+    'run: loop {
+        s.step().unwrap();
+        while let Some(ev) = s.next_event(ids[0]) {
+            match ev {
+                Event::PromptLogprobs(v) => {
+                    assert!(tokens.is_empty(), "the prompt's scores come first");
+                    scores = Some(v);
+                }
+                Event::Done(st) => {
+                    tokens = st.tokens;
+                    break 'run;
+                }
+                _ => {}
+            }
+        }
+    }
+    let scores = scores.expect("the prompt was scored");
+    assert_eq!(scores.len(), p.len() - 1);
+    // The reference: every row's logits from one evaluation of the prompt.
+    let mut e: Engine = m.engine(cfg(1024)).unwrap();
+    let all = e.eval(&p, true).unwrap().to_vec();
+    let n_vocab = all.len() / p.len();
+    for (i, sc) in scores.iter().enumerate() {
+        assert_eq!(sc.token, p[i + 1]);
+        let row = &all[i * n_vocab..(i + 1) * n_vocab];
+        let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        let z: f64 = row.iter().map(|&l| f64::from(l - max).exp()).sum();
+        let want = f64::from(row[p[i + 1] as usize] - max) - z.ln();
+        assert!(
+            (f64::from(sc.logprob) - want).abs() < 1e-4,
+            "{i}: {} vs {want}",
+            sc.logprob
+        );
+        assert_eq!(sc.top.len(), 3);
+    }
+    let (_, plain) = alone(&m, &p, 6);
+    assert_eq!(tokens, plain.tokens);
 }

@@ -20,11 +20,14 @@ pub struct Prepared {
     pub echo: Vec<String>,
     /// Whether choices carry legacy `logprobs`.
     pub logprobs: bool,
+    /// With `echo` and `logprobs`: the alternatives per prompt token to
+    /// report for the echoed prompt.
+    pub score: Option<u8>,
 }
 
 /// The fill-in-the-middle markers, when the vocabulary has each as one
 /// special token (Qwen2.5-Coder: `<|fim_prefix|>`…).
-fn fim_markers(served: &Served) -> Option<[&'static str; 3]> {
+pub(crate) fn fim_markers(served: &Served) -> Option<[&'static str; 3]> {
     let tok = served.loaded.tokenizer();
     let markers = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"];
     markers
@@ -74,12 +77,6 @@ pub fn prepare(
     let mut cfg = sampling.to_config(DEFAULT_MAX)?;
     cfg.logprobs = logprobs;
     api::check_vocab(&cfg, served)?;
-    if req.echo && logprobs.is_some() {
-        return Err(ApiError::unsupported(
-            "echo",
-            "echo with logprobs: the prompt's own log probabilities are not reported yet",
-        ));
-    }
     let n = sampling.choices(limit)?;
     let tok = served.loaded.tokenizer();
     // (text shown by echo, token ids)
@@ -152,5 +149,6 @@ pub fn prepare(
         parts,
         echo,
         logprobs: logprobs.is_some(),
+        score: logprobs.filter(|_| req.echo),
     })
 }

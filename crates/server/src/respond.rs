@@ -163,8 +163,17 @@ impl Shape {
                 Api::Text => {
                     let echo = self.echo.get(k).map_or("", String::as_str);
                     let text = format!("{echo}{}", c.text);
-                    let lp = if self.logprobs {
-                        legacy_logprobs(&c.logprobs, &mut echo.chars().count())
+                    let lp = if self.logprobs && !echo.is_empty() {
+                        // The echoed prompt's own entries come first.
+                        let all: Vec<Value> = c
+                            .prompt_logprobs
+                            .iter()
+                            .chain(&c.logprobs)
+                            .cloned()
+                            .collect();
+                        legacy_logprobs(&all, &mut 0)
+                    } else if self.logprobs {
+                        legacy_logprobs(&c.logprobs, &mut 0)
                     } else {
                         Value::Null
                     };
@@ -237,16 +246,20 @@ fn legacy_logprobs(entries: &[Value], offset: &mut usize) -> Value {
         let tok = e["token"].as_str().unwrap_or("");
         tokens.push(json!(tok));
         lps.push(e["logprob"].clone());
-        let mut top = serde_json::Map::new();
-        if let Some(list) = e["top_logprobs"].as_array() {
-            for t in list {
-                top.insert(
-                    t["token"].as_str().unwrap_or("").to_string(),
-                    t["logprob"].clone(),
-                );
+        match e["top_logprobs"].as_array() {
+            // The prompt's first token: nothing before it to predict it.
+            None => tops.push(Value::Null),
+            Some(list) => {
+                let mut top = serde_json::Map::new();
+                for t in list {
+                    top.insert(
+                        t["token"].as_str().unwrap_or("").to_string(),
+                        t["logprob"].clone(),
+                    );
+                }
+                tops.push(Value::Object(top));
             }
         }
-        tops.push(Value::Object(top));
         offsets.push(json!(*offset));
         *offset += tok.chars().count();
     }
@@ -265,6 +278,8 @@ pub struct Collected {
     pub text: String,
     /// Its tokens' log probabilities (when asked for).
     pub logprobs: Vec<Value>,
+    /// Its prompt's log probabilities (`echo` with `logprobs`).
+    pub prompt_logprobs: Vec<Value>,
     /// How it ended.
     pub finish: Finish,
 }
@@ -276,11 +291,13 @@ pub struct Collected {
 pub async fn gather(n: usize, rx: &mut UnboundedReceiver<Out>) -> Result<Vec<Collected>, ApiError> {
     let mut text = vec![String::new(); n];
     let mut logprobs = vec![Vec::new(); n];
+    let mut prompt_logprobs = vec![Vec::new(); n];
     let mut finish: Vec<Option<Finish>> = vec![None; n];
     while finish.iter().any(Option::is_none) {
         match rx.recv().await {
             Some(Out::Text(k, s)) if k < n => text[k].push_str(&s),
             Some(Out::Logprobs(k, v)) if k < n => logprobs[k].push(v),
+            Some(Out::PromptLogprobs(k, v)) if k < n => prompt_logprobs[k] = v,
             Some(Out::Done(k, f)) if k < n => finish[k] = Some(f),
             Some(Out::Error(e)) => return Err(ApiError::internal(e)),
             Some(_) => {}
@@ -290,11 +307,13 @@ pub async fn gather(n: usize, rx: &mut UnboundedReceiver<Out>) -> Result<Vec<Col
     Ok(text
         .into_iter()
         .zip(logprobs)
+        .zip(prompt_logprobs)
         .zip(finish)
-        .filter_map(|((text, logprobs), f)| {
+        .filter_map(|(((text, logprobs), prompt_logprobs), f)| {
             f.map(|finish| Collected {
                 text,
                 logprobs,
+                prompt_logprobs,
                 finish,
             })
         })
@@ -321,6 +340,9 @@ struct ChoiceState {
     /// Characters of text sent (text completions' `text_offset`).
     offset: usize,
     done: bool,
+    /// Events held back until the echoed prompt's own log probabilities
+    /// arrive (`echo` with `logprobs`), so that the prompt comes first.
+    held: Option<Vec<Out>>,
 }
 
 struct StreamState {
@@ -423,6 +445,40 @@ impl StreamState {
         }
     }
 
+    fn handle(&mut self, out: Out) {
+        let n = self.shape.n;
+        let k = match &out {
+            Out::Text(k, _) | Out::Logprobs(k, _) | Out::PromptLogprobs(k, _) | Out::Done(k, _) => {
+                *k
+            }
+            Out::Error(_) => 0,
+        };
+        if k >= n {
+            return;
+        }
+        if let (Some(held), false) = (
+            self.choices[k].held.as_mut(),
+            matches!(out, Out::PromptLogprobs(..) | Out::Error(_)),
+        ) {
+            held.push(out);
+            return;
+        }
+        match out {
+            Out::Text(k, s) => self.text(k, &s),
+            Out::Logprobs(k, v) => self.choices[k].logprobs.push(v),
+            Out::PromptLogprobs(k, v) => {
+                let echo = self.shape.echo.get(k).cloned().unwrap_or_default();
+                self.choices[k].logprobs = v;
+                self.chunk(k, json!({"content": echo}), None);
+                for o in self.choices[k].held.take().unwrap_or_default() {
+                    self.handle(o);
+                }
+            }
+            Out::Done(k, f) => self.finish(k, &f),
+            Out::Error(e) => self.end(ApiError::internal(e).body().to_string()),
+        }
+    }
+
     fn end(&mut self, last: String) {
         self.pending.push_back(last);
         self.done = true;
@@ -439,6 +495,7 @@ pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Respo
             logprobs: Vec::new(),
             offset: 0,
             done: false,
+            held: None,
         })
         .collect();
     let mut st = StreamState {
@@ -455,7 +512,12 @@ pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Respo
             Api::Chat => st.chunk(k, json!({"role": "assistant", "content": ""}), None),
             Api::Text => {
                 if let Some(e) = st.shape.echo.get(k).filter(|e| !e.is_empty()).cloned() {
-                    st.chunk(k, json!({"content": e}), None);
+                    if st.shape.logprobs {
+                        // The echo waits for the prompt's own entries.
+                        st.choices[k].held = Some(Vec::new());
+                    } else {
+                        st.chunk(k, json!({"content": e}), None);
+                    }
                 }
             }
         }
@@ -468,13 +530,8 @@ pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Respo
             if st.done {
                 return None;
             }
-            let n = st.shape.n;
             match st.rx.recv().await {
-                Some(Out::Text(k, s)) if k < n => st.text(k, &s),
-                Some(Out::Logprobs(k, v)) if k < n => st.choices[k].logprobs.push(v),
-                Some(Out::Done(k, f)) if k < n => st.finish(k, &f),
-                Some(Out::Error(e)) => st.end(ApiError::internal(e).body().to_string()),
-                Some(_) => {}
+                Some(out) => st.handle(out),
                 None => {
                     let e = ApiError::internal("the model thread stopped");
                     st.end(e.body().to_string());

@@ -188,7 +188,7 @@ async fn completions(State(shared): St, body: Body) -> Result<Response, ApiError
     let served = shared.served()?;
     let n: usize = prep.parts.iter().map(|p| p.cfgs.len()).sum();
     let prompt_tokens = prep.parts.iter().map(|p| p.prompt.len()).sum();
-    let (ticket, rx) = shared.submit(prep.parts)?;
+    let (ticket, rx) = shared.submit_scored(prep.parts, prep.score)?;
     let shape = Shape::new(
         Api::Text,
         ticket.id(),

@@ -129,6 +129,19 @@ impl Shared {
         self: &Arc<Self>,
         parts: Vec<Part>,
     ) -> Result<(Ticket, UnboundedReceiver<Out>), ApiError> {
+        self.submit_scored(parts, None)
+    }
+
+    /// As [`submit`](Self::submit); with `score`, each prompt's own
+    /// log-probabilities (with that many alternatives) come first.
+    ///
+    /// # Errors
+    /// As [`submit`](Self::submit).
+    pub fn submit_scored(
+        self: &Arc<Self>,
+        parts: Vec<Part>,
+        score: Option<u8>,
+    ) -> Result<(Ticket, UnboundedReceiver<Out>), ApiError> {
         if self.draining.load(Relaxed) {
             return Err(ApiError::unavailable("the server is shutting down"));
         }
@@ -146,7 +159,12 @@ impl Shared {
         }
         let id = self.next_id.fetch_add(1, Relaxed);
         let (tx, rx) = unbounded_channel();
-        self.send(Cmd::Submit(Box::new(Job { id, parts, out: tx })));
+        self.send(Cmd::Submit(Box::new(Job {
+            id,
+            parts,
+            score,
+            out: tx,
+        })));
         let ticket = Ticket {
             shared: self.clone(),
             id,

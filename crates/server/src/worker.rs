@@ -55,6 +55,9 @@ pub struct Job {
     pub id: u64,
     /// The prompts.
     pub parts: Vec<Part>,
+    /// Report each prompt's own log-probabilities with this many
+    /// alternatives per token (`echo` with `logprobs`).
+    pub score: Option<u8>,
     /// Where the output goes.
     pub out: UnboundedSender<Out>,
 }
@@ -81,6 +84,9 @@ pub enum Out {
     /// when the request asked for log probabilities); it comes before the
     /// text that holds the token.
     Logprobs(usize, serde_json::Value),
+    /// The entries of a choice's prompt tokens (a scored job only), the
+    /// first with a null log probability; before any text of the choice.
+    PromptLogprobs(usize, Vec<serde_json::Value>),
     /// A choice ended.
     Done(usize, Finish),
     /// The request failed; nothing follows.
@@ -116,6 +122,10 @@ struct Branch {
     gen: GenId,
     utf8: Utf8Stream,
     done: bool,
+    /// The index of its prompt in the job.
+    part: usize,
+    /// That prompt's first token, which has no log probability.
+    first: u32,
 }
 
 struct Running {
@@ -322,10 +332,16 @@ impl Worker {
                         Running {
                             branches: gens
                                 .into_iter()
-                                .map(|gen| Branch {
+                                .zip(job.parts.iter().enumerate().flat_map(|(i, p)| {
+                                    let first = p.prompt.first().copied().unwrap_or(0);
+                                    std::iter::repeat_n((i, first), p.cfgs.len())
+                                }))
+                                .map(|(gen, (part, first))| Branch {
                                     gen,
                                     utf8: Utf8Stream::new(),
                                     done: false,
+                                    part,
+                                    first,
                                 })
                                 .collect(),
                             out: job.out,
@@ -346,7 +362,11 @@ impl Worker {
     fn submit(&mut self, job: &Job) -> minfer_engine::Result<Vec<GenId>> {
         let mut gens = Vec::with_capacity(job.choices());
         for part in &job.parts {
-            match self.sched.submit_n(&part.prompt, &part.cfgs) {
+            let submitted = match job.score {
+                None => self.sched.submit_n(&part.prompt, &part.cfgs),
+                Some(top) => self.sched.submit_scored(&part.prompt, &part.cfgs, top),
+            };
+            match submitted {
                 Ok(ids) => gens.extend(ids),
                 Err(e) => {
                     for &g in &gens {
@@ -382,6 +402,7 @@ impl Worker {
                 }
             }
             let mut failed = false;
+            let mut scored = Vec::new();
             for (k, b) in r.branches.iter_mut().enumerate() {
                 if !b.done {
                     failed |= relay(
@@ -393,7 +414,20 @@ impl Worker {
                         id,
                         r.t_trace,
                         failure.as_ref(),
+                        &mut scored,
                     );
+                }
+            }
+            // A prompt is scored once, by its first choice; every choice
+            // that continues it shows the same entries.
+            for (part, entries) in scored {
+                for (k, _) in r
+                    .branches
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.part == part)
+                {
+                    let _ = r.out.send(Out::PromptLogprobs(k, entries.clone()));
                 }
             }
             if failed || r.branches.iter().all(|b| b.done) {
@@ -438,9 +472,22 @@ fn relay(
     id: u64,
     t_trace: Option<u64>,
     failure: Option<&minfer_engine::EngineError>,
+    scored: &mut Vec<(usize, Vec<serde_json::Value>)>,
 ) -> bool {
     while let Some(ev) = sched.next_event(b.gen) {
         match ev {
+            Event::PromptLogprobs(lps) => {
+                let tok = sched.tokenizer();
+                let bytes = tok.decode_token(b.first);
+                let mut entries = vec![serde_json::json!({
+                    "token": String::from_utf8_lossy(bytes),
+                    "logprob": null,
+                    "bytes": bytes,
+                    "top_logprobs": null,
+                })];
+                entries.extend(lps.iter().map(|lp| logprob_entry(tok, lp)));
+                scored.push((b.part, entries));
+            }
             Event::Text(bytes) => {
                 let s = b.utf8.push(&bytes);
                 if !s.is_empty() {

@@ -349,7 +349,7 @@ impl ChatSession {
                             sched.cancel(id);
                         }
                     }
-                    Event::Logprobs(_) => {}
+                    Event::Logprobs(_) | Event::PromptLogprobs(_) => {}
                     Event::Done(stats) => break 'turn stats,
                 }
             }

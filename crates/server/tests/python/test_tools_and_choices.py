@@ -229,6 +229,30 @@ def test_completions_logprobs_echo_lists_and_suffix(tools_client, tools_model):
     )
     assert e.choices[0].text == "The capital of France is" + r.choices[0].text
 
+    # echo with logprobs: the prompt's own tokens first, from the prefill.
+    both = tools_client.completions.create(
+        model=tools_model, prompt="The capital of France is", max_tokens=6, temperature=0,
+        echo=True, logprobs=2,
+    )
+    c = both.choices[0]
+    n_prompt = both.usage.prompt_tokens
+    assert len(c.logprobs.tokens) == n_prompt + both.usage.completion_tokens
+    assert c.logprobs.token_logprobs[0] is None and c.logprobs.top_logprobs[0] is None
+    assert all(x <= 0 for x in c.logprobs.token_logprobs[1:])
+    assert "".join(c.logprobs.tokens) == c.text == e.choices[0].text
+    assert c.logprobs.token_logprobs[n_prompt:] == lp.token_logprobs
+    assert c.logprobs.text_offset == sorted(c.logprobs.text_offset)
+    streamed_tokens, streamed_text = [], ""
+    for chunk in tools_client.completions.create(
+        model=tools_model, prompt="The capital of France is", max_tokens=6, temperature=0,
+        echo=True, logprobs=2, stream=True,
+    ):
+        ch = chunk.choices[0]
+        streamed_text += ch.text
+        if ch.logprobs:
+            streamed_tokens += ch.logprobs.tokens
+    assert streamed_text == c.text and streamed_tokens == c.logprobs.tokens
+
     prompts = ["One, two,", "Red, green,"]
     many = tools_client.completions.create(model=tools_model, prompt=prompts, max_tokens=5, temperature=0)
     assert [c.index for c in many.choices] == [0, 1]
