@@ -10,6 +10,7 @@
 //! step. On shutdown the server stops accepting, lets running requests
 //! finish for `drain_timeout`, cancels the rest and returns.
 
+mod anthropic;
 mod api;
 mod chat;
 mod completion;
@@ -19,10 +20,12 @@ mod metrics;
 mod output;
 mod page;
 mod respond;
+mod responses;
 mod routes;
 mod state;
 mod template;
 mod tools;
+mod translate;
 mod worker;
 
 use std::future::Future;

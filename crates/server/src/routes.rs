@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use crate::respond::{self, Api, Shape};
 use crate::state::{Served, Shared};
 use crate::worker::Part;
-use crate::{chat, completion};
+use crate::{anthropic, chat, completion, responses};
 
 type St = State<Arc<Shared>>;
 
@@ -33,7 +33,13 @@ pub fn router(shared: Arc<Shared>) -> Router {
             .route(&format!("{prefix}/chat/completions"), post(chat))
             .route(&format!("{prefix}/completions"), post(completions))
             .route(&format!("{prefix}/models"), get(models))
-            .route(&format!("{prefix}/models/{{id}}"), get(model));
+            .route(&format!("{prefix}/models/{{id}}"), get(model))
+            .route(&format!("{prefix}/messages"), post(anthropic::messages))
+            .route(
+                &format!("{prefix}/messages/count_tokens"),
+                post(anthropic::count_tokens),
+            )
+            .route(&format!("{prefix}/responses"), post(responses::responses));
     }
     r.route("/health", get(health))
         .route("/metrics", get(metrics))
@@ -50,7 +56,12 @@ pub fn router(shared: Arc<Shared>) -> Router {
 fn endpoint(path: &str) -> String {
     let p = path.strip_prefix("/v1").unwrap_or(path);
     match p {
-        "/chat/completions" | "/completions" | "/models" => format!("/v1{p}"),
+        "/chat/completions"
+        | "/completions"
+        | "/models"
+        | "/messages"
+        | "/messages/count_tokens"
+        | "/responses" => format!("/v1{p}"),
         "/health" | "/metrics" | "/tokenize" | "/detokenize" if p == path => p.to_string(),
         _ if p.starts_with("/models/") => "/v1/models/{id}".to_string(),
         _ => "other".to_string(),
@@ -72,7 +83,11 @@ async fn guard(State(shared): St, req: Request, next: Next) -> Response {
     }
     let mut resp = match &shared.cfg.api_key {
         Some(key) if path != "/health" && !authorized(&req, key) => {
-            ApiError::unauthorized().into_response()
+            if anthropic::is_path(&path) {
+                anthropic::error_response(ApiError::unauthorized())
+            } else {
+                ApiError::unauthorized().into_response()
+            }
         }
         _ => next.run(req).await,
     };
@@ -102,7 +117,7 @@ fn authorized(req: &Request, key: &str) -> bool {
             == 0
 }
 
-async fn read_body(shared: &Shared, body: Body) -> Result<axum::body::Bytes, ApiError> {
+pub(crate) async fn read_body(shared: &Shared, body: Body) -> Result<axum::body::Bytes, ApiError> {
     let limit = shared.cfg.max_body;
     axum::body::to_bytes(body, limit)
         .await
@@ -130,7 +145,7 @@ pub(crate) fn check_prompt(ids: &[u32], n_ctx: u32, param: &str) -> Result<(), A
 /// Runs CPU-heavy request work (parsing, template rendering, tokenizing a
 /// body of up to `--max-body`) off the async workers, so that other
 /// connections keep being served meanwhile.
-async fn off_thread<T: Send + 'static>(
+pub(crate) async fn off_thread<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)

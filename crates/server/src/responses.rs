@@ -1,0 +1,662 @@
+//! OpenAI's Responses API (`POST /v1/responses`), stateless, over the chat
+//! path: `input` (a string or message, `function_call`,
+//! `function_call_output` and `reasoning` items) and `instructions` become
+//! chat messages, the function tools and `text.format` the chat request's
+//! tools and `response_format`; the answer comes back as output items
+//! (reasoning, message, function calls), whole or as the API's named,
+//! numbered SSE events. Nothing is stored: `store: true` and
+//! `previous_response_id` are refused.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::api;
+use crate::error::ApiError;
+use crate::respond::{self, Split};
+use crate::routes::{off_thread, read_body};
+use crate::state::Shared;
+use crate::translate::{self, string_at, Block, Blocks};
+use crate::worker::{Finish, Part};
+
+mod stream;
+
+use stream::Stream;
+
+/// `POST /v1/responses`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ResponsesRequest {
+    /// The model (any name unless `--strict-model`).
+    #[serde(default)]
+    pub model: String,
+    /// A user message, or a list of input items.
+    pub input: Value,
+    /// The system prompt.
+    #[serde(default)]
+    pub instructions: Option<String>,
+    /// Most tokens to generate.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+    /// Temperature, 0 to 2.
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling mass.
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    /// Function tools: `{type: "function", name, description, parameters}`.
+    #[serde(default)]
+    pub tools: Option<Vec<Value>>,
+    /// `none`, `auto`, `required` or `{type: "function", name}`.
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
+    /// Whether one answer may hold several calls (default true).
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
+    /// Stream as server-sent events.
+    #[serde(default)]
+    pub stream: bool,
+    /// `{format: {type: text | json_object | json_schema, …}}`.
+    #[serde(default)]
+    pub text: Option<Value>,
+    /// `{effort, summary}`: an effort turns the template's thinking on
+    /// (`none` off).
+    #[serde(default)]
+    pub reasoning: Option<Value>,
+    /// Request metadata, echoed back.
+    #[serde(default)]
+    pub metadata: Option<Value>,
+    /// Stateful and server-side features, refused by name.
+    #[serde(flatten)]
+    pub refused: Refused,
+}
+
+/// Fields that need state or work this server does not keep or do.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Refused {
+    /// Storing the response (nothing is stored).
+    pub store: Option<bool>,
+    /// Continuing a stored response.
+    pub previous_response_id: Option<String>,
+    /// A stored conversation.
+    pub conversation: Option<Value>,
+    /// Running in the background.
+    pub background: Option<bool>,
+    /// A stored prompt template.
+    pub prompt: Option<Value>,
+    /// Extra output data.
+    pub include: Option<Vec<String>>,
+}
+
+impl Refused {
+    fn check(&self) -> Result<(), ApiError> {
+        let stateless = "this server is stateless and stores nothing";
+        if self.store == Some(true) {
+            return Err(ApiError::unsupported("store", stateless));
+        }
+        if self.previous_response_id.is_some() {
+            return Err(ApiError::unsupported("previous_response_id", stateless));
+        }
+        if self.conversation.as_ref().is_some_and(|c| !c.is_null()) {
+            return Err(ApiError::unsupported("conversation", stateless));
+        }
+        if self.background == Some(true) {
+            return Err(ApiError::unsupported("background", stateless));
+        }
+        if self.prompt.as_ref().is_some_and(|p| !p.is_null()) {
+            return Err(ApiError::unsupported("prompt", "no stored prompts"));
+        }
+        // Encrypted reasoning is asked for by clients that carry it back;
+        // there is none, and nothing is lost without it.
+        let extra = self.include.iter().flatten();
+        if let Some(i) = extra
+            .into_iter()
+            .find(|i| *i != "reasoning.encrypted_content")
+        {
+            return Err(ApiError::unsupported(
+                "include",
+                &format!("`{i}` is not produced"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn bad(param: &str, message: impl Into<String>) -> ApiError {
+    ApiError::bad_param(param, message)
+}
+
+/// The text of a message's content or a call's output: a string or a list
+/// of text parts.
+fn content_text(v: &Value, at: &str) -> Result<String, ApiError> {
+    let parts = match v {
+        Value::String(s) => return Ok(s.clone()),
+        Value::Array(p) => p,
+        _ => return Err(bad(at, format!("{at} must be a string or a list of parts"))),
+    };
+    let mut s = String::new();
+    for (j, p) in parts.iter().enumerate() {
+        let at = format!("{at}[{j}]");
+        match p.get("type").and_then(Value::as_str) {
+            Some("input_text" | "output_text" | "text") => s.push_str(&string_at(p, "text", &at)?),
+            Some("refusal") => s.push_str(&string_at(p, "refusal", &at)?),
+            Some(other) => {
+                return Err(ApiError::unsupported(
+                    &format!("{at}.type"),
+                    &format!("content parts of type `{other}`; this server reads text only"),
+                ))
+            }
+            None => return Err(bad(&format!("{at}.type"), "a content part needs a type")),
+        }
+    }
+    Ok(s)
+}
+
+/// The chat messages of `input` (after `instructions`).
+fn messages(req: &ResponsesRequest) -> Result<Vec<Value>, ApiError> {
+    let mut out = Vec::new();
+    if let Some(s) = &req.instructions {
+        out.push(json!({"role": "system", "content": s}));
+    }
+    let items = match &req.input {
+        Value::String(s) => {
+            out.push(json!({"role": "user", "content": s}));
+            return Ok(out);
+        }
+        Value::Array(items) => items,
+        _ => return Err(bad("input", "input must be a string or a list of items")),
+    };
+    // A reasoning item's text goes with the assistant turn that follows.
+    let mut reasoning: Option<String> = None;
+    let mut names = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("input[{i}]");
+        let kind = match item.get("type").and_then(Value::as_str) {
+            Some(k) => k,
+            None if item.get("role").is_some() => "message",
+            None => return Err(bad(&format!("{at}.type"), "an input item needs a type")),
+        };
+        match kind {
+            "message" => {
+                let role = string_at(item, "role", &at)?;
+                if !matches!(role.as_str(), "user" | "assistant" | "system" | "developer") {
+                    return Err(bad(
+                        &format!("{at}.role"),
+                        format!("unknown message role `{role}`"),
+                    ));
+                }
+                let content = item.get("content").unwrap_or(&Value::Null);
+                let text = content_text(content, &format!("{at}.content"))?;
+                let mut m = json!({"role": role, "content": text});
+                if role == "assistant" {
+                    if let Some(r) = reasoning.take() {
+                        m["reasoning_content"] = json!(r);
+                    }
+                }
+                out.push(m);
+            }
+            "function_call" => {
+                let id = string_at(item, "call_id", &at)?;
+                let name = string_at(item, "name", &at)?;
+                let args = string_at(item, "arguments", &at)?;
+                names.insert(id.clone(), name.clone());
+                let call = json!({"id": id, "type": "function",
+                    "function": {"name": name, "arguments": args}});
+                // Calls after an assistant message belong to that turn.
+                let last = out.last_mut().filter(|m| m["role"] == "assistant");
+                match last {
+                    Some(m) if m["tool_calls"].is_array() => {
+                        if let Some(list) = m["tool_calls"].as_array_mut() {
+                            list.push(call);
+                        }
+                    }
+                    Some(m) => m["tool_calls"] = json!([call]),
+                    None => {
+                        let mut m =
+                            json!({"role": "assistant", "content": null, "tool_calls": [call]});
+                        if let Some(r) = reasoning.take() {
+                            m["reasoning_content"] = json!(r);
+                        }
+                        out.push(m);
+                    }
+                }
+            }
+            "function_call_output" => {
+                let id = string_at(item, "call_id", &at)?;
+                let output = item.get("output").unwrap_or(&Value::Null);
+                let content = content_text(output, &format!("{at}.output"))?;
+                let mut m = json!({"role": "tool", "tool_call_id": id, "content": content});
+                if let Some(n) = names.get(&id) {
+                    m["name"] = json!(n);
+                }
+                out.push(m);
+            }
+            "reasoning" => {
+                let texts = ["content", "summary"].into_iter().find_map(|f| {
+                    let list = item.get(f)?.as_array().filter(|l| !l.is_empty())?;
+                    Some(
+                        list.iter()
+                            .filter_map(|p| p["text"].as_str())
+                            .collect::<String>(),
+                    )
+                });
+                reasoning = texts;
+            }
+            other => {
+                return Err(ApiError::unsupported(
+                    &format!("{at}.type"),
+                    &format!("input items of type `{other}`"),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Function tools in the chat shape; other tool types go through as they
+/// are for the chat path to refuse by name.
+fn tools(list: &[Value]) -> Value {
+    list.iter()
+        .map(|t| match t.get("type").and_then(Value::as_str) {
+            Some("function") => {
+                let mut f = json!({"name": t.get("name")});
+                for k in ["description", "parameters"] {
+                    if let Some(v) = t.get(k).filter(|v| !v.is_null()) {
+                        f[k] = v.clone();
+                    }
+                }
+                json!({"type": "function", "function": f})
+            }
+            _ => json!({"type": t.get("type")}),
+        })
+        .collect()
+}
+
+fn tool_choice(v: &Value) -> Result<Value, ApiError> {
+    match v {
+        Value::String(_) => Ok(v.clone()),
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
+            let name = string_at(v, "name", "tool_choice")?;
+            Ok(json!({"type": "function", "function": {"name": name}}))
+        }
+        _ => Err(ApiError::unsupported(
+            "tool_choice",
+            "only none, auto, required or {\"type\": \"function\", \"name\": …}",
+        )),
+    }
+}
+
+/// `text.format` as the chat request's `response_format`.
+fn response_format(text: &Value) -> Result<Option<Value>, ApiError> {
+    let Some(f) = text.get("format").filter(|f| !f.is_null()) else {
+        return Ok(None);
+    };
+    match f.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "json_object"}))),
+        Some("json_schema") => {
+            let schema = f.get("schema").filter(|s| s.is_object()).ok_or_else(|| {
+                bad(
+                    "text.format.schema",
+                    "text.format json_schema needs a schema object",
+                )
+            })?;
+            Ok(Some(
+                json!({"type": "json_schema", "json_schema": {"schema": schema}}),
+            ))
+        }
+        _ => Err(bad(
+            "text.format.type",
+            "text.format.type must be text, json_object or json_schema",
+        )),
+    }
+}
+
+impl ResponsesRequest {
+    /// The same request as an OpenAI chat request.
+    ///
+    /// # Errors
+    /// A 400 naming the field at fault.
+    pub fn to_chat(&self) -> Result<api::ChatRequest, ApiError> {
+        self.refused.check()?;
+        let mut v = json!({
+            "model": self.model,
+            "messages": messages(self)?,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "parallel_tool_calls": self.parallel_tool_calls,
+        });
+        match self.max_output_tokens {
+            Some(0) => {
+                return Err(bad(
+                    "max_output_tokens",
+                    "max_output_tokens must be at least 1",
+                ))
+            }
+            m => v["max_completion_tokens"] = json!(m),
+        }
+        if let Some(t) = self.tools.as_ref().filter(|t| !t.is_empty()) {
+            v["tools"] = tools(t);
+        }
+        if let Some(c) = self.tool_choice.as_ref().filter(|c| !c.is_null()) {
+            v["tool_choice"] = tool_choice(c)?;
+        }
+        if let Some(f) = self
+            .text
+            .as_ref()
+            .map(response_format)
+            .transpose()?
+            .flatten()
+        {
+            v["response_format"] = f;
+        }
+        let effort = self.reasoning.as_ref().and_then(|r| r.get("effort"));
+        if let Some(e) = effort.and_then(Value::as_str) {
+            v["chat_template_kwargs"] = json!({"enable_thinking": e != "none"});
+        }
+        translate::chat_request(v)
+    }
+}
+
+/// The fixed parts of one response.
+struct Shape {
+    /// The request's number, for the item ids.
+    n: u64,
+    created: u64,
+    model: String,
+    prompt_tokens: usize,
+    /// The request's settings, echoed in every response object.
+    echo: Value,
+}
+
+impl Shape {
+    fn id(&self) -> String {
+        format!("resp_{:016x}", self.n)
+    }
+
+    fn item_id(&self, prefix: &str, i: usize) -> String {
+        format!("{prefix}_{:016x}{i:02}", self.n)
+    }
+
+    fn item(&self, i: usize, b: &Block, status: &str) -> Value {
+        match b {
+            Block::Text(t) => json!({"type": "message", "id": self.item_id("msg", i),
+                "status": status, "role": "assistant",
+                "content": [{"type": "output_text", "text": t, "annotations": [], "logprobs": []}]}),
+            Block::Reasoning(t) => json!({"type": "reasoning", "id": self.item_id("rs", i),
+                "status": status, "summary": [],
+                "content": [{"type": "reasoning_text", "text": t}]}),
+            Block::Call(c) => json!({"type": "function_call", "id": self.item_id("fc", i),
+                "call_id": self.item_id("call", i), "name": c.name,
+                "arguments": c.arguments, "status": status}),
+        }
+    }
+
+    /// The response object; `end` once the answer is complete.
+    fn object(&self, blocks: &[Block], end: Option<&Finish>) -> Value {
+        let cut = end.is_some_and(translate::cut_off);
+        let output: Vec<Value> = blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let last = i + 1 == blocks.len();
+                self.item(
+                    i,
+                    b,
+                    if cut && last {
+                        "incomplete"
+                    } else {
+                        "completed"
+                    },
+                )
+            })
+            .collect();
+        let text: String = blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        let status = match end {
+            None => "in_progress",
+            Some(_) if cut => "incomplete",
+            Some(_) => "completed",
+        };
+        let mut v = json!({
+            "id": self.id(),
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
+            "model": self.model,
+            "output": output,
+            "output_text": text,
+            "error": null,
+            "incomplete_details": if cut { json!({"reason": "max_output_tokens"}) } else { Value::Null },
+            "usage": end.map(|f| json!({
+                "input_tokens": self.prompt_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": f.completion_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": self.prompt_tokens + f.completion_tokens,
+            })),
+        });
+        if let (Some(o), Some(e)) = (v.as_object_mut(), self.echo.as_object()) {
+            o.extend(e.clone());
+        }
+        v
+    }
+}
+
+/// The request's settings as the response object echoes them.
+fn echo(req: &ResponsesRequest) -> Value {
+    let tools: Vec<Value> = req
+        .tools
+        .iter()
+        .flatten()
+        .map(|t| {
+            let mut t = t.clone();
+            if t.get("strict").is_none() {
+                t["strict"] = json!(false);
+            }
+            t
+        })
+        .collect();
+    let text = req
+        .text
+        .clone()
+        .filter(|t| t.get("format").is_some_and(|f| !f.is_null()))
+        .unwrap_or_else(|| json!({"format": {"type": "text"}}));
+    json!({
+        "instructions": req.instructions,
+        "max_output_tokens": req.max_output_tokens,
+        "metadata": req.metadata.clone().unwrap_or_else(|| json!({})),
+        "parallel_tool_calls": req.parallel_tool_calls.unwrap_or(true),
+        "temperature": req.temperature.unwrap_or(1.0),
+        "top_p": req.top_p.unwrap_or(1.0),
+        "tool_choice": req.tool_choice.clone().filter(|c| !c.is_null()).unwrap_or_else(|| json!("auto")),
+        "tools": tools,
+        "text": text,
+        "reasoning": req.reasoning.clone().unwrap_or_else(|| json!({"effort": null, "summary": null})),
+        "store": false,
+        "truncation": "disabled",
+    })
+}
+
+/// `POST /v1/responses`.
+pub async fn responses(
+    State(shared): State<Arc<Shared>>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = read_body(&shared, body).await?;
+    let s = shared.clone();
+    let (req, prep) = off_thread(move || {
+        let req: ResponsesRequest = api::parse(&body)?;
+        let chat = req.to_chat()?;
+        let prep = translate::prepare(&s, &chat, "input")?;
+        Ok((req, prep))
+    })
+    .await?;
+    let split: Split = prep.split;
+    let shape_base = (shared.served()?.id.clone(), prep.ids.len());
+    let (ticket, mut rx) = shared.submit(vec![Part {
+        prompt: prep.ids,
+        cfgs: prep.cfgs,
+    }])?;
+    let shape = Shape {
+        n: ticket.id(),
+        created: translate::now(),
+        model: shape_base.0,
+        prompt_tokens: shape_base.1,
+        echo: echo(&req),
+    };
+    if req.stream {
+        let mut st = Stream {
+            shape,
+            blocks: Blocks::new(&split),
+            seq: 0,
+        };
+        let mut first = Vec::new();
+        let obj = st.shape.object(&[], None);
+        st.ev("response.created", json!({"response": obj}), &mut first);
+        st.ev("response.in_progress", json!({"response": obj}), &mut first);
+        return Ok(translate::stream(first, st, ticket, rx));
+    }
+    let got = respond::gather(1, &mut rx).await;
+    drop(ticket);
+    let c = got?.pop().ok_or_else(|| ApiError::internal("no answer"))?;
+    let blocks = Blocks::of(&split, &c.text);
+    Ok(axum::Json(shape.object(&blocks, Some(&c.finish))).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minfer_engine::StopReason;
+
+    fn chat(body: Value) -> Result<api::ChatRequest, ApiError> {
+        let r: ResponsesRequest = serde_json::from_value(body).unwrap();
+        r.to_chat()
+    }
+
+    #[test]
+    fn items_translate_to_chat_messages() {
+        let r = chat(json!({
+            "model": "m", "instructions": "Be brief.", "max_output_tokens": 20,
+            "reasoning": {"effort": "low"},
+            "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": true}],
+            "tool_choice": {"type": "function", "name": "f"},
+            "text": {"format": {"type": "text"}},
+            "input": [
+                {"role": "user", "content": "Go."},
+                {"type": "reasoning", "id": "rs_1", "summary": [],
+                 "content": [{"type": "reasoning_text", "text": "hm"}]},
+                {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+                 "content": [{"type": "output_text", "text": "Calling.", "annotations": []}]},
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "done"},
+                {"role": "user", "content": [{"type": "input_text", "text": "And?"}]}
+            ]
+        }))
+        .unwrap();
+        let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+        let a = &r.messages[2];
+        assert_eq!(api::message_text(a).unwrap(), "Calling.");
+        assert_eq!(a.reasoning_content.as_deref(), Some("hm"));
+        assert_eq!(a.tool_calls.as_ref().unwrap()[0]["id"], "c1");
+        assert_eq!(r.messages[3].name.as_deref(), Some("f"));
+        assert_eq!(api::message_text(&r.messages[4]).unwrap(), "And?");
+        assert_eq!(r.tool_choice.unwrap()["function"]["name"], "f");
+        assert_eq!(r.chat_template_kwargs.unwrap()["enable_thinking"], true);
+        assert!(r.sampling.response_format.is_none());
+        assert_eq!(r.sampling.to_config(0).unwrap().max_tokens, 20);
+    }
+
+    #[test]
+    fn refused_and_bad_fields_are_named() {
+        for (extra, param) in [
+            (json!({"store": true}), "store"),
+            (
+                json!({"previous_response_id": "resp_1"}),
+                "previous_response_id",
+            ),
+            (json!({"background": true}), "background"),
+            (json!({"include": ["file_search_call.results"]}), "include"),
+            (json!({"max_output_tokens": 0}), "max_output_tokens"),
+            (
+                json!({"text": {"format": {"type": "json_schema"}}}),
+                "text.format.schema",
+            ),
+            (
+                json!({"text": {"format": {"type": "xml"}}}),
+                "text.format.type",
+            ),
+            (
+                json!({"tool_choice": {"type": "allowed_tools"}}),
+                "tool_choice",
+            ),
+            (
+                json!({"input": [{"type": "item_reference", "id": "x"}]}),
+                "input[0].type",
+            ),
+            (
+                json!({"input": [{"role": "user", "content": [{"type": "input_image"}]}]}),
+                "input[0].content[0].type",
+            ),
+            (json!({"input": 5}), "input"),
+        ] {
+            let mut body = json!({"model": "m", "input": "hi"});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            let e = chat(body).unwrap_err();
+            assert_eq!((e.status.as_u16(), e.param.as_deref()), (400, Some(param)));
+        }
+        // `store: false` and encrypted reasoning ask for nothing refused.
+        chat(json!({"input": "hi", "store": false, "include": ["reasoning.encrypted_content"]}))
+            .unwrap();
+    }
+
+    #[test]
+    fn the_response_object_lists_items_in_order() {
+        let shape = Shape {
+            n: 7,
+            created: 1,
+            model: "m".into(),
+            prompt_tokens: 3,
+            echo: json!({"tools": []}),
+        };
+        let blocks = vec![
+            Block::Reasoning("hm".into()),
+            Block::Text("Hi".into()),
+            Block::Call(crate::tools::Call {
+                name: "f".into(),
+                arguments: "{}".into(),
+            }),
+        ];
+        let f = Finish {
+            prompt_tokens: 3,
+            completion_tokens: 5,
+            reason: StopReason::MaxTokens,
+        };
+        let v = shape.object(&blocks, Some(&f));
+        let kinds: Vec<&str> = v["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["reasoning", "message", "function_call"]);
+        assert_eq!(v["status"], "incomplete");
+        assert_eq!(v["incomplete_details"]["reason"], "max_output_tokens");
+        assert_eq!(v["output"][2]["status"], "incomplete");
+        assert_eq!(v["output_text"], "Hi");
+        assert_eq!(v["usage"]["total_tokens"], 8);
+        assert_eq!(v["tools"], json!([]));
+    }
+}

@@ -1,0 +1,220 @@
+//! The Responses API's streamed events: every output item is added, its
+//! content part (text or reasoning) or its arguments stream, and it is
+//! done, all numbered by `sequence_number`; `response.completed` (or
+//! `.incomplete`, `.failed`) ends the stream with the whole response.
+
+use serde_json::{json, Value};
+
+use super::Shape;
+use crate::error::ApiError;
+use crate::translate::{self, Block, Blocks, Ev, Named, Sink};
+use crate::worker::Finish;
+
+/// Where a streamed response stands.
+pub(super) struct Stream {
+    pub(super) shape: Shape,
+    pub(super) blocks: Blocks,
+    pub(super) seq: u64,
+}
+
+impl Stream {
+    pub(super) fn ev(&mut self, name: &'static str, mut v: Value, out: &mut Vec<Named>) {
+        v["type"] = json!(name);
+        v["sequence_number"] = json!(self.seq);
+        self.seq += 1;
+        out.push((name, v));
+    }
+
+    /// An event about item `i` (whose id is `id`): `v` with both.
+    fn at(&mut self, name: &'static str, i: usize, id: &Value, mut v: Value, out: &mut Vec<Named>) {
+        v["output_index"] = json!(i);
+        v["item_id"] = id.clone();
+        self.ev(name, v, out);
+    }
+
+    fn open(&mut self, i: usize, b: &Block, out: &mut Vec<Named>) {
+        let mut item = self.shape.item(i, b, "in_progress");
+        let id = item["id"].clone();
+        let mut part = Value::Null;
+        match b {
+            Block::Call(_) => item["arguments"] = json!(""),
+            _ => part = std::mem::replace(&mut item["content"], json!([]))[0].take(),
+        }
+        let added = json!({"output_index": i, "item": item});
+        self.ev("response.output_item.added", added, out);
+        match b {
+            Block::Call(c) => {
+                let d = json!({"delta": c.arguments});
+                self.at("response.function_call_arguments.delta", i, &id, d, out);
+            }
+            _ => {
+                let p = json!({"content_index": 0, "part": part});
+                self.at("response.content_part.added", i, &id, p, out);
+            }
+        }
+    }
+
+    fn close(&mut self, i: usize, b: &Block, status: &str, out: &mut Vec<Named>) {
+        let item = self.shape.item(i, b, status);
+        let id = item["id"].clone();
+        let (name, d) = match b {
+            Block::Call(c) => (
+                "response.function_call_arguments.done",
+                json!({"arguments": c.arguments}),
+            ),
+            Block::Text(t) => (
+                "response.output_text.done",
+                json!({"content_index": 0, "text": t, "logprobs": []}),
+            ),
+            Block::Reasoning(t) => (
+                "response.reasoning_text.done",
+                json!({"content_index": 0, "text": t}),
+            ),
+        };
+        self.at(name, i, &id, d, out);
+        if !matches!(b, Block::Call(_)) {
+            let d = json!({"content_index": 0, "part": item["content"][0]});
+            self.at("response.content_part.done", i, &id, d, out);
+        }
+        let done = json!({"output_index": i, "item": item});
+        self.ev("response.output_item.done", done, out);
+    }
+
+    fn events(&mut self, evs: Vec<Ev>, cut: bool, out: &mut Vec<Named>) {
+        for e in evs {
+            match e {
+                Ev::Open(i, b) => self.open(i, &b, out),
+                Ev::Delta(i, Block::Text(t)) => {
+                    let id = json!(self.shape.item_id("msg", i));
+                    let d = json!({"content_index": 0, "delta": t, "logprobs": []});
+                    self.at("response.output_text.delta", i, &id, d, out);
+                }
+                Ev::Delta(i, Block::Reasoning(t)) => {
+                    let id = json!(self.shape.item_id("rs", i));
+                    let d = json!({"content_index": 0, "delta": t});
+                    self.at("response.reasoning_text.delta", i, &id, d, out);
+                }
+                Ev::Delta(_, Block::Call(_)) => {}
+                Ev::Close(i, b) => {
+                    let last = cut && self.blocks.closed.len() == i + 1;
+                    self.close(i, &b, if last { "incomplete" } else { "completed" }, out);
+                }
+            }
+        }
+    }
+}
+
+impl Sink for Stream {
+    fn text(&mut self, s: &str, out: &mut Vec<Named>) {
+        let evs = self.blocks.push(s);
+        self.events(evs, false, out);
+    }
+
+    fn done(&mut self, f: &Finish, out: &mut Vec<Named>) {
+        let evs = self.blocks.finish();
+        let cut = translate::cut_off(f);
+        self.events(evs, cut, out);
+        let obj = self.shape.object(&self.blocks.closed, Some(f));
+        let name = if cut {
+            "response.incomplete"
+        } else {
+            "response.completed"
+        };
+        self.ev(name, json!({"response": obj}), out);
+    }
+
+    fn error(&mut self, e: &ApiError, out: &mut Vec<Named>) {
+        let mut obj = self.shape.object(&self.blocks.closed, None);
+        obj["status"] = json!("failed");
+        obj["error"] = json!({"code": "server_error", "message": e.message});
+        self.ev("response.failed", json!({"response": obj}), out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::respond::Split;
+    use crate::tools::Syntax;
+    use minfer_engine::StopReason;
+
+    #[test]
+    fn items_stream_in_order_and_numbered() {
+        let split = Split {
+            reasoning: true,
+            in_thinking: false,
+            tools: Some(Syntax {
+                open: "<tool_call>",
+                close: "</tool_call>",
+                special_tags: true,
+            }),
+        };
+        let shape = Shape {
+            n: 2,
+            created: 1,
+            model: "m".into(),
+            prompt_tokens: 4,
+            echo: json!({}),
+        };
+        let mut st = Stream {
+            shape,
+            blocks: Blocks::new(&split),
+            seq: 5,
+        };
+        let mut out = Vec::new();
+        for t in [
+            "<think>h",
+            "m</think>Hi",
+            " there<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+        ] {
+            st.text(t, &mut out);
+        }
+        let f = Finish {
+            prompt_tokens: 4,
+            completion_tokens: 9,
+            reason: StopReason::Eog,
+        };
+        st.done(&f, &mut out);
+        let names: Vec<&str> = out
+            .iter()
+            .map(|(n, _)| n.trim_start_matches("response."))
+            .collect();
+        let item = ["output_item.added", "content_part.added"];
+        let done = ["content_part.done", "output_item.done"];
+        let mut want = Vec::new();
+        want.extend(item);
+        want.extend([
+            "reasoning_text.delta",
+            "reasoning_text.delta",
+            "reasoning_text.done",
+        ]);
+        want.extend(done);
+        want.extend(item);
+        want.extend(["output_text.delta", "output_text.delta", "output_text.done"]);
+        want.extend(done);
+        want.extend(["output_item.added", "function_call_arguments.delta"]);
+        want.extend([
+            "function_call_arguments.done",
+            "output_item.done",
+            "completed",
+        ]);
+        assert_eq!(names, want);
+        for (k, (name, v)) in out.iter().enumerate() {
+            assert_eq!(
+                (v["type"].as_str(), v["sequence_number"].as_u64()),
+                (Some(*name), Some(5 + k as u64))
+            );
+        }
+        assert_eq!(out[0].1["item"]["type"], "reasoning");
+        assert_eq!(out[4].1["text"], "hm");
+        assert_eq!(out[11].1["text"], "Hi there");
+        assert_eq!(out[11].1["item_id"], out[7].1["item"]["id"]);
+        assert_eq!(out[14].1["item"]["arguments"], "");
+        assert_eq!(out[15].1["delta"], r#"{"a":1}"#);
+        assert_eq!(out[16].1["arguments"], r#"{"a":1}"#);
+        let end = &out.last().unwrap().1["response"];
+        assert_eq!(end["status"], "completed");
+        assert_eq!(end["output_text"], "Hi there");
+        assert_eq!(end["output"][2]["call_id"], "call_000000000000000202");
+    }
+}
