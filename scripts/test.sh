@@ -48,7 +48,7 @@ fi
 python3 -m pip install -q gguf==0.19.0
 
 python3 -m venv target/pyenv
-target/pyenv/bin/pip install -q openai==1.109.1 anthropic==2.15.0 pytest==8.3.4 selenium==4.27.1
+target/pyenv/bin/pip install -q openai==1.109.1 anthropic==2.15.0 ollama==0.6.3 pytest==8.3.4 selenium==4.27.1
 export MINFER_TEST_PYTHON="$PWD/target/pyenv/bin/python"
 
 rm -f target/minfer-skipped.txt

@@ -17,6 +17,7 @@ mod completion;
 mod cors;
 mod error;
 mod metrics;
+mod ollama;
 mod output;
 mod page;
 mod respond;

@@ -41,6 +41,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
             )
             .route(&format!("{prefix}/responses"), post(responses::responses));
     }
+    r = crate::ollama::routes(r);
     r.route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/tokenize", post(tokenize))
@@ -63,6 +64,7 @@ fn endpoint(path: &str) -> String {
         | "/messages/count_tokens"
         | "/responses" => format!("/v1{p}"),
         "/health" | "/metrics" | "/tokenize" | "/detokenize" if p == path => p.to_string(),
+        _ if p == path && crate::ollama::PATHS.contains(&p) => p.to_string(),
         _ if p.starts_with("/models/") => "/v1/models/{id}".to_string(),
         _ => "other".to_string(),
     }
@@ -86,7 +88,7 @@ async fn guard(State(shared): St, req: Request, next: Next) -> Response {
             if anthropic::is_path(&path) {
                 anthropic::error_response(ApiError::unauthorized())
             } else {
-                ApiError::unauthorized().into_response()
+                crate::ollama::error_response(&path, ApiError::unauthorized())
             }
         }
         _ => next.run(req).await,

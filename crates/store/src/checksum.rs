@@ -86,6 +86,13 @@ fn cached_digest(path: &Path) -> Option<String> {
         .flatten()
 }
 
+/// The sha256 recorded for `path` by an earlier check (its `.sha256`
+/// sidecar), when the file still has the size and mtime it had then. Never
+/// hashes the file: for callers that want a digest only when it is free.
+pub fn recorded_sha256(path: &Path) -> Option<String> {
+    cached_digest(path)
+}
+
 /// Records `digest` as the sha256 of `path` as it is now. Failure only
 /// costs a re-hash next time, so it is not an error.
 pub(crate) fn write_sidecar(path: &Path, digest: &str) {
@@ -174,6 +181,18 @@ mod tests {
             .unwrap();
         assert!(!verify_existing(&path, &good, 0).unwrap());
         assert!(verify_existing(&path, &digest_of(b"HELLO MODEL"), 0).unwrap());
+    }
+
+    #[test]
+    fn recorded_digest_is_only_the_sidecar_of_the_current_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        std::fs::write(&path, b"data").unwrap();
+        assert_eq!(recorded_sha256(&path), None);
+        assert!(verify_existing(&path, &digest_of(b"data"), 4).unwrap());
+        assert_eq!(recorded_sha256(&path), Some(digest_of(b"data")));
+        std::fs::write(&path, b"other data").unwrap();
+        assert_eq!(recorded_sha256(&path), None);
     }
 
     #[test]

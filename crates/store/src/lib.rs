@@ -24,6 +24,7 @@ mod registry;
 mod store;
 mod wheel;
 
+pub use checksum::recorded_sha256;
 pub use config::{StoreConfig, DEFAULT_HF_ENDPOINT};
 pub use error::StoreError;
 pub use progress::fmt_bytes;

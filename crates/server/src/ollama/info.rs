@@ -1,0 +1,326 @@
+//! What Ollama's model endpoints report about the one served model
+//! (`/api/tags`, `/api/show`, `/api/ps`), read from its GGUF file: the
+//! architecture, the parameter count, the quantization, the file's size,
+//! date and digest.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use minfer_gguf::Value as GgufValue;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::time::rfc3339;
+use crate::state::Served;
+
+/// Arrays longer than this are reported empty unless `verbose`, as Ollama
+/// does (a vocabulary has hundreds of thousands of entries).
+const SHORT_ARRAY: usize = 5;
+
+/// llama.cpp's `general.file_type` values by name, in Ollama's spelling.
+const FILE_TYPES: &[(u64, &str)] = &[
+    (0, "F32"),
+    (1, "F16"),
+    (2, "Q4_0"),
+    (3, "Q4_1"),
+    (7, "Q8_0"),
+    (8, "Q5_0"),
+    (9, "Q5_1"),
+    (10, "Q2_K"),
+    (11, "Q3_K_S"),
+    (12, "Q3_K_M"),
+    (13, "Q3_K_L"),
+    (14, "Q4_K_S"),
+    (15, "Q4_K_M"),
+    (16, "Q5_K_S"),
+    (17, "Q5_K_M"),
+    (18, "Q6_K"),
+    (19, "IQ2_XXS"),
+    (20, "IQ2_XS"),
+    (21, "Q2_K_S"),
+    (22, "IQ3_XS"),
+    (23, "IQ3_XXS"),
+    (24, "IQ1_S"),
+    (25, "IQ4_NL"),
+    (26, "IQ3_S"),
+    (27, "IQ3_M"),
+    (28, "IQ2_S"),
+    (29, "IQ2_M"),
+    (30, "IQ4_XS"),
+    (31, "IQ1_M"),
+    (32, "BF16"),
+    (36, "TQ1_0"),
+    (37, "TQ2_0"),
+];
+
+/// The name Ollama clients see for the model: the id with Ollama's default
+/// tag, unless the id has a tag of its own.
+pub fn listed_name(served: &Served) -> String {
+    if served.id.contains(':') {
+        served.id.clone()
+    } else {
+        format!("{}:latest", served.id)
+    }
+}
+
+/// A count as Ollama prints parameter sizes: `135M`, `494.03M`, `7.6B`.
+fn human_number(n: u64) -> String {
+    let (value, unit, decimals) = match n {
+        n if n >= 1_000_000_000 => (n as f64 / 1e9, "B", 1),
+        n if n >= 1_000_000 => (n as f64 / 1e6, "M", 2),
+        n if n >= 1_000 => return format!("{:.0}K", n as f64 / 1e3),
+        n => return n.to_string(),
+    };
+    if value.fract() == 0.0 {
+        format!("{value:.0}{unit}")
+    } else {
+        format!("{value:.decimals$}{unit}")
+    }
+}
+
+fn parameter_count(served: &Served) -> u64 {
+    served
+        .loaded
+        .file()
+        .tensors()
+        .iter()
+        .map(|t| t.info.n_elements())
+        .sum()
+}
+
+/// The quantization: the file's `general.file_type`, else the type most of
+/// its weights have.
+fn quantization(served: &Served) -> String {
+    let file = served.loaded.file();
+    if let Ok(Some(ft)) = file.metadata().get_u64("general.file_type") {
+        if let Some((_, name)) = FILE_TYPES.iter().find(|(v, _)| *v == ft) {
+            return (*name).to_string();
+        }
+    }
+    let mut bytes: Vec<(&'static str, u64)> = Vec::new();
+    for t in file.tensors() {
+        let name = t.info.ggml_type.name();
+        match bytes.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, b)) => *b += t.info.n_bytes,
+            None => bytes.push((name, t.info.n_bytes)),
+        }
+    }
+    bytes
+        .into_iter()
+        .max_by_key(|&(_, b)| b)
+        .map_or_else(|| "unknown".to_string(), |(n, _)| n.to_string())
+}
+
+/// `details`: format, family, parameter size, quantization.
+pub fn details(served: &Served) -> Value {
+    let arch = served
+        .loaded
+        .file()
+        .architecture()
+        .unwrap_or("")
+        .to_string();
+    json!({
+        "parent_model": "",
+        "format": "gguf",
+        "family": arch,
+        "families": [arch],
+        "parameter_size": human_number(parameter_count(served)),
+        "quantization_level": quantization(served),
+    })
+}
+
+/// The model's digest: the sha256 the store recorded for the file, or,
+/// where it recorded none, a stable stand-in (the sha256 of the path and
+/// the size; hashing a model of gigabytes per listing would take seconds).
+fn digest(path: &Path, size: u64) -> String {
+    if let Some(d) = minfer_store::recorded_sha256(path) {
+        return d;
+    }
+    let mut h = Sha256::new();
+    h.update(path.as_os_str().as_encoded_bytes());
+    h.update(size.to_le_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn modified_at(path: &Path) -> String {
+    let t = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    rfc3339(t)
+}
+
+/// The fields `/api/tags` and `/api/ps` share.
+fn entry(served: &Served) -> Value {
+    let size = served.loaded.file().file_size();
+    let name = listed_name(served);
+    json!({
+        "name": name,
+        "model": name,
+        "size": size,
+        "digest": digest(served.loaded.path(), size),
+        "details": details(served),
+    })
+}
+
+/// `GET /api/tags`.
+pub fn tags(served: &Served) -> Value {
+    let mut e = entry(served);
+    e["modified_at"] = json!(modified_at(served.loaded.path()));
+    json!({"models": [e]})
+}
+
+/// `GET /api/ps`: the model stays loaded for as long as the server runs,
+/// so it expires when Ollama's "forever" would (now plus the longest Go
+/// duration), and it is in host memory, not on a GPU.
+pub fn ps(served: &Served, n_ctx: u32) -> Value {
+    let mut e = entry(served);
+    let forever = SystemTime::now() + Duration::from_nanos(i64::MAX as u64);
+    e["expires_at"] = json!(rfc3339(forever));
+    e["size_vram"] = json!(0);
+    e["context_length"] = json!(n_ctx);
+    json!({"models": [e]})
+}
+
+/// A metadata value as JSON; floats as their shortest decimal form (a
+/// `f32` 1e-5 reads 0.00001, not 9.99999974e-6).
+fn to_json(v: &GgufValue, verbose: bool) -> Value {
+    match v {
+        GgufValue::F32(f) => f
+            .to_string()
+            .parse::<f64>()
+            .map_or(Value::Null, |x| json!(x)),
+        GgufValue::F64(f) => json!(f),
+        GgufValue::Bool(b) => json!(b),
+        GgufValue::String(s) => json!(s),
+        GgufValue::Array(a) if !verbose && a.items.len() > SHORT_ARRAY => json!([]),
+        GgufValue::Array(a) => a.items.iter().map(|x| to_json(x, verbose)).collect(),
+        other => other
+            .as_i64()
+            .map(|i| json!(i))
+            .or_else(|| other.as_u64().map(|u| json!(u)))
+            .unwrap_or(Value::Null),
+    }
+}
+
+/// `model_info`: every metadata key but the name and the chat template
+/// (which `template` holds), with the parameter count.
+fn model_info(served: &Served, verbose: bool) -> Value {
+    let md = served.loaded.file().metadata();
+    let mut info = Map::new();
+    for (k, v) in md.iter() {
+        if k != "general.name" && k != "tokenizer.chat_template" {
+            info.insert(k.to_string(), to_json(v, verbose));
+        }
+    }
+    info.entry("general.parameter_count")
+        .or_insert_with(|| json!(parameter_count(served)));
+    Value::Object(info)
+}
+
+/// What the model can do, in Ollama's words.
+fn capabilities(served: &Served) -> Vec<&'static str> {
+    let mut caps = vec!["completion"];
+    let ab = &served.abilities;
+    if ab.tools && ab.tool_syntax.is_some() {
+        caps.push("tools");
+    }
+    if crate::completion::fim_markers(served).is_some() {
+        caps.push("insert");
+    }
+    if ab.thinking {
+        caps.push("thinking");
+    }
+    caps
+}
+
+/// `parameters`, as Ollama prints a Modelfile's: the context and the
+/// end-of-generation tokens, which act as stop strings.
+fn parameters(served: &Served, n_ctx: u32) -> Vec<(String, String)> {
+    let tok = served.loaded.tokenizer();
+    let mut out = vec![("num_ctx".to_string(), n_ctx.to_string())];
+    for &id in tok.eog_ids() {
+        let text = String::from_utf8_lossy(tok.decode_token(id)).into_owned();
+        out.push(("stop".into(), Value::String(text).to_string()));
+    }
+    out
+}
+
+/// `POST /api/show`.
+pub fn show(served: &Served, verbose: bool, n_ctx: u32) -> Value {
+    let params = parameters(served, n_ctx);
+    let template = served
+        .template
+        .as_ref()
+        .map(|t| t.source().to_string())
+        .unwrap_or_default();
+    let mut modelfile = format!(
+        "# Modelfile generated by minfer serve\nFROM {}\n",
+        served.loaded.path().display()
+    );
+    if !template.is_empty() {
+        modelfile.push_str(&format!("TEMPLATE \"\"\"{template}\"\"\"\n"));
+    }
+    for (k, v) in &params {
+        modelfile.push_str(&format!("PARAMETER {k} {v}\n"));
+    }
+    let parameters: Vec<String> = params.iter().map(|(k, v)| format!("{k:<30} {v}")).collect();
+    let tensors: Vec<Value> = served
+        .loaded
+        .file()
+        .tensors()
+        .iter()
+        .map(|t| json!({"name": t.info.name, "type": t.info.ggml_type.name(), "shape": t.info.shape}))
+        .collect();
+    let mut v = json!({
+        "modelfile": modelfile,
+        "parameters": parameters.join("\n"),
+        "template": template,
+        "details": details(served),
+        "model_info": model_info(served, verbose),
+        "tensors": tensors,
+        "capabilities": capabilities(served),
+        "modified_at": modified_at(served.loaded.path()),
+    });
+    if let Ok(Some(license)) = served.loaded.file().metadata().get_str("general.license") {
+        v["license"] = json!(license);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_sizes_print_as_ollama_prints_them() {
+        assert_eq!(human_number(134_515_008), "134.52M");
+        assert_eq!(human_number(135_000_000), "135M");
+        assert_eq!(human_number(7_615_616_512), "7.6B");
+        assert_eq!(human_number(8_000_000_000), "8B");
+        assert_eq!(human_number(12_345), "12K");
+        assert_eq!(human_number(999), "999");
+    }
+
+    #[test]
+    fn values_convert_to_json_with_long_arrays_hidden() {
+        assert_eq!(to_json(&GgufValue::F32(1e-5), false), json!(0.00001));
+        assert_eq!(to_json(&GgufValue::U32(7), false), json!(7));
+        assert_eq!(to_json(&GgufValue::I32(-1), false), json!(-1));
+        assert_eq!(to_json(&GgufValue::U64(u64::MAX), false), json!(u64::MAX));
+        let long = GgufValue::Array(minfer_gguf::Array {
+            elem_type: minfer_gguf::ValueType::U8,
+            items: (0..6).map(GgufValue::U8).collect(),
+        });
+        assert_eq!(to_json(&long, false), json!([]));
+        assert_eq!(to_json(&long, true), json!([0, 1, 2, 3, 4, 5]));
+    }
+
+    #[test]
+    fn the_fallback_digest_is_stable_hex() {
+        let dir = std::env::temp_dir().join("minfer-no-such-model.gguf");
+        let a = digest(&dir, 42);
+        assert_eq!(a, digest(&dir, 42));
+        assert_ne!(a, digest(&dir, 43));
+        assert!(a.len() == 64 && a.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+}
