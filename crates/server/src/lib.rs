@@ -15,6 +15,7 @@ mod api;
 mod chat;
 mod completion;
 mod cors;
+mod embeddings;
 mod error;
 mod metrics;
 mod ollama;

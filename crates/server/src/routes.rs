@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use crate::respond::{self, Api, Shape};
 use crate::state::{Served, Shared};
 use crate::worker::Part;
-use crate::{anthropic, chat, completion, responses};
+use crate::{anthropic, chat, completion, embeddings, responses};
 
 type St = State<Arc<Shared>>;
 
@@ -39,9 +39,12 @@ pub fn router(shared: Arc<Shared>) -> Router {
                 &format!("{prefix}/messages/count_tokens"),
                 post(anthropic::count_tokens),
             )
-            .route(&format!("{prefix}/responses"), post(responses::responses));
+            .route(&format!("{prefix}/responses"), post(responses::responses))
+            .route(&format!("{prefix}/embeddings"), post(embeddings::openai));
     }
-    r = crate::ollama::routes(r);
+    r = crate::ollama::routes(r)
+        .route("/api/embed", post(embeddings::ollama_embed))
+        .route("/api/embeddings", post(embeddings::ollama_legacy));
     r.route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/tokenize", post(tokenize))
@@ -62,9 +65,11 @@ fn endpoint(path: &str) -> String {
         | "/models"
         | "/messages"
         | "/messages/count_tokens"
-        | "/responses" => format!("/v1{p}"),
+        | "/responses"
+        | "/embeddings" => format!("/v1{p}"),
         "/health" | "/metrics" | "/tokenize" | "/detokenize" if p == path => p.to_string(),
         _ if p == path && crate::ollama::PATHS.contains(&p) => p.to_string(),
+        "/api/embed" | "/api/embeddings" if p == path => p.to_string(),
         _ if p.starts_with("/models/") => "/v1/models/{id}".to_string(),
         _ => "other".to_string(),
     }

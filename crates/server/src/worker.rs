@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 
 use minfer_engine::trace::rec as trace;
 use minfer_engine::{
-    Event, GenId, GenerateConfig, Scheduler, StopReason, TokenLogprobs, Tokenizer, Utf8Stream,
+    Event, GenId, GenerateConfig, Pooling, Scheduler, StopReason, TokenLogprobs, Tokenizer,
+    Utf8Stream,
 };
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::oneshot;
 
 use crate::metrics::Metrics;
 
@@ -35,6 +37,19 @@ pub enum Cmd {
     CancelAll,
     /// Stop the thread once nothing is running.
     Shutdown,
+    /// Compute the embeddings of `inputs` (token ids) between two steps
+    /// of the running generations, each input its own sequence for the
+    /// length of the call ([`Runtime::embed`](minfer_engine::Runtime::embed)).
+    Embed {
+        /// Token ids per input.
+        inputs: Vec<Vec<u32>>,
+        /// How each input's token vectors become one.
+        pooling: Pooling,
+        /// Scale the vectors to unit length.
+        normalize: bool,
+        /// Where the vectors (or the engine's refusal) go.
+        reply: oneshot::Sender<minfer_engine::Result<Vec<Vec<f32>>>>,
+    },
 }
 
 /// One prompt of a request and its choices.
@@ -223,6 +238,24 @@ impl Worker {
                 }
             }
             Cmd::Shutdown => self.shutting_down = true,
+            Cmd::Embed {
+                inputs,
+                pooling,
+                normalize,
+                reply,
+            } => {
+                // A client that went away wants nothing computed.
+                if reply.is_closed() {
+                    return;
+                }
+                let rt = self.sched.runtime_mut();
+                let r = if normalize {
+                    rt.embed(&inputs, pooling)
+                } else {
+                    rt.embed_raw(&inputs, pooling)
+                };
+                let _ = reply.send(r);
+            }
         }
     }
 
