@@ -186,3 +186,37 @@ fn serve_rejects_bad_options_before_loading() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("model.gguf"));
 }
+
+#[test]
+fn serve_refuses_a_chat_template_it_cannot_use() {
+    let Some(model) = minfer_testutil::require_model(minfer_testutil::SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let broken = home.path().join("broken.jinja");
+    std::fs::write(&broken, "{% for m in messages %}{{ m.content }").unwrap();
+    for (flag, value, named) in [
+        (
+            "--chat-template",
+            "vicuna".to_string(),
+            "--chat-template vicuna",
+        ),
+        (
+            "--chat-template-file",
+            broken.display().to_string(),
+            "--chat-template-file",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_minfer"))
+            .arg("serve")
+            .arg(&model)
+            .args(["--port", "0", flag, &value])
+            .env("MINFER_HOME", home.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(named), "{flag}: {err}");
+    }
+}
