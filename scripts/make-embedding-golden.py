@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Records llama.cpp's embeddings of a few texts as golden data for
-crates/engine/tests/embed_golden.rs: tests/golden/embeddings/MODEL.json.
+crates/engine/tests/embed_golden.rs: tests/fixtures/embeddings/MODEL.json.
 
     scripts/make-embedding-golden.py LLAMA_EMBEDDING MODEL.gguf...
 

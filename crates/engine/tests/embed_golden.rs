@@ -1,5 +1,5 @@
 //! Embeddings against llama.cpp's `llama-embedding` on the real models:
-//! `tests/golden/embeddings/*.json` (our own reference data, made with
+//! `tests/fixtures/embeddings/*.json` (our own reference data, made with
 //! `scripts/make-embedding-golden.py`; each run records its command). The
 //! token ids llama.cpp fed are recorded too, and ours must equal them, so
 //! the vectors compare the forward pass alone.
@@ -43,7 +43,7 @@ fn bound(run: &Value) -> f64 {
 
 fn fixture(stem: &str) -> Value {
     let path = minfer_testutil::workspace_root()
-        .join("tests/golden/embeddings")
+        .join("tests/fixtures/embeddings")
         .join(format!("{stem}.json"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("embedding fixture {}: {e}", path.display()));
