@@ -2,8 +2,9 @@
 //! Python client (crates/server/tests/python), then shut down with SIGTERM
 //! while a stream is in flight.
 //!
-//! The Python interpreter with `openai` and `pytest` installed is named by
-//! MINFER_TEST_PYTHON (`.ci/run` makes that venv). Without it the test
+//! The Python interpreter with the official `openai`, `anthropic` and
+//! `ollama` clients, `pytest` and `selenium` installed is named by
+//! MINFER_TEST_PYTHON (`scripts/test.sh` makes that venv). Without it the test
 //! fails, unless MINFER_REQUIRE_MODELS=0 turns that into a recorded skip.
 
 mod common;
@@ -20,8 +21,8 @@ fn python() -> Option<PathBuf> {
         Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
         _ => {
             minfer_testutil::skip(
-                "MINFER_TEST_PYTHON (a Python with openai and pytest)",
-                ".ci/run creates it: python3 -m venv target/pyenv && target/pyenv/bin/pip install openai pytest",
+                "MINFER_TEST_PYTHON (a Python with openai, anthropic, ollama, pytest and selenium)",
+                "scripts/test.sh creates it in target/pyenv with the pinned versions",
             );
             None
         }
