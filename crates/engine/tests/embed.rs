@@ -26,19 +26,7 @@ fn runtime(model: &Arc<Model>, n_ctx: u32, n_batch: usize) -> Runtime {
 
 /// Inputs of the given lengths, ids below `n_vocab`.
 fn inputs(n_vocab: usize, lens: &[usize]) -> Vec<Vec<u32>> {
-    let mut x = 0x2545_f491u32;
-    lens.iter()
-        .map(|&n| {
-            (0..n)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 17;
-                    x ^= x << 5;
-                    x % n_vocab as u32
-                })
-                .collect()
-        })
-        .collect()
+    common::random_ids(0x2545_f491, n_vocab, lens)
 }
 
 fn norm(v: &[f32]) -> f64 {

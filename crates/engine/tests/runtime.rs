@@ -24,26 +24,14 @@ fn runtime(model: &Arc<Model>, n_ctx: u32, n_threads: usize, n_batch: usize) -> 
     Runtime::new(Arc::clone(model), cfg).expect("runtime")
 }
 
-fn argmax(v: &[f32]) -> u32 {
-    common::argmax(v)
-}
-
 /// Prompts of different lengths (deterministic pseudo-random ids below
 /// `n_vocab`).
 fn prompts(n_vocab: usize, lens: &[usize]) -> Vec<Vec<u32>> {
-    let mut x = 0x9e37_79b9u32;
-    lens.iter()
-        .map(|&n| {
-            (0..n)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 17;
-                    x ^= x << 5;
-                    x % n_vocab as u32
-                })
-                .collect()
-        })
-        .collect()
+    common::random_ids(0x9e37_79b9, n_vocab, lens)
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    common::argmax(v)
 }
 
 /// Runs one sequence alone: the prompt in one step, then `n_gen` greedy

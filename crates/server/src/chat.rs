@@ -124,12 +124,21 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
             )
         })?),
     };
-    let mut t = template.clone();
-    if let Some(kw) = &req.chat_template_kwargs {
-        for (k, v) in kw {
-            t = t.with_var(k, v);
+    // A copy of the template only for a request with variables of its own.
+    let with_vars;
+    let t = match req
+        .chat_template_kwargs
+        .as_ref()
+        .filter(|kw| !kw.is_empty())
+    {
+        None => template,
+        Some(kw) => {
+            with_vars = kw
+                .iter()
+                .fold(template.clone(), |t, (k, v)| t.with_var(k, v));
+            &with_vars
         }
-    }
+    };
     let text = t
         .render_json(&msgs, use_tools.map(|t| &t.json), true)
         .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;

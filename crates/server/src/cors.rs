@@ -25,8 +25,8 @@ impl Cors {
     }
 
     /// The `Access-Control-Allow-Origin` value for a request's `Origin`.
-    fn allow(&self, headers: &HeaderMap) -> Option<HeaderValue> {
-        let origin = headers.get(header::ORIGIN)?;
+    fn allow(&self, origin: Option<&HeaderValue>) -> Option<HeaderValue> {
+        let origin = origin?;
         if self.origins.iter().any(|o| o == "*") {
             return Some(HeaderValue::from_static("*"));
         }
@@ -41,7 +41,7 @@ impl Cors {
         {
             return None;
         }
-        let Some(origin) = self.allow(headers) else {
+        let Some(origin) = self.allow(headers.get(header::ORIGIN)) else {
             return Some(StatusCode::FORBIDDEN.into_response());
         };
         let mut resp = StatusCode::NO_CONTENT.into_response();
@@ -64,9 +64,10 @@ impl Cors {
         Some(resp)
     }
 
-    /// Adds the headers an allowed origin's response carries.
-    pub fn decorate(&self, request: &HeaderMap, resp: &mut Response) {
-        if let Some(origin) = self.allow(request) {
+    /// Adds the headers the response to a request from `origin` carries
+    /// when that origin is allowed.
+    pub fn decorate(&self, origin: Option<&HeaderValue>, resp: &mut Response) {
+        if let Some(origin) = self.allow(origin) {
             let h = resp.headers_mut();
             h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
             h.insert(header::VARY, HeaderValue::from_static("Origin"));
@@ -113,13 +114,16 @@ mod tests {
         );
         assert!(c.preflight(&Method::GET, &pre).is_none());
         let mut resp = StatusCode::OK.into_response();
-        c.decorate(&headers(&[("origin", "https://evil.example")]), &mut resp);
+        c.decorate(
+            Some(&HeaderValue::from_static("https://evil.example")),
+            &mut resp,
+        );
         assert!(!resp
             .headers()
             .contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN));
         let any = Cors::new(&["*".into()]);
         let mut resp = StatusCode::OK.into_response();
-        any.decorate(&headers(&[("origin", "http://x")]), &mut resp);
+        any.decorate(Some(&HeaderValue::from_static("http://x")), &mut resp);
         assert_eq!(resp.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
     }
 }

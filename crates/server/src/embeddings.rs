@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use minfer_engine::{EngineError, Pooling};
@@ -25,6 +24,7 @@ use serde_json::Value;
 use crate::api;
 use crate::error::ApiError;
 use crate::ollama::OllamaError;
+use crate::routes::{off_thread, read_body};
 use crate::state::{Served, Shared};
 use crate::worker::Cmd;
 
@@ -386,40 +386,6 @@ pub struct OllamaLegacyResponse<'a> {
     embedding: &'a [f32],
 }
 
-/// Ollama's model check: the name is required; any name is the served
-/// model unless `--strict-model`, and `name:latest` is `name`.
-fn check_ollama_model(served: &Served, name: &str) -> Result<(), ApiError> {
-    if name.is_empty() {
-        return Err(ApiError::bad_param("model", "model is required"));
-    }
-    let bare = name.strip_suffix(":latest").unwrap_or(name);
-    if served.check_model(name).is_ok() || served.check_model(bare).is_ok() {
-        Ok(())
-    } else {
-        Err(
-            ApiError::bad_param("model", format!("model '{name}' not found"))
-                .with_status(StatusCode::NOT_FOUND),
-        )
-    }
-}
-
-async fn read_body(shared: &Shared, body: Body) -> Result<axum::body::Bytes, ApiError> {
-    let limit = shared.cfg.max_body;
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| ApiError::too_large(limit))
-}
-
-/// Runs parsing and tokenizing (of up to `--max-body` of text) off the
-/// async workers.
-async fn off_thread<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|_| ApiError::internal("preparing the inputs failed"))?
-}
-
 /// `POST /v1/embeddings`.
 pub async fn openai(State(shared): St, body: Body) -> Result<Response, ApiError> {
     let body = read_body(&shared, body).await?;
@@ -449,7 +415,7 @@ pub async fn ollama_embed(State(shared): St, body: Body) -> Result<Response, Oll
     let (model, ids, pooling) = off_thread(move || {
         let req: OllamaEmbedRequest = api::parse(&body)?;
         let served = s.served()?;
-        check_ollama_model(served, &req.model)?;
+        crate::ollama::check_model(served, &req.model)?;
         check_dimensions(req.dimensions, served.loaded.model().hparams.n_embd)?;
         let texts = parse_ollama_input(&req.input)?;
         let inputs: Vec<Input> = texts.into_iter().map(Input::Text).collect();
@@ -488,7 +454,7 @@ pub async fn ollama_legacy(State(shared): St, body: Body) -> Result<Response, Ol
     let (ids, pooling) = off_thread(move || {
         let req: OllamaLegacyRequest = api::parse(&body)?;
         let served = s.served()?;
-        check_ollama_model(served, &req.model)?;
+        crate::ollama::check_model(served, &req.model)?;
         let ids = tokenize(served, &[Input::Text(req.prompt)]);
         Ok((ids, pooling(served)?))
     })
@@ -547,7 +513,7 @@ mod tests {
         assert!(check_dimensions(None, 64).is_ok());
         assert!(check_dimensions(Some(64), 64).is_ok());
         let e = check_dimensions(Some(32), 64).unwrap_err();
-        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST);
         assert_eq!(e.param.as_deref(), Some("dimensions"));
         assert!(e.message.contains("dimensions"));
     }

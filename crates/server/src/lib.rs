@@ -26,6 +26,8 @@ mod responses;
 mod routes;
 mod state;
 mod template;
+#[cfg(test)]
+mod testing;
 mod tools;
 mod translate;
 mod worker;

@@ -13,7 +13,6 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use crate::api::{self, ChatRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest};
-use crate::cors::Cors;
 use crate::error::ApiError;
 use crate::respond::{self, Api, Shape};
 use crate::state::{Served, Shared};
@@ -82,12 +81,12 @@ fn endpoint(path: &str) -> String {
 async fn guard(State(shared): St, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let endpoint = endpoint(&path);
-    let cors = Cors::new(&shared.cfg.cors_origins);
-    let headers = req.headers().clone();
-    if let Some(resp) = cors.preflight(req.method(), &headers) {
+    let cors = &shared.cors;
+    if let Some(resp) = cors.preflight(req.method(), req.headers()) {
         shared.metrics.request(&endpoint, resp.status().as_u16());
         return resp;
     }
+    let origin = req.headers().get(header::ORIGIN).cloned();
     let mut resp = match &shared.cfg.api_key {
         Some(key) if path != "/health" && !authorized(&req, key) => {
             if anthropic::is_path(&path) {
@@ -98,7 +97,7 @@ async fn guard(State(shared): St, req: Request, next: Next) -> Response {
         }
         _ => next.run(req).await,
     };
-    cors.decorate(&headers, &mut resp);
+    cors.decorate(origin.as_ref(), &mut resp);
     shared.metrics.request(&endpoint, resp.status().as_u16());
     resp
 }
@@ -312,40 +311,10 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
     use super::*;
     use crate::metrics::Metrics;
+    use crate::testing::request;
     use crate::ServerConfig;
-
-    /// One HTTP/1.1 request over a fresh connection: (status, body).
-    async fn request(
-        addr: &str,
-        method: &str,
-        path: &str,
-        key: Option<&str>,
-        body: &str,
-    ) -> (u16, String) {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let auth = key.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(req.as_bytes()).await.unwrap();
-        let mut out = String::new();
-        tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out))
-            .await
-            .expect("the server answers")
-            .unwrap();
-        let status = out
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-        (status, body)
-    }
 
     /// A server whose model never finishes loading.
     async fn loading_server(

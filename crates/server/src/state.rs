@@ -87,12 +87,15 @@ pub struct Shared {
     pub draining: AtomicBool,
     /// Counters for `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// The origins allowed to call from a browser (`--cors-origins`).
+    pub cors: crate::cors::Cors,
 }
 
 impl Shared {
     /// Shared state sending commands on `cmds`.
     pub fn new(cfg: ServerConfig, cmds: Sender<Cmd>, metrics: Arc<Metrics>) -> Shared {
         Shared {
+            cors: crate::cors::Cors::new(&cfg.cors_origins),
             cfg,
             served: OnceLock::new(),
             cmds: Mutex::new(cmds),

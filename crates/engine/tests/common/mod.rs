@@ -74,3 +74,21 @@ pub fn golden(name: &str) -> serde_json::Value {
 pub mod counting;
 pub mod golden;
 pub mod tiny;
+
+/// Sequences of the given lengths of deterministic pseudo-random ids below
+/// `n_vocab` (xorshift32 from `seed`).
+pub fn random_ids(seed: u32, n_vocab: usize, lens: &[usize]) -> Vec<Vec<u32>> {
+    let mut x = seed;
+    lens.iter()
+        .map(|&n| {
+            (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x % n_vocab as u32
+                })
+                .collect()
+        })
+        .collect()
+}

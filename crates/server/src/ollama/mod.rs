@@ -89,7 +89,7 @@ pub fn routes(router: Router<Arc<Shared>>) -> Router<Arc<Shared>> {
 /// Checks a request's model name: required, as in Ollama; any name is the
 /// served model unless `--strict-model`, and `name:latest` is `name`
 /// (Ollama's default tag, which `/api/tags` lists).
-fn check_model(served: &Served, name: &str) -> Result<(), ApiError> {
+pub(crate) fn check_model(served: &Served, name: &str) -> Result<(), ApiError> {
     if name.is_empty() {
         return Err(ApiError::bad_param("model", "model is required"));
     }
@@ -242,8 +242,6 @@ async fn wrong_method(req: Request) -> OllamaError {
 mod tests {
     use std::time::Duration;
 
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
     use super::*;
     use crate::metrics::Metrics;
     use crate::ServerConfig;
@@ -273,33 +271,9 @@ mod tests {
         addr
     }
 
-    /// (status, body) of one request.
+    /// (status, body) of one request, with the test key when `key`.
     async fn request(addr: &str, method: &str, path: &str, key: bool, body: &str) -> (u16, String) {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let auth = if key {
-            "Authorization: Bearer k\r\n"
-        } else {
-            ""
-        };
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(req.as_bytes()).await.unwrap();
-        let mut out = String::new();
-        tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out))
-            .await
-            .expect("the server answers")
-            .unwrap();
-        let status = out
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (
-            status,
-            out.split("\r\n\r\n").nth(1).unwrap_or("").to_string(),
-        )
+        crate::testing::request(addr, method, path, key.then_some("k"), body).await
     }
 
     fn error_of(body: &str) -> String {
