@@ -159,6 +159,8 @@ pub struct GenerationStats {
     /// The generated token ids, in order (the end-of-generation token not
     /// included).
     pub tokens: Vec<u32>,
+    /// Speculation counters (all zero without speculation).
+    pub spec: crate::spec::SpecStats,
 }
 
 impl GenerationStats {
@@ -312,6 +314,7 @@ fn run<F: Forward, V: Vocab>(
         stop_reason,
         graph_builds: engine.graph_builds() - builds_before,
         tokens: std::mem::take(&mut gate.tokens),
+        spec: Default::default(),
     })
 }
 
@@ -460,6 +463,11 @@ impl Gate {
     /// end-of-generation token has none).
     pub(crate) fn take_logprobs(&mut self) -> Option<TokenLogprobs> {
         self.last_logprobs.take()
+    }
+
+    /// Tokens that may still be generated before the token limit.
+    pub(crate) fn remaining(&self) -> usize {
+        self.max_tokens.saturating_sub(self.tokens.len())
     }
 
     /// Tokens seen so far: the sequence before the prompt, the prompt and

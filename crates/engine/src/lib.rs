@@ -25,6 +25,7 @@ mod load;
 pub mod perplexity;
 mod runtime;
 pub mod scheduler;
+pub mod spec;
 pub mod trace;
 mod vocab;
 
@@ -40,6 +41,7 @@ pub use runtime::{
     StepLogits,
 };
 pub use scheduler::{Event, GenId, GenTimes, Scheduler};
+pub use spec::{DraftModel, SpecConfig, SpecStats, Speculation};
 
 pub use error::{EngineError, Result};
 /// The types front ends pass to the engine, re-exported so that they need

@@ -22,14 +22,13 @@
 
 mod embed;
 mod inspect;
+mod poison;
 mod snapshot;
 
 use std::sync::Arc;
 
 use minfer_graph::kv::{BatchPlan, KvCells, MAX_SEQS};
-use minfer_graph::{
-    BackendPlan, GraphCache, KvKind, OutputKind, SimdLevel, StepInputs, StepTimings,
-};
+use minfer_graph::{BackendPlan, GraphCache, OutputKind, SimdLevel, StepInputs, StepTimings};
 use minfer_models::Model;
 
 use crate::engine::EngineConfig;
@@ -757,40 +756,6 @@ impl Runtime {
         self.rows.clear();
         self.ids.clear();
         self.out_ids.clear();
-        Ok(())
-    }
-
-    /// Writes `value` into every K and V row of every layer that `seq`'s
-    /// window does not name: the cells of other sequences, free cells and
-    /// cells past its cursor. A testing aid for the isolation invariant
-    /// (a sequence's logits must not change); it destroys the other
-    /// sequences' caches.
-    ///
-    /// # Errors
-    /// [`EngineError::UnknownSequence`]; graph errors from the regions.
-    pub fn poison_cells_outside(&mut self, seq: SeqId, value: f32) -> Result<()> {
-        let n = self.history(seq)?.len();
-        let mut mine = vec![false; self.cells.n_ctx()];
-        let mut window = Vec::new();
-        if n > 0 {
-            self.cells.window(seq.slot, n as i32 - 1, &mut window)?;
-        }
-        for c in window {
-            mine[c as usize] = true;
-        }
-        for layer in 0..self.model.hparams.n_layer {
-            for kind in [KvKind::K, KvKind::V] {
-                let Some((_, info)) = self.cache.kv_info(layer, kind) else {
-                    continue;
-                };
-                let row = vec![value; info.row_elems];
-                for (cell, &own) in mine.iter().enumerate() {
-                    if !own {
-                        self.cache.kv_store_row(layer, kind, cell, &row)?;
-                    }
-                }
-            }
-        }
         Ok(())
     }
 }

@@ -16,6 +16,9 @@
 //! room is needed. A generation started on a caller's sequence
 //! ([`Scheduler::submit_on`]) leaves the sequence to its owner.
 
+mod gen;
+mod speculate;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,8 +27,10 @@ use minfer_sampler::TokenVocab;
 use minfer_text::Tokenizer;
 
 use crate::error::{EngineError, Result};
-use crate::generate::{Gate, GenerateConfig, GenerationStats, Next, StopReason, TokenLogprobs};
+use crate::generate::{Gate, GenerateConfig, GenerationStats, StopReason, TokenLogprobs};
 use crate::runtime::{BatchEntry, Runtime, SeqId};
+
+use gen::{Gen, Outcomes, Phase, SavedLogits};
 
 /// Default prompt chunk: tokens of one prompt evaluated in one step.
 pub const DEFAULT_CHUNK: usize = 512;
@@ -56,154 +61,6 @@ pub enum Event {
     Done(GenerationStats),
 }
 
-/// Where a generation stands.
-#[derive(Debug)]
-enum Phase {
-    /// Prompt tokens `fed..` are still to be evaluated.
-    Prefill { fed: usize },
-    /// The first token is drawn from logits saved earlier (no forward).
-    Sample { logits: Vec<f32> },
-    /// `next` was sampled and must be evaluated to continue.
-    Decode { next: u32 },
-    /// Waits for `leader` to prefill the shared prompt; then its sequence
-    /// is forked and this generation draws from the same logits.
-    Follow { leader: GenId },
-    /// Over; the events hold the rest.
-    Done,
-}
-
-#[derive(Debug)]
-struct Gen {
-    id: GenId,
-    seq: SeqId,
-    /// Whether the sequence is released when the generation ends.
-    owns_seq: bool,
-    prompt: Vec<u32>,
-    /// Prompt tokens that were already in the cache (prefix reuse).
-    reused: usize,
-    phase: Phase,
-    gate: Gate,
-    events: VecDeque<Event>,
-    builds_before: u64,
-    t_submit: Instant,
-    t_first: Option<Instant>,
-    /// Alternatives per prompt token to report, when the prompt's own
-    /// log-probabilities are wanted.
-    score_prompt: Option<u8>,
-    /// The prompt's log-probabilities gathered so far.
-    prompt_scores: Vec<TokenLogprobs>,
-}
-
-impl Gen {
-    /// Scores prompt rows `range` from their logits `rows`: row `j` gives
-    /// the log-probability of the prompt token after it.
-    fn score_rows(&mut self, range: std::ops::Range<usize>, rows: &[f32], top: u8, n_vocab: usize) {
-        for (j, row) in rows.chunks_exact(n_vocab).enumerate() {
-            let Some(&next) = self.prompt.get(range.start + j + 1) else {
-                break;
-            };
-            let mut alts = Vec::with_capacity(usize::from(top));
-            let logprob = crate::generate::logprobs_of(row, next, usize::from(top), &mut alts);
-            self.prompt_scores.push(TokenLogprobs {
-                token: next,
-                logprob,
-                top: alts,
-            });
-        }
-    }
-
-    /// Samples from `logits` and runs the gates; returns the reason when the
-    /// generation ends. The logits its first token is drawn from are kept
-    /// in `saved` for a caller-owned sequence (see
-    /// [`Scheduler::prompt_logits`]).
-    fn advance(
-        &mut self,
-        logits: &[f32],
-        tok: &Tokenizer,
-        n_ctx: u32,
-        saved: &mut Vec<SavedLogits>,
-    ) -> Result<Option<StopReason>> {
-        if self.t_first.is_none() {
-            self.t_first = Some(Instant::now());
-            if !self.owns_seq {
-                save_logits(saved, self.seq, self.gate.history(), logits);
-            }
-        }
-        // Every token the gate has seen is in the cache: the next one would
-        // be written at this position.
-        let n_past = self.gate.history_len() as u32;
-        let events = &mut self.events;
-        let before = events.len();
-        let mut emit = |b: &[u8]| {
-            events.push_back(Event::Text(b.to_vec()));
-            true
-        };
-        let next = self.gate.advance(logits, tok, n_past, n_ctx, &mut emit)?;
-        if let Some(lp) = self.gate.take_logprobs() {
-            self.events.insert(before, Event::Logprobs(lp));
-        }
-        match next {
-            Next::Eval(t) => {
-                self.phase = Phase::Decode { next: t };
-                Ok(None)
-            }
-            Next::Stop(reason) => Ok(Some(reason)),
-        }
-    }
-}
-
-/// What the sampling of one step decided: the generations that ended (by
-/// index, in increasing order) and the first error.
-#[derive(Debug, Default)]
-struct Outcomes {
-    ended: Vec<(usize, StopReason)>,
-    failure: Option<EngineError>,
-}
-
-impl Outcomes {
-    /// Records what [`Gen::advance`] returned for generation `i`; a failed
-    /// generation ends as cancelled.
-    fn record(&mut self, i: usize, r: Result<Option<StopReason>>) {
-        match r {
-            Ok(None) => {}
-            Ok(Some(reason)) => self.ended.push((i, reason)),
-            Err(e) => {
-                self.ended.push((i, StopReason::Cancelled));
-                self.failure.get_or_insert(e);
-            }
-        }
-    }
-}
-
-/// The logits that followed a caller-owned sequence's tokens, kept so that
-/// a new answer from the same point needs no forward pass.
-#[derive(Debug)]
-struct SavedLogits {
-    seq: SeqId,
-    tokens: Vec<u32>,
-    logits: Vec<f32>,
-}
-
-/// Records `logits` as what follows `tokens` on `seq`, replacing (and
-/// reusing the buffers of) the sequence's earlier record.
-fn save_logits(saved: &mut Vec<SavedLogits>, seq: SeqId, tokens: &[u32], logits: &[f32]) {
-    let entry = match saved.iter_mut().position(|s| s.seq == seq) {
-        Some(i) => &mut saved[i],
-        None => {
-            saved.push(SavedLogits {
-                seq,
-                tokens: Vec::new(),
-                logits: Vec::new(),
-            });
-            saved.last_mut().expect("just pushed")
-        }
-    };
-    entry.tokens.clear();
-    entry.tokens.extend_from_slice(tokens);
-    entry.logits.clear();
-    entry.logits.extend_from_slice(logits);
-}
-
 /// Counters and timings of one generation, beyond [`GenerationStats`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GenTimes {
@@ -224,8 +81,11 @@ pub struct Scheduler {
     /// The sampler's vocabulary, built the first time a generation needs
     /// it (a grammar or DRY).
     vocab: Option<Arc<TokenVocab>>,
+    /// Speculative decoding, when on.
+    spec: speculate::SpecState,
     // Per-step buffers.
     decode_tokens: Vec<u32>,
+    decode_spans: Vec<(usize, usize)>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -250,7 +110,9 @@ impl Scheduler {
             chunk: DEFAULT_CHUNK,
             saved: Vec::new(),
             vocab: None,
+            spec: speculate::SpecState::default(),
             decode_tokens: Vec::new(),
+            decode_spans: Vec::new(),
         }
     }
 
@@ -503,6 +365,7 @@ impl Scheduler {
             t_first: None,
             score_prompt: None,
             prompt_scores: Vec::new(),
+            spec: Default::default(),
         });
         id
     }
@@ -563,6 +426,7 @@ impl Scheduler {
     }
 
     fn finish_one(&mut self, i: usize, reason: StopReason) {
+        self.end_spec(i);
         let g = &mut self.gens[i];
         let mut flushed = Vec::new();
         g.gate.finish(reason, &mut |b: &[u8]| {
@@ -581,6 +445,7 @@ impl Scheduler {
             stop_reason: reason,
             graph_builds: self.rt.graph_builds() - g.builds_before,
             tokens: std::mem::take(&mut g.gate.tokens),
+            spec: g.spec.stats,
         };
         g.events.push_back(Event::Done(stats));
         g.phase = Phase::Done;
@@ -648,11 +513,13 @@ impl Scheduler {
         let budget_total = self.rt.config().n_batch;
         let mut room = self.rt.room();
         let mut budget = budget_total;
+        self.propose(room, budget);
         // (gen index, tokens range in prompt or decode slot, is last chunk)
         let mut plan: Vec<(usize, Option<std::ops::Range<usize>>, bool)> = Vec::new();
         self.decode_tokens.clear();
+        self.decode_spans.clear();
         let mut starved = Vec::new();
-        for (i, g) in self.gens.iter().enumerate() {
+        for (i, g) in self.gens.iter_mut().enumerate() {
             if let Phase::Decode { next } = g.phase {
                 if room == 0 {
                     starved.push(i);
@@ -661,12 +528,19 @@ impl Scheduler {
                 if budget == 0 {
                     continue;
                 }
+                // The sampled token, then its guesses as far as they fit.
+                g.spec.drafts.truncate((room - 1).min(budget - 1));
+                let at = self.decode_tokens.len();
                 self.decode_tokens.push(next);
+                self.decode_tokens.extend_from_slice(&g.spec.drafts);
+                self.decode_spans.push((at, self.decode_tokens.len()));
                 plan.push((i, None, true));
-                room -= 1;
-                budget -= 1;
+                let rows = 1 + g.spec.drafts.len();
+                room -= rows;
+                budget -= rows;
             }
         }
+        let decode_only = budget_total - budget;
         for (i, g) in self.gens.iter().enumerate() {
             if let Phase::Prefill { fed } = g.phase {
                 let take = (g.prompt.len() - fed).min(self.chunk).min(budget).min(room);
@@ -721,9 +595,14 @@ impl Scheduler {
             }
             let e = match range {
                 None => {
-                    let e = BatchEntry::last(*seq, std::slice::from_ref(&self.decode_tokens[d]));
+                    let (a, b) = self.decode_spans[d];
                     d += 1;
-                    e
+                    let tokens = &self.decode_tokens[a..b];
+                    if tokens.len() == 1 {
+                        BatchEntry::last(*seq, tokens)
+                    } else {
+                        BatchEntry::all(*seq, tokens)
+                    }
                 }
                 Some(r) if *scored => BatchEntry::all(*seq, &prompt[r.clone()]),
                 Some(r) if *last => BatchEntry::last(*seq, &prompt[r.clone()]),
@@ -734,6 +613,8 @@ impl Scheduler {
         let n_ctx = self.rt.n_ctx();
         let n_vocab = self.rt.n_vocab();
         let rt = &mut self.rt;
+        let builds_before = rt.graph_builds();
+        let t_step = Instant::now();
         let stepped = if masks.is_empty() {
             rt.step(&entries)
         } else {
@@ -759,13 +640,26 @@ impl Scheduler {
                 return Err(e);
             }
         };
+        let step_secs = t_step.elapsed().as_secs_f64();
+        // A step that built a graph says nothing about the cost of its rows.
+        let timed = plan.iter().all(|p| p.1.is_none());
         drop(entries);
         drop(parts);
         let tok = &self.tok;
         let mut outcomes = Outcomes::default();
         let mut forks: Vec<(usize, Vec<f32>)> = Vec::new();
+        let mut drops: Vec<(SeqId, usize)> = Vec::new();
         for (k, (i, range, last)) in plan.iter().enumerate() {
             let g = &mut self.gens[*i];
+            if range.is_none() {
+                let (r, unused) =
+                    g.advance_guessed(out.entry(k), n_vocab, tok, n_ctx, &mut self.saved);
+                if unused > 0 {
+                    drops.push((g.seq, unused));
+                }
+                outcomes.record(*i, r);
+                continue;
+            }
             if let Some(r) = range {
                 g.phase = Phase::Prefill { fed: r.end };
                 if let Some(top) = g.score_prompt {
@@ -793,6 +687,11 @@ impl Scheduler {
             }
             let g = &mut self.gens[*i];
             outcomes.record(*i, g.advance(logits, tok, n_ctx, &mut self.saved));
+        }
+        // Before `settle`, which releases the sequences of ended generations.
+        self.roll_back(&drops);
+        if timed && self.rt.graph_builds() == builds_before {
+            self.record_step(decode_only, step_secs);
         }
         // Before `settle`, which may release a leader that ended at once.
         for (i, logits) in forks {

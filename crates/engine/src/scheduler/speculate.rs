@@ -1,0 +1,348 @@
+//! Speculation in the scheduler: guesses chosen before a step, checked
+//! row by row after it.
+
+use minfer_text::Tokenizer;
+
+use super::gen::{Gen, Phase, SavedLogits};
+use super::Scheduler;
+use crate::error::Result;
+use crate::generate::StopReason;
+use crate::runtime::SeqId;
+use crate::spec::plan::{self, Acceptance, Candidate, CostTable, DraftCost};
+use crate::spec::{lookup, DraftRequest, SpecStats, Speculation};
+
+/// Odds a draft model's guess starts with, before any is checked.
+const DRAFT_PRIOR: f32 = 0.6;
+/// Odds a lookup guess starts with.
+const LOOKUP_PRIOR: f32 = 0.5;
+/// Decode steps a generation whose draft-model guesses do not pay waits
+/// before checking one guess again (the text may have changed).
+const PROBE_EVERY: usize = 16;
+/// Weight of a new drafting-step time in the smoothed one.
+const DRAFT_ALPHA: f64 = 0.2;
+
+/// Where a generation's guesses come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    /// Prompt lookup, from a match of this many tokens.
+    Lookup(usize),
+    /// The draft model.
+    Draft,
+}
+
+/// One generation's speculation state.
+#[derive(Debug)]
+pub(super) struct GenSpec {
+    /// The guesses to check in the coming step.
+    pub(super) drafts: Vec<u32>,
+    source: Option<Source>,
+    /// Guesses the draft model is asked for.
+    want: usize,
+    /// The generation's sequence on the draft runtime.
+    pub(super) draft_seq: Option<SeqId>,
+    draft_acc: Acceptance,
+    /// Lookup odds by the length of the matched n-gram.
+    lookup_acc: [Acceptance; 17],
+    /// A lookup guess that was not checked, with its n-gram length: the
+    /// next sampled token tells whether it was right, for free.
+    shadow: Option<(u32, usize)>,
+    /// Decode steps since the draft model last guessed.
+    idle: usize,
+    pub(super) stats: SpecStats,
+}
+
+impl Default for GenSpec {
+    fn default() -> Self {
+        GenSpec {
+            drafts: Vec::new(),
+            source: None,
+            want: 0,
+            draft_seq: None,
+            draft_acc: Acceptance::new(DRAFT_PRIOR),
+            lookup_acc: [Acceptance::new(LOOKUP_PRIOR); 17],
+            shadow: None,
+            idle: 0,
+            stats: SpecStats::default(),
+        }
+    }
+}
+
+/// The scheduler's speculation state.
+#[derive(Debug, Default)]
+pub(super) struct SpecState {
+    pub(super) spec: Option<Speculation>,
+    /// Decode-only step times by rows.
+    pub(super) cost: CostTable,
+    /// Smoothed seconds of one drafting step.
+    draft_secs: f64,
+    pub(super) totals: SpecStats,
+    /// Poison the cells of rejected rows (a testing aid).
+    pub(super) poison: bool,
+    // Per-step scratch.
+    idx: Vec<usize>,
+    cands: Vec<Candidate>,
+    ks: Vec<usize>,
+    gains: Vec<(f32, usize)>,
+}
+
+impl Scheduler {
+    /// Turns speculative decoding on (`Some`) or off (`None`) for the
+    /// decode steps from now on. The answers stay the same either way.
+    pub fn set_speculation(&mut self, spec: Option<Speculation>) {
+        let old = std::mem::replace(&mut self.spec.spec, spec);
+        for g in &mut self.gens {
+            // Draft sequences lived on the old draft runtime.
+            g.spec.draft_seq = None;
+        }
+        drop(old);
+    }
+
+    /// The speculation in use.
+    pub fn speculation(&self) -> Option<&Speculation> {
+        self.spec.spec.as_ref()
+    }
+
+    /// Speculation counters over every generation so far.
+    pub fn spec_stats(&self) -> SpecStats {
+        self.spec.totals
+    }
+
+    /// Overwrites the freed cells with NaN after every rollback of rejected
+    /// guesses: a testing aid that proves they are never read again (it
+    /// costs a write of every free cell per step).
+    pub fn set_poison_rejected(&mut self, on: bool) {
+        self.spec.poison = on;
+    }
+
+    /// Chooses the guesses of every decoding generation for the coming
+    /// step, in at most `room` cells and `budget` rows (the decode rows
+    /// themselves included).
+    pub(super) fn propose(&mut self, room: usize, budget: usize) {
+        let st = &mut self.spec;
+        let Some(spec) = st.spec.as_mut() else {
+            return;
+        };
+        let cfg = spec.cfg;
+        let n_ctx = self.rt.n_ctx() as usize;
+        st.idx.clear();
+        st.cands.clear();
+        for (i, g) in self.gens.iter_mut().enumerate() {
+            let gs = &mut g.spec;
+            gs.drafts.clear();
+            gs.source = None;
+            if !matches!(g.phase, Phase::Decode { .. }) {
+                continue;
+            }
+            st.idx.push(i);
+            let hist = g.gate.history();
+            // The entry holds the sampled token and the guesses; every
+            // guess but the last may become a generated token.
+            let cap = cfg
+                .draft_max
+                .min(n_ctx.saturating_sub(hist.len()))
+                .min(g.gate.remaining().saturating_sub(1));
+            let mut cand = Candidate {
+                rate: 0.0,
+                cap: 0,
+                costly: false,
+            };
+            if cap > 0 && cfg.lookup_max > 0 {
+                let n = lookup::propose(hist, cfg.lookup_max, cap, &mut gs.drafts);
+                if n > 0 {
+                    gs.source = Some(Source::Lookup(n));
+                    cand = Candidate {
+                        rate: gs.lookup_acc[n].rate(),
+                        cap: gs.drafts.len(),
+                        costly: false,
+                    };
+                }
+            }
+            if cap > 0 && gs.source.is_none() && spec.draft.is_some() {
+                gs.source = Some(Source::Draft);
+                cand = Candidate {
+                    rate: gs.draft_acc.rate(),
+                    cap,
+                    costly: true,
+                };
+            }
+            st.cands.push(cand);
+        }
+        let n_dec = st.idx.len();
+        if n_dec == 0 {
+            return;
+        }
+        if cfg.adaptive {
+            let draft = DraftCost {
+                per_token: st.draft_secs,
+            };
+            plan::plan(&st.cost, n_dec, &st.cands, draft, &mut st.gains, &mut st.ks);
+        } else {
+            st.ks.clear();
+            st.ks.extend(st.cands.iter().map(|c| c.cap));
+        }
+        let mut spare = room.saturating_sub(n_dec).min(budget.saturating_sub(n_dec));
+        let mut any_draft = false;
+        for (j, &i) in st.idx.iter().enumerate() {
+            let gs = &mut self.gens[i].spec;
+            let mut k = st.ks[j];
+            match gs.source {
+                Some(Source::Draft) if k == 0 => {
+                    gs.idle += 1;
+                    if gs.idle >= PROBE_EVERY {
+                        k = 1;
+                    }
+                }
+                Some(Source::Lookup(n)) if k == 0 => gs.shadow = Some((gs.drafts[0], n)),
+                _ => {}
+            }
+            if k < cfg.draft_min {
+                k = 0;
+            }
+            k = k.min(spare);
+            spare -= k;
+            match gs.source {
+                _ if k == 0 => {
+                    gs.drafts.clear();
+                    gs.source = None;
+                }
+                Some(Source::Draft) => {
+                    gs.idle = 0;
+                    gs.want = k;
+                    any_draft = true;
+                }
+                _ => gs.drafts.truncate(k),
+            }
+        }
+        if !any_draft {
+            return;
+        }
+        let Some(draft) = spec.draft.as_mut() else {
+            return;
+        };
+        let mut reqs: Vec<DraftRequest> = self
+            .gens
+            .iter_mut()
+            .filter(|g| g.spec.source == Some(Source::Draft))
+            .map(|g| {
+                let GenSpec {
+                    draft_seq,
+                    drafts,
+                    want,
+                    ..
+                } = &mut g.spec;
+                DraftRequest {
+                    seq: draft_seq,
+                    tokens: g.gate.history(),
+                    k: *want,
+                    p_min: cfg.p_min,
+                    out: drafts,
+                }
+            })
+            .collect();
+        let (secs, steps) = draft.draft(&mut reqs);
+        drop(reqs);
+        if steps > 0 {
+            let per = secs / steps as f64;
+            st.draft_secs = if st.draft_secs == 0.0 {
+                per
+            } else {
+                st.draft_secs + DRAFT_ALPHA * (per - st.draft_secs)
+            };
+            st.totals.draft_steps += steps as u64;
+        }
+        for g in &mut self.gens {
+            if g.spec.source == Some(Source::Draft) && g.spec.drafts.is_empty() {
+                g.spec.source = None;
+            }
+        }
+    }
+
+    /// Records a decode-only step's time for the cost model.
+    pub(super) fn record_step(&mut self, rows: usize, secs: f64) {
+        if self.spec.spec.is_some() {
+            self.spec.cost.record(rows, secs);
+        }
+    }
+
+    /// Gives back the cells of rejected guesses: `(sequence, rows)` pairs.
+    pub(super) fn roll_back(&mut self, drops: &[(SeqId, usize)]) {
+        for &(seq, rows) in drops {
+            let Ok(n) = self.rt.n_past(seq) else {
+                continue;
+            };
+            // The rows were appended by the step just run.
+            let _ = self.rt.rollback(seq, n - rows as u32);
+        }
+        if self.spec.poison && !drops.is_empty() {
+            let _ = self.rt.poison_free_cells(f32::NAN);
+        }
+    }
+
+    /// Adds a finished generation's counters to the totals and hands its
+    /// draft sequence back.
+    pub(super) fn end_spec(&mut self, i: usize) {
+        let gs = &mut self.gens[i].spec;
+        self.spec.totals.drafted += gs.stats.drafted;
+        self.spec.totals.accepted += gs.stats.accepted;
+        self.spec.totals.checks += gs.stats.checks;
+        if let Some(seq) = gs.draft_seq.take() {
+            if let Some(d) = self.spec.spec.as_mut().and_then(|s| s.draft.as_mut()) {
+                d.release(seq);
+            }
+        }
+    }
+}
+
+impl Gen {
+    /// Samples from the step's rows for this generation (the sampled
+    /// token's, then one per guess), going on while each sampled token is
+    /// the guessed one. Returns what the last sample decided and how many
+    /// rows were not used (their cells must be rolled back).
+    pub(super) fn advance_guessed(
+        &mut self,
+        rows: &[f32],
+        n_vocab: usize,
+        tok: &Tokenizer,
+        n_ctx: u32,
+        saved: &mut Vec<SavedLogits>,
+    ) -> (Result<Option<StopReason>>, usize) {
+        let n = rows.len() / n_vocab;
+        let mut used = 0;
+        let mut r = Ok(None);
+        for (j, row) in rows.chunks_exact(n_vocab).enumerate() {
+            used = j + 1;
+            r = self.advance(row, tok, n_ctx, saved);
+            let sampled = match (&r, &self.phase) {
+                (Ok(None), Phase::Decode { next }) => Some(*next),
+                _ => None,
+            };
+            if j == 0 {
+                if let Some((guess, ng)) = self.spec.shadow.take() {
+                    if let Some(t) = sampled {
+                        self.spec.lookup_acc[ng].record(usize::from(t == guess), t != guess);
+                    }
+                }
+            }
+            if sampled.is_none() || self.spec.drafts.get(j).copied() != sampled {
+                break;
+            }
+        }
+        let k = self.spec.drafts.len();
+        if k > 0 {
+            let accepted = used - 1;
+            // A stop is no verdict on the guess after it.
+            let rejected = accepted < k && matches!(r, Ok(None));
+            match self.spec.source {
+                Some(Source::Lookup(ng)) => self.spec.lookup_acc[ng].record(accepted, rejected),
+                Some(Source::Draft) => self.spec.draft_acc.record(accepted, rejected),
+                None => {}
+            }
+            self.spec.stats.drafted += k as u64;
+            self.spec.stats.accepted += accepted as u64;
+            self.spec.stats.checks += 1;
+        }
+        self.spec.drafts.clear();
+        self.spec.source = None;
+        (r, n - used)
+    }
+}
