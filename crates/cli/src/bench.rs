@@ -40,6 +40,12 @@ pub struct Args {
     /// Output format: md, csv or json.
     #[arg(short = 'o', long = "output", default_value = "md", value_parser = ["md", "csv", "json"])]
     output: String,
+    /// With --draft or --lookup: the directory of `.txt` prompts to run
+    /// instead of the shipped set (bench/spec-prompts).
+    #[arg(long = "spec-prompts", value_name = "DIR")]
+    spec_prompts: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    spec: crate::spec::SpecArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -66,11 +72,24 @@ impl Row {
 
 pub fn run(store: &Store, mut args: Args) -> Result<()> {
     anyhow::ensure!(args.reps > 0, "-r must be at least 1");
+    args.spec.check()?;
     let diag = crate::trace::Diag::start(&args.runtime.diag)?;
     let loaded = runtime::load(store, &args.model)?;
     let cfg = args.runtime.engine_config()?;
     if diag.dump_graphs(&loaded, cfg, args.n_prompt.max(2))? {
         return Ok(());
+    }
+    if args.spec.enabled() {
+        let opts = crate::bench_spec::Opts {
+            spec: &args.spec,
+            runtime: &args.runtime,
+            n_gen: args.n_gen,
+            reps: args.reps,
+            output: &args.output,
+            prompts_dir: args.spec_prompts.as_deref(),
+        };
+        crate::bench_spec::run(store, &loaded, &opts)?;
+        return diag.finish();
     }
     if !args.parallel.is_empty() {
         let opts = crate::bench_parallel::Opts {

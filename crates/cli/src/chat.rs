@@ -41,6 +41,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     session: Option<PathBuf>,
     #[command(flatten)]
+    spec: crate::spec::SpecArgs,
+    #[command(flatten)]
     runtime: RuntimeArgs,
 }
 
@@ -373,6 +375,7 @@ fn cmd_changes_state(msg: &str) -> bool {
 pub fn run(store: &Store, args: Args) -> Result<()> {
     let gen = args.sampling.generate_config()?;
     let engine_cfg = args.runtime.engine_config()?;
+    args.spec.check()?;
     let spec = args
         .model
         .clone()
@@ -383,6 +386,7 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         return Ok(());
     }
     let mut sched = model.scheduler(engine_cfg)?;
+    sched.set_speculation(args.spec.speculation(store, &model, engine_cfg)?);
     let mut session = match ChatSession::new(&model, &mut sched, args.system.as_deref(), gen) {
         Err(EngineError::NoTemplate) => bail!(
             "{} has no chat template, which minfer chat needs (minfer run --no-template sends raw text)",

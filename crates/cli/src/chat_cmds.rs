@@ -118,6 +118,18 @@ pub fn format_stats(s: &ChatStats) -> String {
         }
         None => out.push_str("\nlast turn: none yet"),
     }
+    if let Some(sp) = &s.spec {
+        out.push_str(&format!(
+            "\nspeculation: {}",
+            crate::spec::format_counts(sp)
+        ));
+        if let Some(t) = &s.last_turn {
+            out.push_str(&format!(
+                " | last turn: {}",
+                crate::spec::format_counts(&t.spec)
+            ));
+        }
+    }
     out.push_str(&format!(
         "\ngraphs: {} built, {} reused",
         s.graph_builds, s.graph_reuses

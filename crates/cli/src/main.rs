@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_parallel;
+mod bench_spec;
 mod chat;
 mod chat_cmds;
 mod embed;
@@ -12,6 +13,7 @@ mod run;
 mod runtime;
 mod sampling;
 mod serve;
+mod spec;
 mod store_cmds;
 mod tokenize;
 mod trace;

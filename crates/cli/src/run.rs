@@ -33,6 +33,8 @@ pub struct Args {
     #[arg(long)]
     no_template: bool,
     #[command(flatten)]
+    spec: crate::spec::SpecArgs,
+    #[command(flatten)]
     runtime: RuntimeArgs,
 }
 
@@ -105,6 +107,7 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
     // model takes its seconds to load.
     let cfg = args.sampling.generate_config()?;
     let engine_cfg = args.runtime.engine_config()?;
+    args.spec.check()?;
     let loaded = runtime::load(store, &model_spec)?;
     let mode = if args.no_template {
         PromptMode::Raw
@@ -116,6 +119,7 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         return Ok(());
     }
     let mut sched = loaded.scheduler(engine_cfg)?;
+    sched.set_speculation(args.spec.speculation(store, &loaded, engine_cfg)?);
     let id = sched.submit(&ids, &cfg)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -157,6 +161,9 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         stats.stop_reason,
         stats.graph_builds,
     );
+    if sched.speculation().is_some() {
+        eprintln!("speculation: {}", crate::spec::format_counts(&stats.spec));
+    }
     runtime::log_kv_usage(sched.runtime());
     diag.finish()
 }

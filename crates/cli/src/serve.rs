@@ -61,6 +61,8 @@ pub struct Args {
     #[arg(long = "chat-template-file")]
     chat_template_file: Option<std::path::PathBuf>,
     #[command(flatten)]
+    spec: crate::spec::SpecArgs,
+    #[command(flatten)]
     runtime: RuntimeArgs,
 }
 
@@ -94,6 +96,12 @@ fn parse_secs(s: &str) -> Result<f64, String> {
 
 pub fn run(store: Store, args: Args) -> Result<()> {
     let engine = args.runtime.engine_config()?;
+    args.spec.check()?;
+    let speculation = if args.spec.enabled() {
+        Some((args.spec.draft.clone(), args.spec.config()?))
+    } else {
+        None
+    };
     let diag = crate::trace::Diag::start(&args.runtime.diag)?;
     let model = args.model.unwrap_or_else(|| DEFAULT_MODEL.to_string());
     if args.runtime.diag.dump_graph.is_some() {
@@ -117,6 +125,7 @@ pub fn run(store: Store, args: Args) -> Result<()> {
             (None, None) => None,
         },
         engine,
+        speculation,
     };
     minfer_server::serve(store, &args.host, args.port, cfg)?;
     // The trace covers the server's whole life, up to the drained shutdown.

@@ -329,6 +329,12 @@ impl Runtime {
         self.cache.set_verify(on);
     }
 
+    /// Keeps at least `n` built graphs cached (one per row count a
+    /// workload cycles through); never shrinks.
+    pub fn keep_graphs(&mut self, n: usize) {
+        self.cache.keep_at_least(n);
+    }
+
     /// Measure where each step's time goes.
     pub fn set_timing(&mut self, on: bool) {
         self.cache.set_timing(on);

@@ -652,8 +652,14 @@ impl Scheduler {
         for (k, (i, range, last)) in plan.iter().enumerate() {
             let g = &mut self.gens[*i];
             if range.is_none() {
-                let (r, unused) =
-                    g.advance_guessed(out.entry(k), n_vocab, tok, n_ctx, &mut self.saved);
+                let (r, unused) = g.advance_guessed(
+                    out.entry(k),
+                    n_vocab,
+                    tok,
+                    n_ctx,
+                    &mut self.saved,
+                    &mut self.spec.totals,
+                );
                 if unused > 0 {
                     drops.push((g.seq, unused));
                 }

@@ -401,6 +401,13 @@ impl GraphCache {
         self.verify = on;
     }
 
+    /// Keeps at least `n` built graphs (a workload that cycles through more
+    /// row counts than the default keeps, such as speculative checks of
+    /// varying length, would otherwise rebuild them). Never shrinks.
+    pub fn keep_at_least(&mut self, n: usize) {
+        self.config.capacity = self.config.capacity.max(n);
+    }
+
     /// Measure where each step's time goes (see [`last_step_timings`]).
     ///
     /// [`last_step_timings`]: GraphCache::last_step_timings

@@ -21,7 +21,7 @@ pub use alloc::{AllocStats, MemPlan, Slot, Transfer};
 pub use backend::{Backend, Device, GraphView, KvInfo, PoolSizes};
 pub use backends::cpu::CpuBackend;
 pub use builder::{BuiltGraph, GraphBuilder};
-pub use cache::{CacheConfig, GraphCache, GraphUid, StepInputs, StepTimings};
+pub use cache::{CacheConfig, GraphCache, GraphUid, StepInputs, StepTimings, DEFAULT_CAPACITY};
 pub use error::{GraphError, Result};
 pub use fusion::FusionReport;
 pub use ir::{

@@ -75,6 +75,9 @@ pub struct ServerConfig {
     pub chat_template: Option<TemplateChoice>,
     /// The engine's settings (context, threads, kernels).
     pub engine: EngineConfig,
+    /// Speculative decoding, when on: a draft model (path, known name or
+    /// `hf:…`; it runs with the engine's settings) and the settings.
+    pub speculation: Option<(Option<String>, minfer_engine::SpecConfig)>,
 }
 
 /// Why a server could not start or run.
@@ -279,7 +282,27 @@ fn load(
         .as_ref()
         .map(|t| template::abilities(t, loaded.tokenizer()))
         .unwrap_or_default();
-    let sched = loaded.scheduler(cfg.engine)?;
+    let mut sched = loaded.scheduler(cfg.engine)?;
+    if let Some((draft, spec)) = &cfg.speculation {
+        let draft = match draft {
+            Some(name) => {
+                let d = LoadedModel::load(store, name)?;
+                Some(
+                    minfer_engine::DraftModel::new(
+                        d.runtime(cfg.engine)?,
+                        d.tokenizer(),
+                        loaded.tokenizer(),
+                        loaded.model().n_vocab(),
+                    )
+                    .map_err(|e| ServeError::Config(format!("--draft {name}: {e}")))?,
+                )
+            }
+            None => None,
+        };
+        let spec = minfer_engine::Speculation::new(*spec, draft)
+            .map_err(|e| ServeError::Config(e.to_string()))?;
+        sched.set_speculation(Some(spec));
+    }
     let id = cfg.alias.clone().unwrap_or_else(|| model_id(&cfg.model));
     let mut aliases = vec![cfg.model.clone(), loaded.name(), model_id(&cfg.model)];
     aliases.retain(|a| a != &id);

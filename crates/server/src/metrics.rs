@@ -42,6 +42,12 @@ pub struct Metrics {
     pub cells_free: AtomicU64,
     /// KV cells in all.
     pub cells_total: AtomicU64,
+    /// Guessed tokens checked (speculative decoding).
+    pub spec_drafted: AtomicU64,
+    /// Guessed tokens accepted.
+    pub spec_accepted: AtomicU64,
+    /// Checks of guesses: one per generation per step that had some.
+    pub spec_checks: AtomicU64,
     step_buckets: [AtomicU64; STEP_BUCKETS.len()],
     step_count: AtomicU64,
     /// Sum of step times in microseconds.
@@ -164,6 +170,7 @@ impl Metrics {
             );
         }
         self.render_gateway(&mut s);
+        self.render_spec(&mut s);
         let name = "minfer_step_seconds";
         let _ = writeln!(
             s,
@@ -225,6 +232,39 @@ impl Metrics {
     }
 }
 
+impl Metrics {
+    /// Speculative decoding's counters, under llama-server's and vLLM's
+    /// names (which agree) and minfer's prefix.
+    fn render_spec(&self, s: &mut String) {
+        let counters = [
+            (
+                "spec_decode_num_draft_tokens_total",
+                "Speculative decoding: guessed tokens checked.",
+                &self.spec_drafted,
+            ),
+            (
+                "spec_decode_num_accepted_tokens_total",
+                "Speculative decoding: guessed tokens the model accepted.",
+                &self.spec_accepted,
+            ),
+            (
+                "spec_decode_num_drafts_total",
+                "Speculative decoding: checks (steps of a generation with guesses).",
+                &self.spec_checks,
+            ),
+        ];
+        for prefix in ["minfer:", "llamacpp:", "vllm:"] {
+            for (name, help, v) in counters {
+                let _ = writeln!(
+                    s,
+                    "# HELP {prefix}{name} {help}\n# TYPE {prefix}{name} counter\n{prefix}{name} {}",
+                    v.load(Relaxed)
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,5 +317,15 @@ mod tests {
         assert!(t.contains("minfer_step_seconds_count 2"));
         assert!(t.contains("vllm:num_requests_waiting 0"));
         assert!(t.contains("minfer:kv_cache_usage_perc 0"));
+        m.spec_drafted.store(9, Relaxed);
+        m.spec_accepted.store(6, Relaxed);
+        let t = m.render();
+        for prefix in ["minfer:", "llamacpp:", "vllm:"] {
+            assert!(t.contains(&format!("{prefix}spec_decode_num_draft_tokens_total 9\n")));
+            assert!(t.contains(&format!(
+                "{prefix}spec_decode_num_accepted_tokens_total 6\n"
+            )));
+            assert!(t.contains(&format!("{prefix}spec_decode_num_drafts_total 0\n")));
+        }
     }
 }

@@ -332,6 +332,7 @@ mod tests {
             cors_origins: Vec::new(),
             chat_template: None,
             engine: minfer_engine::EngineConfig::default(),
+            speculation: None,
         };
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared::new(cfg, tx, Arc::new(Metrics::default())));

@@ -417,6 +417,10 @@ impl Worker {
         let t = Instant::now();
         let failure = self.sched.step().err();
         self.metrics.observe_step(t.elapsed().as_secs_f64());
+        let sp = self.sched.spec_stats();
+        self.metrics.spec_drafted.store(sp.drafted, Relaxed);
+        self.metrics.spec_accepted.store(sp.accepted, Relaxed);
+        self.metrics.spec_checks.store(sp.checks, Relaxed);
         if let Some(e) = &failure {
             eprintln!("minfer serve: engine step failed: {e}");
         }

@@ -58,6 +58,8 @@ pub struct TurnStats {
     /// Whether the template's end-of-turn token was written into the cache
     /// after the answer.
     pub eog_written: bool,
+    /// Speculation counters of the turn (zero without speculation).
+    pub spec: crate::spec::SpecStats,
 }
 
 impl TurnStats {
@@ -89,6 +91,9 @@ pub struct ChatStats {
     pub last_turn: Option<TurnStats>,
     /// Messages in the conversation (the system prompt included).
     pub messages: usize,
+    /// Speculation counters of the scheduler's finished generations, when
+    /// it speculates.
+    pub spec: Option<crate::spec::SpecStats>,
 }
 
 /// A multi-turn conversation on one sequence of a scheduler.
@@ -288,6 +293,7 @@ impl ChatSession {
             decode_secs: stats.decode_secs,
             stop_reason: stats.stop_reason,
             eog_written,
+            spec: stats.spec,
         }))
     }
 
@@ -454,6 +460,7 @@ impl ChatSession {
             graph_reuses: rt.graph_reuses(),
             last_turn: self.last.clone(),
             messages: self.messages.len(),
+            spec: sched.speculation().map(|_| sched.spec_stats()),
         })
     }
 

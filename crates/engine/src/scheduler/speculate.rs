@@ -16,8 +16,12 @@ const DRAFT_PRIOR: f32 = 0.6;
 /// Odds a lookup guess starts with.
 const LOOKUP_PRIOR: f32 = 0.5;
 /// Decode steps a generation whose draft-model guesses do not pay waits
-/// before checking one guess again (the text may have changed).
-const PROBE_EVERY: usize = 16;
+/// before checking one guess again (the text may have changed); the wait
+/// doubles after every probe that finds nothing, up to `PROBE_MAX`, since
+/// a probe costs feeding the draft every token it missed.
+const PROBE_FIRST: usize = 16;
+/// The longest wait between probes.
+const PROBE_MAX: usize = 512;
 /// Weight of a new drafting-step time in the smoothed one.
 const DRAFT_ALPHA: f64 = 0.2;
 
@@ -48,6 +52,8 @@ pub(super) struct GenSpec {
     shadow: Option<(u32, usize)>,
     /// Decode steps since the draft model last guessed.
     idle: usize,
+    /// Decode steps to wait before the next probe.
+    probe_wait: usize,
     pub(super) stats: SpecStats,
 }
 
@@ -62,6 +68,7 @@ impl Default for GenSpec {
             lookup_acc: [Acceptance::new(LOOKUP_PRIOR); 17],
             shadow: None,
             idle: 0,
+            probe_wait: PROBE_FIRST,
             stats: SpecStats::default(),
         }
     }
@@ -88,7 +95,15 @@ pub(super) struct SpecState {
 impl Scheduler {
     /// Turns speculative decoding on (`Some`) or off (`None`) for the
     /// decode steps from now on. The answers stay the same either way.
-    pub fn set_speculation(&mut self, spec: Option<Speculation>) {
+    pub fn set_speculation(&mut self, mut spec: Option<Speculation>) {
+        if let Some(s) = spec.as_mut() {
+            // One graph per check length besides the usual ones.
+            let keep = minfer_graph::DEFAULT_CAPACITY + s.cfg.draft_max + 1;
+            self.rt.keep_graphs(keep);
+            if let Some(d) = s.draft.as_mut() {
+                d.keep_graphs(keep);
+            }
+        }
         let old = std::mem::replace(&mut self.spec.spec, spec);
         for g in &mut self.gens {
             // Draft sequences lived on the old draft runtime.
@@ -97,12 +112,22 @@ impl Scheduler {
         drop(old);
     }
 
+    /// Turns speculative decoding off and hands its settings and draft
+    /// model back (to turn it on again later without reloading).
+    pub fn take_speculation(&mut self) -> Option<Speculation> {
+        for g in &mut self.gens {
+            g.spec.draft_seq = None;
+        }
+        self.spec.spec.take()
+    }
+
     /// The speculation in use.
     pub fn speculation(&self) -> Option<&Speculation> {
         self.spec.spec.as_ref()
     }
 
-    /// Speculation counters over every generation so far.
+    /// Speculation counters over every generation so far (running ones
+    /// included).
     pub fn spec_stats(&self) -> SpecStats {
         self.spec.totals
     }
@@ -188,8 +213,9 @@ impl Scheduler {
             match gs.source {
                 Some(Source::Draft) if k == 0 => {
                     gs.idle += 1;
-                    if gs.idle >= PROBE_EVERY {
+                    if gs.idle >= gs.probe_wait {
                         k = 1;
+                        gs.probe_wait = (gs.probe_wait * 2).min(PROBE_MAX);
                     }
                 }
                 Some(Source::Lookup(n)) if k == 0 => gs.shadow = Some((gs.drafts[0], n)),
@@ -278,13 +304,9 @@ impl Scheduler {
         }
     }
 
-    /// Adds a finished generation's counters to the totals and hands its
-    /// draft sequence back.
+    /// Hands a finished generation's draft sequence back.
     pub(super) fn end_spec(&mut self, i: usize) {
         let gs = &mut self.gens[i].spec;
-        self.spec.totals.drafted += gs.stats.drafted;
-        self.spec.totals.accepted += gs.stats.accepted;
-        self.spec.totals.checks += gs.stats.checks;
         if let Some(seq) = gs.draft_seq.take() {
             if let Some(d) = self.spec.spec.as_mut().and_then(|s| s.draft.as_mut()) {
                 d.release(seq);
@@ -297,7 +319,8 @@ impl Gen {
     /// Samples from the step's rows for this generation (the sampled
     /// token's, then one per guess), going on while each sampled token is
     /// the guessed one. Returns what the last sample decided and how many
-    /// rows were not used (their cells must be rolled back).
+    /// rows were not used (their cells must be rolled back); the check's
+    /// counts are added to `totals` too.
     pub(super) fn advance_guessed(
         &mut self,
         rows: &[f32],
@@ -305,6 +328,7 @@ impl Gen {
         tok: &Tokenizer,
         n_ctx: u32,
         saved: &mut Vec<SavedLogits>,
+        totals: &mut SpecStats,
     ) -> (Result<Option<StopReason>>, usize) {
         let n = rows.len() / n_vocab;
         let mut used = 0;
@@ -334,12 +358,22 @@ impl Gen {
             let rejected = accepted < k && matches!(r, Ok(None));
             match self.spec.source {
                 Some(Source::Lookup(ng)) => self.spec.lookup_acc[ng].record(accepted, rejected),
-                Some(Source::Draft) => self.spec.draft_acc.record(accepted, rejected),
+                Some(Source::Draft) => {
+                    self.spec.draft_acc.record(accepted, rejected);
+                    if accepted > 0 {
+                        self.spec.probe_wait = PROBE_FIRST;
+                    }
+                }
                 None => {}
             }
-            self.spec.stats.drafted += k as u64;
-            self.spec.stats.accepted += accepted as u64;
-            self.spec.stats.checks += 1;
+            let check = SpecStats {
+                drafted: k as u64,
+                accepted: accepted as u64,
+                checks: 1,
+                draft_steps: 0,
+            };
+            self.spec.stats.add(&check);
+            totals.add(&check);
         }
         self.spec.drafts.clear();
         self.spec.source = None;

@@ -75,6 +75,11 @@ impl DraftModel {
         &self.rt
     }
 
+    /// Keeps at least `n` built graphs on the draft runtime.
+    pub(crate) fn keep_graphs(&mut self, n: usize) {
+        self.rt.keep_graphs(n);
+    }
+
     /// Hands a generation's draft sequence back (its cells stay cached
     /// for a later prompt with the same beginning).
     pub(crate) fn release(&mut self, seq: SeqId) {
@@ -82,8 +87,10 @@ impl DraftModel {
         let _ = self.rt.release(seq);
     }
 
-    /// Drafts for every request, together; returns the seconds each
-    /// drafting step took, summed, and the number of steps. A request whose
+    /// Drafts for every request, together; returns the seconds the
+    /// drafting steps of at most two tokens per sequence took, summed, and
+    /// their number (a step that catches a sequence up on many tokens is
+    /// a prefill, not the cost of a guess). A request whose
     /// sequence cannot be set up gets no guesses (and loses its sequence).
     pub(crate) fn draft(&mut self, reqs: &mut [Request<'_>]) -> (f64, usize) {
         self.active.clear();
@@ -114,6 +121,7 @@ impl DraftModel {
         let mut secs = 0.0;
         let mut steps = 0;
         while !self.active.is_empty() {
+            let short = spans.iter().all(|&(a, b)| b - a <= 2);
             let entries: Vec<BatchEntry> = self
                 .active
                 .iter()
@@ -148,8 +156,10 @@ impl DraftModel {
                     still.push(i);
                 }
             }
-            secs += t.elapsed().as_secs_f64();
-            steps += 1;
+            if short {
+                secs += t.elapsed().as_secs_f64();
+                steps += 1;
+            }
             self.entries_tokens.clear();
             spans.clear();
             for &tok in &next_tokens {

@@ -260,6 +260,7 @@ mod tests {
             cors_origins: Vec::new(),
             chat_template: None,
             engine: minfer_engine::EngineConfig::default(),
+            speculation: None,
         };
         let (tx, _rx) = std::sync::mpsc::channel();
         // The receiver is dropped: nothing is ever submitted here.
