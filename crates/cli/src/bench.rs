@@ -34,7 +34,9 @@ pub struct Args {
     reps: usize,
     /// Batched decoding instead, as llama-batched-bench measures it: for
     /// each N in the list, N sequences prefill `-p` tokens each, then decode
-    /// `-n` tokens each in lock-step (one batch of N rows per step).
+    /// `-n` tokens each in lock-step (one batch of N rows per step). With
+    /// --draft or --lookup: N generations of the prompt set at once, their
+    /// aggregate rate with and without speculation.
     #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
     parallel: Vec<usize>,
     /// Output format: md, csv or json.
@@ -87,6 +89,7 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
             reps: args.reps,
             output: &args.output,
             prompts_dir: args.spec_prompts.as_deref(),
+            parallel: &args.parallel,
         };
         crate::bench_spec::run(store, &loaded, &opts)?;
         return diag.finish();

@@ -45,6 +45,9 @@ pub struct Opts<'a> {
     pub reps: usize,
     pub output: &'a str,
     pub prompts_dir: Option<&'a Path>,
+    /// Concurrent generations to measure aggregate throughput at (empty:
+    /// one generation at a time, per prompt).
+    pub parallel: &'a [usize],
 }
 
 /// One method's runs on one prompt.
@@ -133,6 +136,9 @@ pub fn run(store: &Store, loaded: &LoadedModel, o: &Opts) -> Result<()> {
         sampler: SamplingParams::greedy(),
         ..GenerateConfig::default()
     };
+    if !o.parallel.is_empty() {
+        return run_parallel(loaded, o, &mut sched, spec, &ids, &cfg);
+    }
     let mut plain: Vec<Runs> = prompts.iter().map(|_| Runs::default()).collect();
     let mut fast: Vec<Runs> = prompts.iter().map(|_| Runs::default()).collect();
     for round in 0..=o.reps {
@@ -168,6 +174,109 @@ pub fn run(store: &Store, loaded: &LoadedModel, o: &Opts) -> Result<()> {
     print(loaded, o, &engine_threads(&sched), &prompts, &plain, &fast)
 }
 
+/// Runs `n` generations together (the prompts in turn) until all are
+/// done; the tokens they generated and the seconds it took.
+fn together(
+    s: &mut Scheduler,
+    ids: &[Vec<u32>],
+    n: usize,
+    cfg: &GenerateConfig,
+) -> Result<(Vec<GenerationStats>, f64)> {
+    let t = std::time::Instant::now();
+    let gens: Vec<_> = (0..n)
+        .map(|k| s.submit(&ids[k % ids.len()], cfg))
+        .collect::<std::result::Result<_, _>>()?;
+    let mut done: Vec<Option<GenerationStats>> = vec![None; n];
+    while done.iter().any(Option::is_none) {
+        s.step()?;
+        for (k, &g) in gens.iter().enumerate() {
+            while let Some(ev) = s.next_event(g) {
+                if let Event::Done(st) = ev {
+                    done[k] = Some(st);
+                }
+            }
+        }
+    }
+    Ok((
+        done.into_iter().flatten().collect(),
+        t.elapsed().as_secs_f64(),
+    ))
+}
+
+/// Aggregate throughput of N concurrent generations, with and without
+/// speculation, rounds alternated.
+fn run_parallel(
+    loaded: &LoadedModel,
+    o: &Opts,
+    sched: &mut Scheduler,
+    mut spec: Option<minfer_engine::Speculation>,
+    ids: &[Vec<u32>],
+    cfg: &GenerateConfig,
+) -> Result<()> {
+    let name = crate::bench_parallel::file_name(loaded);
+    let threads = engine_threads(sched);
+    let method = method_label(o.spec);
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "| model | threads | N | method | t/s | accepted | speed-up |"
+    )?;
+    writeln!(out, "| --- | ---: | ---: | --- | ---: | ---: | ---: |")?;
+    for &n in o.parallel {
+        anyhow::ensure!(
+            (1..=sched.runtime().max_sequences()).contains(&n),
+            "--parallel {n}: from 1 to {} generations",
+            sched.runtime().max_sequences()
+        );
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut counts = SpecStats::default();
+        for round in 0..=o.reps {
+            let (pa, ta) = together(sched, ids, n, cfg)?;
+            sched.set_speculation(spec.take());
+            let r = together(sched, ids, n, cfg);
+            spec = sched.take_speculation();
+            let (pb, tb) = r?;
+            for (x, y) in pa.iter().zip(&pb) {
+                if x.tokens != y.tokens {
+                    bail!("N = {n}: a speculative answer differs from the plain one");
+                }
+            }
+            if round == 0 {
+                continue;
+            }
+            let total = |v: &[GenerationStats]| v.iter().map(|s| s.generated_tokens).sum::<usize>();
+            a.push(rate(total(&pa), ta));
+            b.push(rate(total(&pb), tb));
+            for st in &pb {
+                counts.add(&st.spec);
+            }
+        }
+        let (ma, mb) = (median(&a), median(&b));
+        writeln!(
+            out,
+            "| {name} | {threads} | {n} | plain | {ma:.2} | - | 1.00 |"
+        )?;
+        writeln!(
+            out,
+            "| {name} | {threads} | {n} | {method} | {mb:.2} | {}/{} ({:.0}%) | {:.2} |",
+            counts.accepted,
+            counts.drafted,
+            100.0 * counts.acceptance(),
+            if ma > 0.0 { mb / ma } else { 0.0 }
+        )?;
+    }
+    Ok(())
+}
+
+fn method_label(spec: &SpecArgs) -> String {
+    match (&spec.draft, spec.lookup) {
+        (Some(d), Some(n)) => format!("draft {d} + lookup {n}"),
+        (Some(d), None) => format!("draft {d}"),
+        (None, Some(n)) => format!("lookup {n}"),
+        (None, None) => "plain".into(),
+    }
+}
+
 fn engine_threads(s: &Scheduler) -> String {
     s.runtime().config().n_threads.to_string()
 }
@@ -181,12 +290,7 @@ fn print(
     fast: &[Runs],
 ) -> Result<()> {
     let name = crate::bench_parallel::file_name(loaded);
-    let method = match (&o.spec.draft, o.spec.lookup) {
-        (Some(d), Some(n)) => format!("draft {d} + lookup {n}"),
-        (Some(d), None) => format!("draft {d}"),
-        (None, Some(n)) => format!("lookup {n}"),
-        (None, None) => "plain".into(),
-    };
+    let method = method_label(o.spec);
     let mut out = std::io::stdout().lock();
     let rows = prompts
         .iter()

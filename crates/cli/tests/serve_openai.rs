@@ -75,10 +75,25 @@ fn openai_client_against_minfer_serve() {
             "--api-key",
             "sesame",
             "--strict-model",
+            // Speculation, the model drafting for itself with every guess
+            // checked, and prompt lookup: test_speculative.py compares its
+            // answers with the open server's.
+            "--draft",
+            model.to_str().unwrap(),
+            "--spec-fixed",
+            "--draft-max",
+            "4",
+            "--lookup",
+            "2",
         ],
     );
-    // Tools and n > 1 on a model whose template takes tools.
-    let mut tools = Server::start(&qwen, home.path(), &["-np", "4", "--n-ctx", "4096"]);
+    // Tools and n > 1 on a model whose template takes tools, with adaptive
+    // prompt lookup: those tests run with speculation on.
+    let mut tools = Server::start(
+        &qwen,
+        home.path(),
+        &["-np", "4", "--n-ctx", "4096", "--lookup", "3"],
+    );
     let think = think_fixture();
     let mut thinking = Server::start(
         &think,

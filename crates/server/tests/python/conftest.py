@@ -4,13 +4,14 @@ The Rust harness (crates/cli/tests/serve_openai.rs) starts the servers on
 loopback ports and passes their addresses in the environment:
 
 - MINFER_BASE_URL: a server of SmolLM2 without an API key (-np 4);
-- MINFER_KEYED_URL: one with --api-key MINFER_KEY, -np 2, --queue 1 and
-  --n-ctx 512;
+- MINFER_KEYED_URL: one with --api-key MINFER_KEY, -np 2, --queue 1,
+  --n-ctx 512 and speculative decoding (SmolLM2 drafting for itself, every
+  guess checked, and prompt lookup);
 - MINFER_MODEL_ID: the model id both serve;
 - MINFER_BIN and MINFER_MODEL_PATH: the `minfer` binary and the model file,
   for `minfer tokenize`;
 - MINFER_TOOLS_URL, MINFER_TOOLS_MODEL: a server of Qwen2.5-Coder-0.5B
-  (its template takes tools), -np 4;
+  (its template takes tools), -np 4, with adaptive prompt lookup;
 - MINFER_THINK_URL, MINFER_THINK_MODEL: a server of the reasoning fixture
   (the tiny qwen3 model with Qwen3's template and thinking tokens), -np 2.
 """

@@ -1,0 +1,177 @@
+//! Speculative decoding through the binary: `run --lookup` and `run
+//! --draft` print exactly llama.cpp's greedy tokens for the golden prompt,
+//! the counts are reported, bad settings are refused before any work, and
+//! `bench --lookup` prints its table with the answers checked equal.
+
+mod common;
+
+use common::{assert_one_line_error, minfer, minfer_stdin, stderr, stdout};
+use minfer_engine::Tokenizer;
+use minfer_gguf::GgufFile;
+use minfer_testutil::{golden_dir, require_model, QWEN, SMOLLM};
+
+/// The golden `chat-capital` prompt (raw ChatML) and llama.cpp's greedy
+/// answer to it with SmolLM2 (see tests/run.rs for why this prompt).
+fn golden_answer(model: &std::path::Path) -> (String, String) {
+    let read = |n: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(golden_dir().join(n)).unwrap()).unwrap()
+    };
+    let prompts = read("prompts.json");
+    let prompt = prompts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "chat-capital")
+        .unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let golden = read("greedy-smollm2.json");
+    let case = golden["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "chat-capital")
+        .unwrap();
+    let file = GgufFile::open(model).unwrap();
+    let tok = Tokenizer::from_gguf(file.metadata()).unwrap();
+    let text: Vec<u8> = case["greedy_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .take_while(|&id| !tok.is_eog(id))
+        .flat_map(|id| tok.decode_token(id).to_vec())
+        .collect();
+    (prompt, String::from_utf8(text).unwrap())
+}
+
+#[test]
+fn run_with_lookup_or_a_draft_prints_the_golden_tokens() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let (prompt, want) = golden_answer(&model);
+    let home = tempfile::tempdir().unwrap();
+    let m = model.to_str().unwrap();
+    for extra in [
+        &["--lookup"][..],
+        &["--lookup", "1", "--spec-fixed", "--draft-max", "6"][..],
+        &["--draft", m][..],
+        &["--draft", m, "--spec-fixed", "--draft-max", "5", "-t", "1"][..],
+    ] {
+        let mut args = vec!["run", m, "--temp", "0", "--no-template", &prompt];
+        args.extend_from_slice(extra);
+        let out = minfer(&args, home.path());
+        let err = stderr(&out);
+        assert!(out.status.success(), "{extra:?}: {err}");
+        assert_eq!(stdout(&out), format!("{want}\n"), "{extra:?}");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("speculation: "))
+            .unwrap_or_else(|| panic!("no speculation line: {err}"));
+        assert!(
+            line.contains("drafted ") && line.contains("accepted "),
+            "{line}"
+        );
+        if extra.contains(&"--draft") && extra.contains(&"--spec-fixed") {
+            // The model drafting for itself greedily is always right.
+            assert!(!line.contains("accepted 0 "), "{line}");
+        }
+    }
+}
+
+#[test]
+fn bad_speculation_settings_are_refused_before_loading() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let m = model.to_str().unwrap();
+    let out = minfer(
+        &["run", m, "hi", "--lookup", "--draft-max", "0"],
+        home.path(),
+    );
+    assert_one_line_error(&out, 1, &["draft-max", "1 to 32"]);
+    let out = minfer(&["run", m, "hi", "--lookup", "0"], home.path());
+    assert_one_line_error(&out, 1, &["--lookup"]);
+    let out = minfer(
+        &[
+            "run",
+            m,
+            "hi",
+            "--lookup",
+            "--draft-min",
+            "5",
+            "--draft-max",
+            "4",
+        ],
+        home.path(),
+    );
+    assert_one_line_error(&out, 1, &["draft-min"]);
+    let Some(qwen) = require_model(QWEN) else {
+        return;
+    };
+    let q = qwen.to_str().unwrap();
+    let out = minfer(&["run", m, "hi", "--draft", q], home.path());
+    assert_one_line_error(&out, 1, &["cannot draft for this model", "vocabulary"]);
+}
+
+#[test]
+fn chat_stats_show_the_speculation_counts() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let m = model.to_str().unwrap();
+    let args = ["chat", m, "--temp", "0", "-n", "32", "--draft", m];
+    let out = minfer_stdin(&args, home.path(), "Count from one to ten.\n/stats\n");
+    let e = stderr(&out);
+    assert!(out.status.success(), "{e}");
+    let line = e
+        .lines()
+        .find(|l| l.starts_with("speculation: "))
+        .unwrap_or_else(|| panic!("no speculation line in /stats: {e}"));
+    assert!(line.contains("| last turn: drafted "), "{line}");
+}
+
+#[test]
+fn bench_lookup_prints_a_row_per_prompt_and_method() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let m = model.to_str().unwrap();
+    let out = minfer(
+        &["bench", m, "--lookup", "-n", "24", "-r", "1", "-o", "json"],
+        home.path(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    let prompts: Vec<&str> = rows.iter().map(|r| r["prompt"].as_str().unwrap()).collect();
+    assert_eq!(prompts, ["code-complete", "code-edit", "prose"]);
+    for r in rows {
+        assert_eq!(r["method"], "lookup 3");
+        assert!(r["plain_ts"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["spec_ts"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["accepted"].as_u64() <= r["drafted"].as_u64(), "{r}");
+    }
+    // The edit repeats its prompt: lookup finds guesses there.
+    assert!(rows[1]["drafted"].as_u64().unwrap() > 0, "{}", rows[1]);
+    let md = minfer(
+        &["bench", m, "--lookup", "2", "-n", "8", "-r", "1"],
+        home.path(),
+    );
+    assert!(md.status.success(), "{}", stderr(&md));
+    let text = stdout(&md);
+    assert!(
+        text.starts_with("| model | threads | prompt | method |"),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.contains("| lookup 2 |")).count(),
+        3,
+        "{text}"
+    );
+}
