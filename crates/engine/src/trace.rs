@@ -231,6 +231,11 @@ pub struct Summary {
     pub graph_reuses: u64,
     /// Events lost to full lanes.
     pub dropped: u64,
+    /// Speculative decoding: guessed tokens checked, and accepted (the
+    /// last counter values).
+    pub spec_drafted: u64,
+    /// See `spec_drafted`.
+    pub spec_accepted: u64,
 }
 
 impl Summary {
@@ -266,6 +271,14 @@ impl Summary {
                         name: "graph_reuses",
                         value,
                     } => s.graph_reuses = s.graph_reuses.max(value as u64),
+                    What::Counter {
+                        name: "spec_drafted",
+                        value,
+                    } => s.spec_drafted = s.spec_drafted.max(value as u64),
+                    What::Counter {
+                        name: "spec_accepted",
+                        value,
+                    } => s.spec_accepted = s.spec_accepted.max(value as u64),
                     _ => {}
                 }
             }
@@ -301,6 +314,24 @@ impl Summary {
                 "  {label:<18} {:>10.2} ms  {:>6} calls",
                 ms(t.ns),
                 t.count
+            );
+        }
+        if let Some(t) = self.phases.get("draft") {
+            let _ = writeln!(
+                out,
+                "  {:<18} {:>10.2} ms  {:>6} calls",
+                "drafting",
+                ms(t.ns),
+                t.count
+            );
+        }
+        if self.spec_drafted > 0 {
+            let _ = writeln!(
+                out,
+                "  speculation: {} guesses checked, {} accepted ({:.1}%)",
+                self.spec_drafted,
+                self.spec_accepted,
+                100.0 * self.spec_accepted as f64 / self.spec_drafted as f64
             );
         }
         let _ = writeln!(

@@ -265,8 +265,10 @@ impl Scheduler {
                 }
             })
             .collect();
+        let t_draft = crate::trace::rec::start();
         let (secs, steps) = draft.draft(&mut reqs);
         drop(reqs);
+        crate::trace::rec::end(t_draft, "engine", "draft", steps as u64);
         if steps > 0 {
             let per = secs / steps as f64;
             st.draft_secs = if st.draft_secs == 0.0 {
@@ -374,6 +376,8 @@ impl Gen {
             };
             self.spec.stats.add(&check);
             totals.add(&check);
+            crate::trace::rec::counter("spec_drafted", totals.drafted as f64);
+            crate::trace::rec::counter("spec_accepted", totals.accepted as f64);
         }
         self.spec.drafts.clear();
         self.spec.source = None;
