@@ -267,3 +267,76 @@ fn a_draft_with_another_vocabulary_is_refused() {
     assert!(err.contains("cannot draft for this model"), "{err}");
     let _ = Arc::clone(target.model());
 }
+
+/// Three turns of a chat (a caller-owned sequence that goes on from what
+/// the last answer left in the cache), speculating as `how`: the answers
+/// and the cached tokens after each turn.
+fn chat_turns(m: &LoadedModel, how: How, threads: usize) -> Vec<(String, Vec<u32>)> {
+    let mut s = m.scheduler(cfg(threads)).unwrap();
+    s.set_speculation(speculation(m, how, threads));
+    s.set_poison_rejected(true);
+    let mut chat = minfer_engine::ChatSession::new(m, &mut s, None, greedy(40)).unwrap();
+    let mut out = Vec::new();
+    for user in [
+        "List the numbers from one to ten in words.",
+        "Now repeat that list backwards.",
+        "And once more, forwards.",
+    ] {
+        chat.send(m, &mut s, user).unwrap();
+        let mut text = Vec::new();
+        chat.complete(
+            m,
+            &mut s,
+            |b| {
+                text.extend_from_slice(b);
+                true
+            },
+            || true,
+        )
+        .unwrap();
+        let cached = s.runtime().history(chat.sequence()).unwrap().to_vec();
+        out.push((String::from_utf8_lossy(&text).into_owned(), cached));
+    }
+    out
+}
+
+#[test]
+fn chat_turns_leave_the_same_answers_and_cache_with_speculation() {
+    let Some(m) = common::loaded(minfer_testutil::SMOLLM) else {
+        return;
+    };
+    let d = common::loaded(minfer_testutil::SMOLLM).unwrap();
+    let plain = chat_turns(&m, How::Plain, 2);
+    for how in [How::Lookup(eager(6, 3)), How::Draft(&d, eager(4, 2))] {
+        let spec = chat_turns(&m, how, 2);
+        for (k, (a, b)) in plain.iter().zip(&spec).enumerate() {
+            assert_eq!(a.0, b.0, "turn {k}'s answer");
+            assert_eq!(a.1, b.1, "the cache after turn {k}");
+        }
+    }
+}
+
+#[test]
+fn constrained_answers_are_identical_with_speculation() {
+    let Some(m) = common::loaded(minfer_testutil::QWEN) else {
+        return;
+    };
+    let schema = r#"{"type":"object","properties":{"name":{"type":"string"},"tags":{"type":"array","items":{"type":"string","enum":["red","green","blue"]}}},"required":["name","tags"]}"#;
+    let with = |mut c: GenerateConfig| {
+        c.sampler.constraint = Some(minfer_engine::Constraint::JsonSchema(schema.into()));
+        c
+    };
+    let prompts = [chat(
+        &m,
+        "Describe a parrot as JSON with a name and colour tags: red, green, blue, red, green.",
+    )];
+    for cfg in [with(greedy(48)), with(sampled(48, 4))] {
+        let (drafted, _) = assert_identical(
+            &m,
+            How::Lookup(eager(6, 2)),
+            &prompts,
+            std::slice::from_ref(&cfg),
+        );
+        assert!(drafted > 0);
+    }
+}
