@@ -14,7 +14,7 @@ pub struct SpecArgs {
     /// Draft model for speculative decoding (a file, known name or hf:…):
     /// a small model with the same vocabulary that guesses the next tokens,
     /// e.g. qwen2.5-coder-0.5b-instruct for qwen2.5-coder-1.5b-instruct.
-    #[arg(long = "draft", visible_alias = "model-draft", value_name = "MODEL")]
+    #[arg(long = "draft", visible_aliases = ["model-draft", "spec-draft-model"], value_name = "MODEL")]
     pub draft: Option<String>,
     /// Prompt lookup: guess the next tokens from earlier occurrences of the
     /// last N tokens in the prompt and the answer (no second model; pays
@@ -23,14 +23,14 @@ pub struct SpecArgs {
           default_missing_value = DEFAULT_LOOKUP_NGRAM_STR)]
     pub lookup: Option<usize>,
     /// Most guessed tokens checked per step.
-    #[arg(long = "draft-max", visible_alias = "draft-n", default_value_t = DEFAULT_DRAFT_MAX)]
+    #[arg(long = "draft-max", visible_aliases = ["draft-n", "spec-draft-n-max"], default_value_t = DEFAULT_DRAFT_MAX)]
     pub draft_max: usize,
     /// Fewest guessed tokens worth a check.
-    #[arg(long = "draft-min", visible_alias = "draft-n-min", default_value_t = 0)]
+    #[arg(long = "draft-min", visible_aliases = ["draft-n-min", "spec-draft-n-min"], default_value_t = 0)]
     pub draft_min: usize,
     /// The draft model stops guessing at a token it gives less than this
     /// probability.
-    #[arg(long = "draft-p-min", default_value_t = 0.0)]
+    #[arg(long = "draft-p-min", visible_alias = "spec-draft-p-min", default_value_t = 0.0)]
     pub p_min: f32,
     /// Always check as many guesses as there are (up to --draft-max),
     /// instead of letting measured step costs and acceptance choose and
