@@ -30,7 +30,11 @@ pub struct SpecArgs {
     pub draft_min: usize,
     /// The draft model stops guessing at a token it gives less than this
     /// probability.
-    #[arg(long = "draft-p-min", visible_alias = "spec-draft-p-min", default_value_t = 0.0)]
+    #[arg(
+        long = "draft-p-min",
+        visible_alias = "spec-draft-p-min",
+        default_value_t = 0.0
+    )]
     pub p_min: f32,
     /// Always check as many guesses as there are (up to --draft-max),
     /// instead of letting measured step costs and acceptance choose and

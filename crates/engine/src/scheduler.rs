@@ -17,6 +17,7 @@
 //! ([`Scheduler::submit_on`]) leaves the sequence to its owner.
 
 mod gen;
+mod read;
 mod speculate;
 
 use std::collections::VecDeque;
@@ -31,6 +32,7 @@ use crate::generate::{Gate, GenerateConfig, GenerationStats, StopReason, TokenLo
 use crate::runtime::{BatchEntry, Runtime, SeqId};
 
 use gen::{Gen, Outcomes, Phase, SavedLogits};
+use read::{Planned, Reader};
 
 /// Default prompt chunk: tokens of one prompt evaluated in one step.
 pub const DEFAULT_CHUNK: usize = 512;
@@ -510,67 +512,9 @@ impl Scheduler {
 
     fn step_inner(&mut self) -> Result<bool> {
         let sampled = self.sample_saved()?;
-        let budget_total = self.rt.config().n_batch;
-        let mut room = self.rt.room();
-        let mut budget = budget_total;
-        self.propose(room, budget);
-        // (gen index, tokens range in prompt or decode slot, is last chunk)
-        let mut plan: Vec<(usize, Option<std::ops::Range<usize>>, bool)> = Vec::new();
-        self.decode_tokens.clear();
-        self.decode_spans.clear();
-        let mut starved = Vec::new();
-        for (i, g) in self.gens.iter_mut().enumerate() {
-            if let Phase::Decode { next } = g.phase {
-                if room == 0 {
-                    starved.push(i);
-                    continue;
-                }
-                if budget == 0 {
-                    continue;
-                }
-                // The sampled token, then its guesses as far as they fit.
-                g.spec.drafts.truncate((room - 1).min(budget - 1));
-                let at = self.decode_tokens.len();
-                self.decode_tokens.push(next);
-                self.decode_tokens.extend_from_slice(&g.spec.drafts);
-                self.decode_spans.push((at, self.decode_tokens.len()));
-                plan.push((i, None, true));
-                let rows = 1 + g.spec.drafts.len();
-                room -= rows;
-                budget -= rows;
-            }
-        }
-        let decode_only = budget_total - budget;
-        for (i, g) in self.gens.iter().enumerate() {
-            if let Phase::Prefill { fed } = g.phase {
-                let take = (g.prompt.len() - fed).min(self.chunk).min(budget).min(room);
-                if take == 0 {
-                    continue;
-                }
-                let end = fed + take;
-                plan.push((i, Some(fed..end), end == g.prompt.len()));
-                room -= take;
-                budget -= take;
-            }
-        }
-        for &i in starved.iter().rev() {
-            self.finish(i, StopReason::CacheFull);
-        }
+        let (plan, decode_rows) = self.plan_rows();
         if plan.is_empty() {
-            // Prompts that can never get room (nothing is decoding to free
-            // any) end now rather than wait forever.
-            let stuck: Vec<usize> = self
-                .gens
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| matches!(g.phase, Phase::Prefill { .. }))
-                .map(|(i, _)| i)
-                .collect();
-            let any = !stuck.is_empty();
-            for i in stuck {
-                self.finish(i, StopReason::CacheFull);
-            }
-            return Ok(any || sampled);
+            return Ok(self.end_stuck() || sampled);
         }
         // Each planned row borrows its prompt; each generation that samples
         // after this step lends its gate to a helper thread that computes
@@ -641,63 +585,27 @@ impl Scheduler {
             }
         };
         let step_secs = t_step.elapsed().as_secs_f64();
-        // A step that built a graph says nothing about the cost of its rows.
-        let timed = plan.iter().all(|p| p.1.is_none());
         drop(entries);
         drop(parts);
-        let tok = &self.tok;
-        let mut outcomes = Outcomes::default();
-        let mut forks: Vec<(usize, Vec<f32>)> = Vec::new();
-        let mut drops: Vec<(SeqId, usize)> = Vec::new();
-        for (k, (i, range, last)) in plan.iter().enumerate() {
-            let g = &mut self.gens[*i];
-            if range.is_none() {
-                let (r, unused) = g.advance_guessed(
-                    out.entry(k),
-                    n_vocab,
-                    tok,
-                    n_ctx,
-                    &mut self.saved,
-                    &mut self.spec.totals,
-                );
-                if unused > 0 {
-                    drops.push((g.seq, unused));
-                }
-                outcomes.record(*i, r);
-                continue;
-            }
-            if let Some(r) = range {
-                g.phase = Phase::Prefill { fed: r.end };
-                if let Some(top) = g.score_prompt {
-                    g.score_rows(r.clone(), out.entry(k), top, n_vocab);
-                    if *last {
-                        let scores = std::mem::take(&mut g.prompt_scores);
-                        g.events.push_back(Event::PromptLogprobs(scores));
-                    }
-                }
-            }
-            if !*last {
-                continue;
-            }
-            let Some(logits) = out.last(k) else {
-                continue;
-            };
-            let id = g.id;
-            if range.is_some()
-                && self
-                    .gens
-                    .iter()
-                    .any(|f| matches!(f.phase, Phase::Follow { leader } if leader == id))
-            {
-                forks.push((*i, logits.to_vec()));
-            }
-            let g = &mut self.gens[*i];
-            outcomes.record(*i, g.advance(logits, tok, n_ctx, &mut self.saved));
-        }
+        let reader = Reader {
+            gens: &mut self.gens,
+            tok: &self.tok,
+            saved: &mut self.saved,
+            totals: &mut self.spec.totals,
+            n_ctx,
+            n_vocab,
+        };
+        let read::Read {
+            mut outcomes,
+            forks,
+            drops,
+        } = reader.read(&plan, &out);
         // Before `settle`, which releases the sequences of ended generations.
         self.roll_back(&drops);
-        if timed && self.rt.graph_builds() == builds_before {
-            self.record_step(decode_only, step_secs);
+        // A step that built a graph says nothing about the cost of its rows.
+        let decode_only = plan.iter().all(|p| p.1.is_none());
+        if decode_only && self.rt.graph_builds() == builds_before {
+            self.record_step(decode_rows, step_secs);
         }
         // Before `settle`, which may release a leader that ended at once.
         for (i, logits) in forks {
@@ -705,6 +613,78 @@ impl Scheduler {
         }
         self.settle(outcomes)?;
         Ok(true)
+    }
+
+    /// Plans a step: a decode entry (the sampled token and its guesses)
+    /// for every decoding generation, then prompt chunks while the step has
+    /// room, at most `n_batch` rows in all. Generations that cannot get a
+    /// cell end with [`StopReason::CacheFull`]. Returns the plan and the
+    /// number of decode rows in it.
+    fn plan_rows(&mut self) -> (Vec<Planned>, usize) {
+        let budget_total = self.rt.config().n_batch;
+        let mut room = self.rt.room();
+        let mut budget = budget_total;
+        self.propose(room, budget);
+        let mut plan: Vec<Planned> = Vec::new();
+        self.decode_tokens.clear();
+        self.decode_spans.clear();
+        let mut starved = Vec::new();
+        for (i, g) in self.gens.iter_mut().enumerate() {
+            if let Phase::Decode { next } = g.phase {
+                if room == 0 {
+                    starved.push(i);
+                    continue;
+                }
+                if budget == 0 {
+                    continue;
+                }
+                // The sampled token, then its guesses as far as they fit.
+                g.spec.drafts.truncate((room - 1).min(budget - 1));
+                let at = self.decode_tokens.len();
+                self.decode_tokens.push(next);
+                self.decode_tokens.extend_from_slice(&g.spec.drafts);
+                self.decode_spans.push((at, self.decode_tokens.len()));
+                plan.push((i, None, true));
+                let rows = 1 + g.spec.drafts.len();
+                room -= rows;
+                budget -= rows;
+            }
+        }
+        let decode_rows = budget_total - budget;
+        for (i, g) in self.gens.iter().enumerate() {
+            if let Phase::Prefill { fed } = g.phase {
+                let take = (g.prompt.len() - fed).min(self.chunk).min(budget).min(room);
+                if take == 0 {
+                    continue;
+                }
+                let end = fed + take;
+                plan.push((i, Some(fed..end), end == g.prompt.len()));
+                room -= take;
+                budget -= take;
+            }
+        }
+        for &i in starved.iter().rev() {
+            self.finish(i, StopReason::CacheFull);
+        }
+        (plan, decode_rows)
+    }
+
+    /// Ends the prompts that can never get room (nothing is decoding to
+    /// free any) rather than let them wait forever; returns whether there
+    /// was any.
+    fn end_stuck(&mut self) -> bool {
+        let stuck: Vec<usize> = self
+            .gens
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| matches!(g.phase, Phase::Prefill { .. }))
+            .map(|(i, _)| i)
+            .collect();
+        let any = !stuck.is_empty();
+        for i in stuck {
+            self.finish(i, StopReason::CacheFull);
+        }
+        any
     }
 
     /// Forks the sequence of generation `i`, whose prompt is now in the

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::generate::StopReason;
 use crate::runtime::SeqId;
 use crate::spec::plan::{self, Acceptance, Candidate, CostTable, DraftCost};
-use crate::spec::{lookup, DraftRequest, SpecStats, Speculation};
+use crate::spec::{lookup, DraftRequest, SpecConfig, SpecStats, Speculation};
 
 /// Odds a draft model's guess starts with, before any is checked.
 const DRAFT_PRIOR: f32 = 0.6;
@@ -143,11 +143,35 @@ impl Scheduler {
     /// step, in at most `room` cells and `budget` rows (the decode rows
     /// themselves included).
     pub(super) fn propose(&mut self, room: usize, budget: usize) {
-        let st = &mut self.spec;
-        let Some(spec) = st.spec.as_mut() else {
+        let Some(cfg) = self.spec.spec.as_ref().map(|s| s.cfg) else {
             return;
         };
-        let cfg = spec.cfg;
+        self.candidates(&cfg);
+        let st = &mut self.spec;
+        let n_dec = st.idx.len();
+        if n_dec == 0 {
+            return;
+        }
+        if cfg.adaptive {
+            let draft = DraftCost {
+                per_token: st.draft_secs,
+            };
+            plan::plan(&st.cost, n_dec, &st.cands, draft, &mut st.gains, &mut st.ks);
+        } else {
+            st.ks.clear();
+            st.ks.extend(st.cands.iter().map(|c| c.cap));
+        }
+        let spare = room.saturating_sub(n_dec).min(budget.saturating_sub(n_dec));
+        if self.allot(&cfg, spare) {
+            self.run_draft(cfg.p_min);
+        }
+    }
+
+    /// Finds each decoding generation's guesses: a lookup match, or the
+    /// draft model's turn; fills the candidates the plan weighs.
+    fn candidates(&mut self, cfg: &SpecConfig) {
+        let st = &mut self.spec;
+        let has_draft = st.spec.as_ref().is_some_and(|s| s.draft.is_some());
         let n_ctx = self.rt.n_ctx() as usize;
         st.idx.clear();
         st.cands.clear();
@@ -182,7 +206,7 @@ impl Scheduler {
                     };
                 }
             }
-            if cap > 0 && gs.source.is_none() && spec.draft.is_some() {
+            if cap > 0 && gs.source.is_none() && has_draft {
                 gs.source = Some(Source::Draft);
                 cand = Candidate {
                     rate: gs.draft_acc.rate(),
@@ -192,20 +216,13 @@ impl Scheduler {
             }
             st.cands.push(cand);
         }
-        let n_dec = st.idx.len();
-        if n_dec == 0 {
-            return;
-        }
-        if cfg.adaptive {
-            let draft = DraftCost {
-                per_token: st.draft_secs,
-            };
-            plan::plan(&st.cost, n_dec, &st.cands, draft, &mut st.gains, &mut st.ks);
-        } else {
-            st.ks.clear();
-            st.ks.extend(st.cands.iter().map(|c| c.cap));
-        }
-        let mut spare = room.saturating_sub(n_dec).min(budget.saturating_sub(n_dec));
+    }
+
+    /// Gives each candidate the number of guesses the plan chose, within
+    /// `spare` rows, with the probes and `draft_min`; returns whether the
+    /// draft model has guesses to make.
+    fn allot(&mut self, cfg: &SpecConfig, mut spare: usize) -> bool {
+        let st = &mut self.spec;
         let mut any_draft = false;
         for (j, &i) in st.idx.iter().enumerate() {
             let gs = &mut self.gens[i].spec;
@@ -239,10 +256,13 @@ impl Scheduler {
                 _ => gs.drafts.truncate(k),
             }
         }
-        if !any_draft {
-            return;
-        }
-        let Some(draft) = spec.draft.as_mut() else {
+        any_draft
+    }
+
+    /// Has the draft model guess for every generation whose turn it is.
+    fn run_draft(&mut self, p_min: f32) {
+        let st = &mut self.spec;
+        let Some(draft) = st.spec.as_mut().and_then(|s| s.draft.as_mut()) else {
             return;
         };
         let mut reqs: Vec<DraftRequest> = self
@@ -260,7 +280,7 @@ impl Scheduler {
                     seq: draft_seq,
                     tokens: g.gate.history(),
                     k: *want,
-                    p_min: cfg.p_min,
+                    p_min,
                     out: drafts,
                 }
             })
