@@ -98,9 +98,26 @@ pub(super) unsafe fn bcast4(y: *const u8) -> __m256i {
 /// AVX2; 32 bytes from `y` are readable.
 #[inline(always)]
 pub(super) unsafe fn dot32_small(q: &[__m256i; 8], y: *const u8, init: __m256i) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe { dot32_by(q, y, _mm256_set1_epi16(1), init) }
+}
+
+/// `init + w · Σ q·y`, as [`dot32_small`] but widened by `vpmaddwd`
+/// against `w`, a lane's weight twice as i16: that multiplies each pair of
+/// i16 sums by the weight and adds them, exactly while
+/// `2 * |w| * 31,496` fits an i32 (any i16 weight does).
+///
+/// # Safety
+/// AVX2; 32 bytes from `y` are readable.
+#[inline(always)]
+pub(super) unsafe fn dot32_by(
+    q: &[__m256i; 8],
+    y: *const u8,
+    w: __m256i,
+    init: __m256i,
+) -> __m256i {
     // SAFETY: the caller's contract; the loads read `y..y + 32`.
     unsafe {
-        let ones = _mm256_set1_epi16(1);
         let mut wide = init;
         for (half, q) in q.chunks_exact(4).enumerate() {
             let mut p = _mm256_setzero_si256();
@@ -108,7 +125,7 @@ pub(super) unsafe fn dot32_small(q: &[__m256i; 8], y: *const u8, init: __m256i) 
                 let y = bcast4(y.add(16 * half + 4 * k));
                 p = _mm256_add_epi16(p, _mm256_maddubs_epi16(*q, y));
             }
-            wide = _mm256_add_epi32(wide, _mm256_madd_epi16(p, ones));
+            wide = _mm256_add_epi32(wide, _mm256_madd_epi16(p, w));
         }
         wide
     }

@@ -3,18 +3,20 @@
 //!
 //! As in [`super::avx2`], each group is taken as two halves of eight rows
 //! (the lower and upper 32 bytes of every 64-byte chunk), and byte dot
-//! products are `vpmaddubsw` then `vpmaddwd` against ones. Q6_K's quants
-//! are at most 63 and the Q8_K activations at most 127 in magnitude, so
-//! two products per i16 lane (`2 * 2 * 63 * 127 = 32,004`) are exact; the
-//! 4/5-bit quants of Q4_K/Q5_K take four. The integer sums and the float
-//! steps are the AVX-512 kernels', lane by lane.
+//! products are `vpmaddubsw` then `vpmaddwd`. Q6_K's quants are at most 63
+//! and the Q8_K activations at most 127 in magnitude, so two products per
+//! i16 lane (`2 * 2 * 63 * 127 = 32,004`) are exact; the 4/5-bit quants of
+//! Q4_K/Q5_K take four. Q6_K widens against ones and multiplies by the
+//! sub-block scale in i32; Q4_K/Q5_K widen against the (6-bit) scale
+//! itself, which saves the `vpmulld` per sub-block and token. The integer
+//! sums and the float steps are the AVX-512 kernels', lane by lane.
 //!
 //! Everything here needs AVX2, FMA and F16C; the dispatcher only hands
 //! these kernels out after checking the CPU.
 
 use std::arch::x86_64::*;
 
-use super::avx2::{bcast4, dot32_small, nibble_quants, store};
+use super::avx2::{bcast4, dot32_by, nibble_quants, store};
 use super::avx512_k::PREFETCH;
 use super::layout::GROUP;
 use super::layout_k::{
@@ -103,9 +105,10 @@ unsafe fn tile_q6k_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: u
             let gb = group.as_ptr().add(b * Q6K_GROUP_BLOCK);
             let mut isum = [[_mm256_setzero_si256(); T]; 2];
             for s in 0..16 {
-                if T <= 2 {
-                    super::avx512_k::prefetch(gb.wrapping_add(192 * s + PREFETCH));
-                }
+                // A few tokens outrun the hardware prefetcher; a tile of
+                // prefill finds the group cached, where the hint costs
+                // little.
+                super::avx512_k::prefetch(gb.wrapping_add(192 * s + PREFETCH));
                 for (h, isum) in isum.iter_mut().enumerate() {
                     let q = unpack_sub(gb, s, h);
                     let at = Q6K_SC_AT + GROUP * s + 8 * h;
@@ -146,7 +149,164 @@ pub unsafe fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usiz
     unsafe { by_height!(nt, tile_q6k_t::<_>(nb, group, acts, t0)) }
 }
 
+/// Eight bytes from `p` (one per row), each widened to both i16 halves of
+/// its row's i32 lane: the `vpmaddwd` weight that scales a lane's pair of
+/// i16 sums.
+///
+/// # Safety
+/// AVX2; 8 bytes from `p` are readable.
+#[inline(always)]
+unsafe fn twice(p: *const u8) -> __m256i {
+    // SAFETY: the load reads `p..p + 8`, the caller's guarantee.
+    unsafe { widen(p, p) }
+}
+
+/// Eight bytes from `a` and eight from `b` (one each per row, unsigned),
+/// row `r`'s lane holding `a[r]` in its low i16 and `b[r]` in its high
+/// one: against a broadcast pair `(x, y)`, `vpmaddwd` gives
+/// `a[r] x + b[r] y`.
+///
+/// # Safety
+/// AVX2; 8 bytes from `a` and from `b` are readable.
+#[inline(always)]
+unsafe fn widen(a: *const u8, b: *const u8) -> __m256i {
+    // SAFETY: the loads read `a..a + 8` and `b..b + 8`, the caller's
+    // guarantee.
+    unsafe {
+        _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
+            _mm_loadl_epi64(a as *const _),
+            _mm_loadl_epi64(b as *const _),
+        ))
+    }
+}
+
+/// Two i16 values in one i32 (`lo` in the low half), the broadcast operand
+/// of a `vpmaddwd` pair product. Both must fit an i16.
+#[inline(always)]
+fn pair16(lo: i32, hi: i32) -> i32 {
+    debug_assert!(i16::try_from(lo).is_ok() && i16::try_from(hi).is_ok());
+    ((lo as u32 & 0xFFFF) | ((hi as u32) << 16)) as i32
+}
+
+/// Per token, the sub-block pairs of the 32-quant `bsum`s of block `b`,
+/// as `vpmaddwd` operands (each at most `32 * 127` in magnitude).
+#[inline(always)]
+fn q45k_bsums<const T: usize>(acts: &Acts, t0: usize, b: usize) -> [[i32; 4]; T] {
+    let mut out = [[0; 4]; T];
+    for (t, out) in out.iter_mut().enumerate() {
+        let i = acts.inits(t0 + t, b);
+        for (k, out) in out.iter_mut().enumerate() {
+            *out = pair16(i[2 * k], i[2 * k + 1]);
+        }
+    }
+    out
+}
+
+/// `Σ_j sc_j · Σ q·y` for halves `h0..h0 + N` of Q4_K/Q5_K block `b` (at
+/// `gb`) and every token: the scale rides in the `vpmaddwd` (see
+/// [`dot32_by`]).
+///
+/// # Safety
+/// As [`tile_q45k_t`], with `b < nb` and `h0 + N <= 2`.
+#[inline(always)]
+unsafe fn q45k_sums<const T: usize, const N: usize, const FIFTH: bool>(
+    gb: *const u8,
+    acts: &Acts,
+    t0: usize,
+    b: usize,
+    h0: usize,
+) -> [[__m256i; T]; N] {
+    // SAFETY: the caller's contract; the sub-block's chunks lie at
+    // `j * q45k_sub_bytes` (nibbles, then fifth bits at 256), the scale
+    // loads read 8 bytes at `sc_at + 16 j + 8 h` (`j < 8`, `h < 2`), all
+    // inside the group-block, and the activation reads at `32 j + 4 m` (at
+    // most 252) lie inside 256 quants.
+    unsafe {
+        let sub_bytes = q45k_sub_bytes(FIFTH);
+        let mut isum = [[_mm256_setzero_si256(); T]; N];
+        for j in 0..8 {
+            // A few tokens outrun the hardware prefetcher; a tile of
+            // prefill finds the group cached, where the hint costs little.
+            // Once per block: the first half's pass reads every line.
+            if h0 == 0 {
+                for line in (0..sub_bytes).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        gb.wrapping_add(sub_bytes * j + line + PREFETCH) as *const i8
+                    );
+                }
+            }
+            let base = gb.add(sub_bytes * j);
+            for (n, isum) in isum.iter_mut().enumerate() {
+                let h = h0 + n;
+                let q = nibble_quants::<FIFTH>(base, base.wrapping_add(256), h);
+                let sc = twice(gb.add(q45k_sc_at(FIFTH) + GROUP * j + 8 * h));
+                for (t, isum) in isum.iter_mut().enumerate() {
+                    let y = acts.quants(t0 + t, b).as_ptr().add(32 * j);
+                    *isum = dot32_by(&q, y, sc, *isum);
+                }
+            }
+        }
+        isum
+    }
+}
+
+/// Takes half `h`'s `msum = Σ_j min_j · bsum_j` of Q4_K/Q5_K block `b`
+/// and the float step with its `isum` into `acc`.
+///
+/// # Safety
+/// As [`tile_q45k_t`], with `b < nb` and `h < 2`.
+#[inline(always)]
+unsafe fn q45k_finish<const T: usize, const FIFTH: bool>(
+    gb: *const u8,
+    acts: &Acts,
+    t0: usize,
+    b: usize,
+    h: usize,
+    isum: &[__m256i; T],
+    acc: &mut [__m256; T],
+) {
+    // SAFETY: the caller's contract; the min loads read 8 bytes at
+    // `sc_at + 128 + 16 j + 8 h` (`j < 8`), the `d` and `dmin` loads 16 at
+    // `d_at + 16 h` and `d_at + 32 + 16 h`, inside the group-block.
+    unsafe {
+        let mn_at = q45k_sc_at(FIFTH) + 8 * GROUP;
+        let d_at = q45k_d_at(FIFTH);
+        let mn: [__m256i; 4] = std::array::from_fn(|k| {
+            let at = mn_at + GROUP * 2 * k + 8 * h;
+            widen(gb.add(at), gb.add(at + GROUP))
+        });
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(gb.add(d_at + 16 * h) as *const _));
+        let dm = _mm256_cvtph_ps(_mm_loadu_si128(
+            gb.add(d_at + 2 * GROUP + 16 * h) as *const _
+        ));
+        let bsums = q45k_bsums::<T>(acts, t0, b);
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let mut msum = _mm256_setzero_si256();
+            for (mn, &pair) in mn.iter().zip(&bsums[t]) {
+                let m = _mm256_madd_epi16(*mn, _mm256_set1_epi32(pair));
+                msum = _mm256_add_epi32(msum, m);
+            }
+            let yd = _mm256_set1_ps(acts.d(t0 + t, b));
+            let v = _mm256_sub_ps(
+                _mm256_mul_ps(_mm256_mul_ps(dw, yd), _mm256_cvtepi32_ps(isum[t])),
+                _mm256_mul_ps(_mm256_mul_ps(dm, yd), _mm256_cvtepi32_ps(msum)),
+            );
+            *acc = _mm256_add_ps(*acc, v);
+        }
+    }
+}
+
 /// `T` tokens from `t0` against one Q4_K/Q5_K group of `nb` super-blocks.
+///
+/// The reference's `isum = Σ_j sc_j · Σ q·y` takes each scale in the
+/// `vpmaddwd` of the quant products, and its `msum = Σ_j min_j · bsum_j`,
+/// which does not depend on the quants, is taken after the sub-block loop,
+/// two sub-blocks per `vpmaddwd` (the mins are 6-bit, see [`q45k_bsums`]
+/// for the other side). The integers are the reference's exactly.
+///
+/// Up to two tokens, both halves (rows `0..8` and `8..16`) share the
+/// sub-block loop; from three, each half runs it alone, so that only one
+/// running sum per token is live beside the eight quant registers.
 ///
 /// # Safety
 /// AVX2, FMA and F16C; `group` holds `nb` group-blocks and `acts` covers
@@ -159,58 +319,23 @@ unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool>(
     t0: usize,
 ) -> Tile {
     // SAFETY: the CPU features and bounds are the caller's contract; every
-    // group-block read lies at `b * gbytes` with `b < nb`: the sub-block's
-    // chunks at `j * q45k_sub_bytes` (nibbles, then fifth bits at 256),
-    // 8 bytes of scales and of minimums at `sc_at + 16 j + 8 h` and
-    // `+ 128`, 16 bytes of `d` and `dmin`; activation reads at `32 j + 4 m`
-    // (at most 252) lie inside 256 quants.
+    // group-block read lies at `b * gbytes` with `b < nb`, and the helpers
+    // get `h < 2`.
     unsafe {
         let gbytes = q45k_group_block(FIFTH);
-        let sub_bytes = q45k_sub_bytes(FIFTH);
         debug_assert!(group.len() >= nb * gbytes);
         let mut acc = [[_mm256_setzero_ps(); T]; 2];
         for b in 0..nb {
             let gb = group.as_ptr().add(b * gbytes);
-            let mut isum = [[_mm256_setzero_si256(); T]; 2];
-            let mut msum = [[_mm256_setzero_si256(); T]; 2];
-            for j in 0..8 {
-                if T <= 2 {
-                    for line in (0..sub_bytes).step_by(64) {
-                        _mm_prefetch::<_MM_HINT_T0>(
-                            gb.wrapping_add(sub_bytes * j + line + PREFETCH) as *const i8,
-                        );
-                    }
+            if T <= 2 {
+                let isum = q45k_sums::<T, 2, FIFTH>(gb, acts, t0, b, 0);
+                for (h, (isum, acc)) in isum.iter().zip(&mut acc).enumerate() {
+                    q45k_finish::<T, FIFTH>(gb, acts, t0, b, h, isum, acc);
                 }
-                let base = gb.add(sub_bytes * j);
-                for h in 0..2 {
-                    let q = nibble_quants::<FIFTH>(base, base.wrapping_add(256), h);
-                    let at = q45k_sc_at(FIFTH) + GROUP * j + 8 * h;
-                    let sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(gb.add(at) as *const _));
-                    let mn =
-                        _mm256_cvtepu8_epi32(_mm_loadl_epi64(gb.add(at + 8 * GROUP) as *const _));
-                    for t in 0..T {
-                        let tok = t0 + t;
-                        let y = acts.quants(tok, b).as_ptr().add(32 * j);
-                        let sub = dot32_small(&q, y, _mm256_setzero_si256());
-                        isum[h][t] = _mm256_add_epi32(isum[h][t], _mm256_mullo_epi32(sub, sc));
-                        let bsum = _mm256_set1_epi32(*acts.inits(tok, b).get_unchecked(j));
-                        msum[h][t] = _mm256_add_epi32(msum[h][t], _mm256_mullo_epi32(mn, bsum));
-                    }
-                }
-            }
-            let d_at = q45k_d_at(FIFTH);
-            for (h, acc) in acc.iter_mut().enumerate() {
-                let dw = _mm256_cvtph_ps(_mm_loadu_si128(gb.add(d_at + 16 * h) as *const _));
-                let dm = _mm256_cvtph_ps(_mm_loadu_si128(
-                    gb.add(d_at + 2 * GROUP + 16 * h) as *const _
-                ));
-                for (t, acc) in acc.iter_mut().enumerate() {
-                    let yd = _mm256_set1_ps(acts.d(t0 + t, b));
-                    let v = _mm256_sub_ps(
-                        _mm256_mul_ps(_mm256_mul_ps(dw, yd), _mm256_cvtepi32_ps(isum[h][t])),
-                        _mm256_mul_ps(_mm256_mul_ps(dm, yd), _mm256_cvtepi32_ps(msum[h][t])),
-                    );
-                    *acc = _mm256_add_ps(*acc, v);
+            } else {
+                for (h, acc) in acc.iter_mut().enumerate() {
+                    let [isum] = q45k_sums::<T, 1, FIFTH>(gb, acts, t0, b, h);
+                    q45k_finish::<T, FIFTH>(gb, acts, t0, b, h, &isum, acc);
                 }
             }
         }
