@@ -516,6 +516,7 @@ impl Scheduler {
         if plan.is_empty() {
             return Ok(self.end_stuck() || sampled);
         }
+        self.prefill_draft(&plan);
         // Each planned row borrows its prompt; each generation that samples
         // after this step lends its gate to a helper thread that computes
         // grammar masks while the forward pass runs.

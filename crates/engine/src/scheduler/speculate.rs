@@ -300,8 +300,45 @@ impl Scheduler {
         }
         for g in &mut self.gens {
             if g.spec.source == Some(Source::Draft) && g.spec.drafts.is_empty() {
+                // A drafting step spent for no guess (all under
+                // `p_min`) counts as a wrong guess, so that a draft that
+                // keeps doing that is switched off.
+                g.spec.draft_acc.record(0, true);
                 g.spec.source = None;
             }
+        }
+    }
+
+    /// Feeds the draft model the prompt chunks a step is about to
+    /// evaluate, so that a prompt is read by both models chunk by chunk
+    /// (no step later stalls on the draft reading a whole prompt).
+    pub(super) fn prefill_draft(&mut self, plan: &[super::read::Planned]) {
+        let Some(draft) = self.spec.spec.as_mut().and_then(|s| s.draft.as_mut()) else {
+            return;
+        };
+        let mut wanted = vec![None; self.gens.len()];
+        for (i, range, _) in plan {
+            if let Some(r) = range {
+                wanted[*i] = Some(r.end);
+            }
+        }
+        let mut pairs: Vec<(&mut Option<SeqId>, &[u32])> = self
+            .gens
+            .iter_mut()
+            .zip(&wanted)
+            .filter_map(|(g, w)| {
+                let end = (*w)?;
+                // In prefill the gate's history is what came before the
+                // prompt, then the prompt.
+                let hist = g.gate.history();
+                let upto = hist.len() - g.prompt.len() + end;
+                Some((&mut g.spec.draft_seq, &hist[..upto]))
+            })
+            .collect();
+        if !pairs.is_empty() {
+            let t = crate::trace::rec::start();
+            draft.feed(&mut pairs);
+            crate::trace::rec::end(t, "engine", "draft_prefill", pairs.len() as u64);
         }
     }
 
@@ -328,6 +365,21 @@ impl Scheduler {
 
     /// Hands a finished generation's draft sequence back.
     pub(super) fn end_spec(&mut self, i: usize) {
+        if self.spec.spec.is_some() && tracing::enabled!(tracing::Level::DEBUG) {
+            let ms = |r: usize| self.spec.cost.estimate(r).map_or(f64::NAN, |t| t * 1e3);
+            tracing::debug!(
+                drafted = self.gens[i].spec.stats.drafted,
+                accepted = self.gens[i].spec.stats.accepted,
+                "speculation: draft step {:.2} ms; step of 1..6 rows {:.1} {:.1} {:.1} {:.1} {:.1} {:.1} ms",
+                self.spec.draft_secs * 1e3,
+                ms(1),
+                ms(2),
+                ms(3),
+                ms(4),
+                ms(5),
+                ms(6)
+            );
+        }
         let gs = &mut self.gens[i].spec;
         if let Some(seq) = gs.draft_seq.take() {
             if let Some(d) = self.spec.spec.as_mut().and_then(|s| s.draft.as_mut()) {

@@ -172,6 +172,63 @@ impl DraftModel {
         (secs, steps)
     }
 
+    /// Feeds every `(sequence, tokens)` pair's sequence up to all of its
+    /// tokens, in one draft step, computing no logits: the draft reads a
+    /// prompt chunk by chunk beside the model, so that its first guesses
+    /// need only the token sampled last. A pair whose sequence cannot be
+    /// fed loses it (drafting later starts it over).
+    pub(crate) fn feed(&mut self, pairs: &mut [(&mut Option<SeqId>, &[u32])]) {
+        self.entries_tokens.clear();
+        let mut spans = Vec::with_capacity(pairs.len());
+        for (k, (seq, tokens)) in pairs.iter_mut().enumerate() {
+            if tokens.is_empty() {
+                continue;
+            }
+            let from = match self.sync_all(seq, tokens) {
+                Ok(from) => from,
+                Err(_) => {
+                    if let Some(s) = seq.take() {
+                        let _ = self.rt.remove(s);
+                    }
+                    continue;
+                }
+            };
+            if from < tokens.len() {
+                let at = self.entries_tokens.len();
+                self.entries_tokens.extend_from_slice(&tokens[from..]);
+                spans.push((k, at, self.entries_tokens.len()));
+            }
+        }
+        if spans.is_empty() {
+            return;
+        }
+        let entries: Vec<BatchEntry> = spans
+            .iter()
+            .filter_map(|&(k, a, b)| {
+                let seq = (*pairs[k].0)?;
+                Some(BatchEntry::none(seq, &self.entries_tokens[a..b]))
+            })
+            .collect();
+        if self.rt.step(&entries).is_err() {
+            // Every sequence is as it was: drafting catches up later.
+        }
+    }
+
+    /// As [`sync`](Self::sync), but `seq` may hold all of `tokens`.
+    fn sync_all(&mut self, seq: &mut Option<SeqId>, tokens: &[u32]) -> Result<usize> {
+        if let Some(s) = *seq {
+            if let Ok(h) = self.rt.history(s) {
+                let common = h.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+                self.rt.rollback(s, common as u32)?;
+                return Ok(common);
+            }
+            *seq = None;
+        }
+        let (s, reused) = self.rt.new_sequence_for(tokens)?;
+        *seq = Some(s);
+        Ok(reused)
+    }
+
     /// Makes `seq` hold a beginning of `tokens` that leaves at least the
     /// last token to evaluate; returns where the tokens to feed start.
     fn sync(&mut self, seq: &mut Option<SeqId>, tokens: &[u32]) -> Result<usize> {
