@@ -224,13 +224,16 @@ impl Scheduler {
     fn allot(&mut self, cfg: &SpecConfig, mut spare: usize) -> bool {
         let st = &mut self.spec;
         let mut any_draft = false;
+        // Beside other streams the costs, not the odds, keep guesses off:
+        // a probe there would only slow the batch.
+        let alone = st.idx.len() == 1;
         for (j, &i) in st.idx.iter().enumerate() {
             let gs = &mut self.gens[i].spec;
             let mut k = st.ks[j];
             match gs.source {
                 Some(Source::Draft) if k == 0 => {
                     gs.idle += 1;
-                    if gs.idle >= gs.probe_wait {
+                    if alone && gs.idle >= gs.probe_wait {
                         k = 1;
                         gs.probe_wait = (gs.probe_wait * 2).min(PROBE_MAX);
                     }

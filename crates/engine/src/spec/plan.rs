@@ -94,6 +94,12 @@ impl CostTable {
         };
     }
 
+    /// Whether some step of at least `rows` rows has been measured (so the
+    /// estimate for `rows` is an interpolation, not an extrapolation).
+    pub fn known_up_to(&self, rows: usize) -> bool {
+        (rows.max(1)..=MAX_TRACKED_ROWS).any(|r| self.secs[r - 1] > 0.0)
+    }
+
     /// Whether a step of `rows` rows has been measured.
     pub fn measured(&self, rows: usize) -> bool {
         (1..=MAX_TRACKED_ROWS).contains(&rows) && self.secs[rows - 1] > 0.0
@@ -204,6 +210,13 @@ pub fn plan(
         depth[i] += 1;
         if cands[i].costly {
             longest = longest.max(depth[i]);
+        }
+        // Beside other decode rows only measured costs (or ones between
+        // measured counts) are trusted: there a wrong guess at the cost of
+        // a row slows every stream of the batch, so the rule does not
+        // explore. A lone stream may explore along the prior slope.
+        if base > 1 && !cost.known_up_to(base + m + 1) {
+            break;
         }
         let Some(t) = cost.estimate(base + m + 1) else {
             break;
@@ -353,6 +366,27 @@ mod tests {
         assert_eq!(run(&cost, 16, &[c; 16], 0.0), vec![0; 16]);
         // Alone, the same sequence's guesses do pay.
         assert!(run(&cost, 1, &[c], 0.0)[0] >= 1);
+    }
+
+    #[test]
+    fn beside_other_streams_only_measured_costs_count() {
+        let c = Candidate {
+            rate: 0.95,
+            cap: 4,
+            costly: false,
+        };
+        // Four decode rows measured, nothing above: no guess.
+        let cost = table(&[(1, 1.0), (4, 1.4)]);
+        assert_eq!(run(&cost, 4, &[c; 4], 0.0), vec![0; 4]);
+        // A measured 8-row step that is cheap enough: guesses up to it.
+        let cost = table(&[(1, 1.0), (4, 1.4), (8, 1.6)]);
+        let k = run(&cost, 4, &[c; 4], 0.0);
+        assert!(
+            k.iter().sum::<usize>() >= 1 && k.iter().sum::<usize>() <= 4,
+            "{k:?}"
+        );
+        // Alone, a stream explores past what is measured.
+        assert!(run(&table(&[(1, 1.0)]), 1, &[c], 0.0)[0] >= 1);
     }
 
     #[test]
