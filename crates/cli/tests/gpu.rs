@@ -59,50 +59,12 @@ fn a_missing_adapter_index_is_a_clear_error() {
     );
 }
 
-/// The golden `chat-capital` prompt of SmolLM2 and llama.cpp's first
-/// tokens for it (see `run.rs` for why this prompt).
-fn golden_capital(model: &std::path::Path) -> (String, String) {
-    let dir = minfer_testutil::golden_dir();
-    let read = |f: &str| -> serde_json::Value {
-        serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap()
-    };
-    let prompts = read("prompts.json");
-    let prompt = prompts
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "chat-capital")
-        .unwrap()["prompt"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let golden = read("greedy-smollm2.json");
-    let case = golden["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "chat-capital")
-        .unwrap();
-    let file = minfer_gguf::GgufFile::open(model).unwrap();
-    let tok = minfer_engine::Tokenizer::from_gguf(file.metadata()).unwrap();
-    let text: Vec<u8> = case["greedy_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap() as u32)
-        .take_while(|&id| !tok.is_eog(id))
-        .take(8)
-        .flat_map(|id| tok.decode_token(id).to_vec())
-        .collect();
-    (prompt, String::from_utf8(text).unwrap())
-}
-
 #[test]
 fn run_on_the_gpu_prints_llama_cpp_tokens() {
     let Some(model) = require_model(SMOLLM) else {
         return;
     };
-    let (prompt, want) = golden_capital(&model);
+    let (prompt, want) = common::golden_capital(&model, 8);
     let home = tempfile::tempdir().unwrap();
     let args = [
         "run",

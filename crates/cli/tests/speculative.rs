@@ -6,52 +6,14 @@
 mod common;
 
 use common::{assert_one_line_error, minfer, minfer_stdin, stderr, stdout};
-use minfer_engine::Tokenizer;
-use minfer_gguf::GgufFile;
-use minfer_testutil::{golden_dir, require_model, QWEN, SMOLLM};
-
-/// The golden `chat-capital` prompt (raw ChatML) and llama.cpp's greedy
-/// answer to it with SmolLM2 (see tests/run.rs for why this prompt).
-fn golden_answer(model: &std::path::Path) -> (String, String) {
-    let read = |n: &str| -> serde_json::Value {
-        serde_json::from_str(&std::fs::read_to_string(golden_dir().join(n)).unwrap()).unwrap()
-    };
-    let prompts = read("prompts.json");
-    let prompt = prompts
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "chat-capital")
-        .unwrap()["prompt"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let golden = read("greedy-smollm2.json");
-    let case = golden["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "chat-capital")
-        .unwrap();
-    let file = GgufFile::open(model).unwrap();
-    let tok = Tokenizer::from_gguf(file.metadata()).unwrap();
-    let text: Vec<u8> = case["greedy_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap() as u32)
-        .take_while(|&id| !tok.is_eog(id))
-        .flat_map(|id| tok.decode_token(id).to_vec())
-        .collect();
-    (prompt, String::from_utf8(text).unwrap())
-}
+use minfer_testutil::{require_model, QWEN, SMOLLM};
 
 #[test]
 fn run_with_lookup_or_a_draft_prints_the_golden_tokens() {
     let Some(model) = require_model(SMOLLM) else {
         return;
     };
-    let (prompt, want) = golden_answer(&model);
+    let (prompt, want) = common::golden_capital(&model, usize::MAX);
     let home = tempfile::tempdir().unwrap();
     let m = model.to_str().unwrap();
     for extra in [

@@ -6,11 +6,9 @@
 mod common;
 
 use minfer_engine::generate::generate;
-use minfer_engine::{
-    Engine, Event, GenId, GenerateConfig, GenerationStats, LoadedModel, Scheduler, StopReason,
-};
+use minfer_engine::{Engine, Event, GenerateConfig, GenerationStats, LoadedModel, StopReason};
 
-use common::{cfg, greedy};
+use common::{cfg, drain, greedy};
 
 fn loaded() -> Option<LoadedModel> {
     common::loaded(minfer_testutil::SMOLLM)
@@ -26,30 +24,6 @@ fn alone(m: &LoadedModel, prompt: &[u32], n: usize) -> (Vec<u8>, GenerationStats
     })
     .unwrap();
     (out, stats)
-}
-
-/// Steps until every id has delivered `Done`; returns text and stats per id.
-fn drain(s: &mut Scheduler, ids: &[GenId]) -> Vec<(Vec<u8>, GenerationStats)> {
-    let mut text = vec![Vec::new(); ids.len()];
-    let mut done: Vec<Option<GenerationStats>> = vec![None; ids.len()];
-    let mut steps = 0;
-    while done.iter().any(Option::is_none) {
-        s.step().unwrap();
-        steps += 1;
-        assert!(steps < 10_000, "the scheduler does not finish");
-        for (k, &id) in ids.iter().enumerate() {
-            while let Some(ev) = s.next_event(id) {
-                match ev {
-                    Event::Text(b) => text[k].extend_from_slice(&b),
-                    Event::Logprobs(_) | Event::PromptLogprobs(_) => {}
-                    Event::Done(st) => done[k] = Some(st),
-                }
-            }
-        }
-    }
-    text.into_iter()
-        .zip(done.into_iter().map(Option::unwrap))
-        .collect()
 }
 
 fn prompt(m: &LoadedModel, user: &str) -> Vec<u32> {

@@ -8,9 +8,11 @@ mod common;
 use std::sync::Arc;
 
 use minfer_engine::{
-    DraftModel, EngineConfig, Event, GenId, GenerateConfig, GenerationStats, LoadedModel,
-    SamplingParams, Scheduler, SpecConfig, Speculation,
+    DraftModel, EngineConfig, GenId, GenerateConfig, GenerationStats, LoadedModel, SamplingParams,
+    SpecConfig, Speculation,
 };
+
+use common::drain;
 
 fn cfg(threads: usize) -> EngineConfig {
     EngineConfig {
@@ -37,30 +39,6 @@ fn sampled(n: usize, seed: u64) -> GenerateConfig {
         },
         logprobs: None,
     }
-}
-
-/// Steps until every generation is done; text and stats per generation.
-fn drain(s: &mut Scheduler, ids: &[GenId]) -> Vec<(Vec<u8>, GenerationStats)> {
-    let mut text = vec![Vec::new(); ids.len()];
-    let mut done: Vec<Option<GenerationStats>> = vec![None; ids.len()];
-    let mut steps = 0;
-    while done.iter().any(Option::is_none) {
-        s.step().unwrap();
-        steps += 1;
-        assert!(steps < 20_000, "the scheduler does not finish");
-        for (k, &id) in ids.iter().enumerate() {
-            while let Some(ev) = s.next_event(id) {
-                match ev {
-                    Event::Text(b) => text[k].extend_from_slice(&b),
-                    Event::Logprobs(_) | Event::PromptLogprobs(_) => {}
-                    Event::Done(st) => done[k] = Some(st),
-                }
-            }
-        }
-    }
-    text.into_iter()
-        .zip(done.into_iter().map(Option::unwrap))
-        .collect()
 }
 
 /// How to speculate in one run.

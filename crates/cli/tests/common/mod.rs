@@ -74,3 +74,43 @@ pub fn assert_one_line_error(out: &Output, code: i32, needles: &[&str]) {
     }
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// The golden `chat-capital` prompt of SmolLM2 (raw ChatML) and the text
+/// of llama.cpp's first `max` greedy tokens for it, the end-of-generation
+/// token excluded (see `run.rs` for why this prompt).
+#[allow(dead_code)]
+pub fn golden_capital(model: &Path, max: usize) -> (String, String) {
+    let dir = minfer_testutil::golden_dir();
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap()
+    };
+    let prompts = read("prompts.json");
+    let prompt = prompts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "chat-capital")
+        .unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let golden = read("greedy-smollm2.json");
+    let case = golden["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "chat-capital")
+        .unwrap();
+    let file = minfer_gguf::GgufFile::open(model).unwrap();
+    let tok = minfer_engine::Tokenizer::from_gguf(file.metadata()).unwrap();
+    let text: Vec<u8> = case["greedy_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .take_while(|&id| !tok.is_eog(id))
+        .take(max)
+        .flat_map(|id| tok.decode_token(id).to_vec())
+        .collect();
+    (prompt, String::from_utf8(text).unwrap())
+}

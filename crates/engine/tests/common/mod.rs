@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use minfer_engine::{Engine, EngineConfig, GenerateConfig, LoadedModel, SamplingParams};
+use minfer_engine::{
+    Engine, EngineConfig, Event, GenId, GenerateConfig, GenerationStats, LoadedModel,
+    SamplingParams, Scheduler,
+};
 use minfer_models::Model;
 
 /// Loads a real model with its tokenizer and template (the front door), or
@@ -90,5 +93,29 @@ pub fn random_ids(seed: u32, n_vocab: usize, lens: &[usize]) -> Vec<Vec<u32>> {
                 })
                 .collect()
         })
+        .collect()
+}
+
+/// Steps until every id has delivered `Done`; returns text and stats per id.
+pub fn drain(s: &mut Scheduler, ids: &[GenId]) -> Vec<(Vec<u8>, GenerationStats)> {
+    let mut text = vec![Vec::new(); ids.len()];
+    let mut done: Vec<Option<GenerationStats>> = vec![None; ids.len()];
+    let mut steps = 0;
+    while done.iter().any(Option::is_none) {
+        s.step().unwrap();
+        steps += 1;
+        assert!(steps < 10_000, "the scheduler does not finish");
+        for (k, &id) in ids.iter().enumerate() {
+            while let Some(ev) = s.next_event(id) {
+                match ev {
+                    Event::Text(b) => text[k].extend_from_slice(&b),
+                    Event::Logprobs(_) | Event::PromptLogprobs(_) => {}
+                    Event::Done(st) => done[k] = Some(st),
+                }
+            }
+        }
+    }
+    text.into_iter()
+        .zip(done.into_iter().map(Option::unwrap))
         .collect()
 }
