@@ -11,6 +11,7 @@ mod contention;
 pub mod dequant;
 pub mod dot;
 mod error;
+pub mod gelu;
 pub mod matmul;
 pub mod packed;
 pub mod pool;

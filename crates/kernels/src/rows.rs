@@ -291,6 +291,19 @@ impl RowKernels {
         crate::activation::swiglu_scalar(gate, up);
     }
 
+    /// `gate = gelu(gate) * up` with GELU rounded through f16 as ggml's
+    /// CPU backend does (see [`crate::gelu`]), as far as the shorter slice
+    /// reaches.
+    pub fn geglu(self, gate: &mut [f32], up: &[f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is only set when the CPU has AVX2, FMA and F16C.
+            unsafe { crate::gelu::x86::geglu(gate, up) };
+            return;
+        }
+        crate::gelu::geglu_scalar(gate, up);
+    }
+
     /// `x = silu(x)` (see [`crate::activation`]).
     pub fn silu(self, x: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]

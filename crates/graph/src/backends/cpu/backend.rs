@@ -311,6 +311,11 @@ impl Backend for CpuBackend {
 
     fn prepare(&mut self, view: &GraphView) -> Result<()> {
         self.size_scratch(view);
+        // The GELU table is built once per process, here rather than
+        // inside the first step that needs it.
+        if view.graph.nodes.iter().any(|n| matches!(n.op, Op::GeGlu)) {
+            minfer_kernels::gelu::warm_up();
+        }
         Ok(())
     }
 

@@ -3,7 +3,6 @@
 //! narrowing point), these follow it, so the activations feeding the next
 //! quantized matmul are the same values.
 
-use minfer_kernels::blocks::{f16_to_f32, f32_to_f16};
 use minfer_kernels::RowKernels;
 
 use super::bad_len;
@@ -111,31 +110,13 @@ pub fn tanh_inplace(x: &mut [f32]) {
     }
 }
 
-/// GELU with the tanh approximation, in f32 as ggml's `ggml_gelu_f32`:
-/// `0.5 x (1 + tanh(sqrt(2/π) x (1 + 0.044715 x²)))`.
-pub fn gelu_tanh(x: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    const COEF_A: f32 = 0.044_715;
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh())
-}
-
-/// GELU as ggml's CPU backend applies it to f32 data: through its f16
-/// table, so the input is rounded to f16 and so is the result; beyond
-/// ±10 the function is taken as 0 and the identity.
-#[inline]
-fn gelu_f16_table(x: f32) -> f32 {
-    if x <= -10.0 {
-        0.0
-    } else if x >= 10.0 {
-        x
-    } else {
-        let xh = f16_to_f32(f32_to_f16(x));
-        f16_to_f32(f32_to_f16(gelu_tanh(xh)))
-    }
-}
+pub use minfer_kernels::gelu::gelu_tanh;
 
 /// `gate_out = gelu(gate_out) * up`, GELU as ggml's CPU backend computes
-/// it (see `gelu_f16_table`), so that gemma's FFN rounds as llama.cpp's.
+/// it (rounded through f16, see [`minfer_kernels::gelu`]), so that gemma's
+/// FFN rounds as llama.cpp's. The direct reference, one value at a time;
+/// the executor runs [`RowKernels::geglu`], which the kernel tests check
+/// against it.
 ///
 /// # Errors
 /// [`GraphError::BadInput`] when the two lengths differ.
@@ -144,7 +125,7 @@ pub fn geglu_inplace(gate_out: &mut [f32], up: &[f32]) -> Result<()> {
         return Err(bad_len("geglu up", gate_out.len(), up.len()));
     }
     for (g, &u) in gate_out.iter_mut().zip(up) {
-        *g = gelu_f16_table(*g) * u;
+        *g = minfer_kernels::gelu::gelu_f16(*g) * u;
     }
     Ok(())
 }

@@ -239,7 +239,27 @@ fn compute(
         }
         Op::GeGlu => {
             seed(cx, out)?;
-            cpu::geglu_inplace(out, src_f32(cx.pool, cx.weights, slot_of(1))?)
+            let up = src_f32(cx.pool, cx.weights, slot_of(1))?;
+            if up.len() != out.len() {
+                return Err(GraphError::Other(format!(
+                    "node {}: geglu of {} values with {} up values",
+                    node.name,
+                    out.len(),
+                    up.len()
+                )));
+            }
+            // Element by element, so any split over threads gives the
+            // same bits.
+            let rows = cx.rows;
+            let dst = SharedMut::new(out.as_mut_ptr());
+            cx.threads.for_chunks(out.len(), 64, 2, |r| {
+                // SAFETY: the chunks of `for_chunks` are disjoint and inside
+                // `out`, which outlives the job; each thread writes only
+                // its own range.
+                let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(r.start), r.len()) };
+                rows.geglu(o, &up[r]);
+            });
+            Ok(())
         }
         Op::Softmax => {
             seed(cx, out)?;
