@@ -187,7 +187,26 @@ fn compute(
             }
         }
         Op::RmsNorm { eps } => {
-            cpu::rms_norm(src_f32(cx.pool, cx.weights, slot_of(0))?, ne0, *eps, out)
+            let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
+            if ne0 == 0 || x.len() != out.len() || x.len() % ne0 != 0 || x.len() < 64 * ne0 {
+                // One thread: a decode step's few rows, or input that
+                // `rms_norm` refuses with its own error.
+                return cpu::rms_norm(x, ne0, *eps, out);
+            }
+            // Row by row, so any split of the rows over threads gives the
+            // same bits.
+            let eps = *eps;
+            let dst = SharedMut::new(out.as_mut_ptr());
+            cx.threads.for_chunks(x.len() / ne0, 1, 2, |r| {
+                let (at, len) = (r.start * ne0, r.len() * ne0);
+                // SAFETY: the chunks of `for_chunks` are disjoint row ranges
+                // inside `out` (as long as `x`, whole rows of `ne0`), which
+                // outlives the job; each thread writes only its own rows.
+                let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(at), len) };
+                // The shapes were checked above, so this cannot fail.
+                let _ = cpu::rms_norm(&x[at..at + len], ne0, eps, o);
+            });
+            Ok(())
         }
         Op::Add | Op::Mul => {
             seed(cx, out)?;
