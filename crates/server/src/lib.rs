@@ -7,8 +7,10 @@
 //! model thread only through channels. Up to `n_parallel` requests
 //! generate at once, up to `queue` more wait, and past that a request gets
 //! 503. A client that goes away cancels its generation before the next
-//! step. On shutdown the server stops accepting, lets running requests
-//! finish for `drain_timeout`, cancels the rest and returns.
+//! step. On shutdown `/health` turns 503 and new generations are refused
+//! (a router's health check takes the replica out), connections are still
+//! accepted while running requests finish, for at most `drain_timeout`;
+//! then the server stops accepting, cancels what is left and returns.
 
 mod anthropic;
 mod api;
@@ -213,8 +215,11 @@ pub async fn run(
             Worker::new(sched, n_parallel, metrics).run(cmd_rx);
         })?;
 
-    // Shutdown: stop accepting, refuse new generations, and after the
-    // drain period cancel whatever still runs so the connections close.
+    // Shutdown: refuse new generations and answer 503 on `/health` (a
+    // router's health check takes the replica out), keep accepting
+    // connections while admitted generations finish, then stop accepting;
+    // after the drain period cancel whatever still runs so the
+    // connections close.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let drain_shared = shared.clone();
     let drain = cfg.drain_timeout;
@@ -230,6 +235,7 @@ pub async fn run(
             tokio::time::sleep(drain).await;
             s.send(Cmd::CancelAll);
         });
+        drained(&drain_shared.metrics, drain).await;
     };
     let app = routes::router(shared.clone());
     let server = tokio::spawn(async move {
@@ -263,6 +269,23 @@ pub async fn run(
     load_result?;
     served??;
     Ok(())
+}
+
+/// Resolves once no generation has run or waited for three polls in a row
+/// (a request admitted just before the drain began reaches the model
+/// thread's counts within a poll), or after `limit`. Connections still
+/// open then are waited for by the HTTP server's own graceful shutdown.
+async fn drained(metrics: &Metrics, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut idle_polls = 0;
+    while idle_polls < 3 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if metrics.active.load(Relaxed) + metrics.queued.load(Relaxed) == 0 {
+            idle_polls += 1;
+        } else {
+            idle_polls = 0;
+        }
+    }
 }
 
 /// Loads the model and starts its scheduler (on the model thread).

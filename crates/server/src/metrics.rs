@@ -194,8 +194,9 @@ impl Metrics {
 impl Metrics {
     /// The gauges an inference gateway's endpoint picker scrapes (the
     /// Kubernetes Gateway API inference extension's model-server protocol:
-    /// queued and running requests, KV-cache utilization in [0, 1]), under
-    /// minfer's names and under vLLM's, which the picker reads by default.
+    /// queued and running requests, KV-cache utilization in [0, 1]) and the
+    /// prefix cache's token counters, under minfer's names and under
+    /// vLLM's, which the picker reads by default.
     fn render_gateway(&self, s: &mut String) {
         let total = self.cells_total.load(Relaxed);
         let free = self.cells_free.load(Relaxed).min(total);
@@ -229,6 +230,30 @@ impl Metrics {
             s,
             "# HELP vllm:gpu_cache_usage_perc KV-cache utilization (1 = full).\n# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc {usage}"
         );
+        // The prefix cache in tokens, as vLLM counts it: every prompt token
+        // of an admitted generation is looked up, and a hit is one taken
+        // from a cached sequence instead of computed. hits / queries is the
+        // hit rate a router's prefix affinity is judged by.
+        let counters = [
+            (
+                "prefix_cache_queries_total",
+                "Prefix cache lookups, in prompt tokens looked up.",
+                self.prompt_tokens.load(Relaxed),
+            ),
+            (
+                "prefix_cache_hits_total",
+                "Prefix cache hits, in prompt tokens served from the cache.",
+                self.prefix_reused_tokens.load(Relaxed),
+            ),
+        ];
+        for prefix in ["minfer:", "vllm:"] {
+            for (name, help, v) in counters {
+                let _ = writeln!(
+                    s,
+                    "# HELP {prefix}{name} {help}\n# TYPE {prefix}{name} counter\n{prefix}{name} {v}"
+                );
+            }
+        }
     }
 }
 
@@ -294,6 +319,56 @@ mod tests {
         assert!(
             t.contains("# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.25")
         );
+    }
+
+    #[test]
+    fn prefix_cache_counters_count_prompt_tokens_looked_up_and_hit() {
+        let m = Metrics::default();
+        let t = m.render();
+        for prefix in ["minfer:", "vllm:"] {
+            assert!(
+                t.contains(&format!(
+                    "# TYPE {prefix}prefix_cache_queries_total counter\n{prefix}prefix_cache_queries_total 0\n"
+                )),
+                "{t}"
+            );
+            assert!(
+                t.contains(&format!(
+                    "# TYPE {prefix}prefix_cache_hits_total counter\n{prefix}prefix_cache_hits_total 0\n"
+                )),
+                "{t}"
+            );
+        }
+        // Two requests of 120 and 80 prompt tokens, the second finding 64
+        // of its tokens cached.
+        m.prompt_tokens.fetch_add(120, Relaxed);
+        m.prompt_tokens.fetch_add(80, Relaxed);
+        m.prefix_reused_tokens.fetch_add(64, Relaxed);
+        let t = m.render();
+        for prefix in ["minfer:", "vllm:"] {
+            assert!(
+                t.contains(&format!("{prefix}prefix_cache_queries_total 200\n")),
+                "{t}"
+            );
+            assert!(
+                t.contains(&format!("{prefix}prefix_cache_hits_total 64\n")),
+                "{t}"
+            );
+        }
+        // The older minfer names stay, with the same values.
+        assert!(t.contains("minfer_prompt_tokens_total 200\n"), "{t}");
+        assert!(t.contains("minfer_prompt_tokens_cached_total 64\n"), "{t}");
+        // Every sample line is a name, an optional label set and a number.
+        for line in t.lines().filter(|l| !l.starts_with('#')) {
+            let (name, value) = line.rsplit_once(' ').unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+            assert!(
+                name.chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':'),
+                "{line}"
+            );
+        }
     }
 
     #[test]

@@ -246,16 +246,22 @@ async fn model(State(shared): St, Path(id): Path<String>) -> Result<Response, Ap
     Ok(Json(model_object(served)).into_response())
 }
 
+/// 200 once the model is loaded; 503 while it loads and from the start of
+/// a shutdown on, so that a router's health check takes the replica out
+/// while it drains.
 async fn health(State(shared): St) -> Response {
-    if shared.served.get().is_some() {
-        Json(json!({"status": "ok"})).into_response()
+    let status = if shared.served.get().is_none() {
+        "loading"
+    } else if shared.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        "draining"
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "loading"})),
-        )
-            .into_response()
-    }
+        return Json(json!({"status": "ok"})).into_response();
+    };
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({ "status": status })),
+    )
+        .into_response()
 }
 
 async fn metrics(State(shared): St) -> Response {

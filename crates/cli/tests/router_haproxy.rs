@@ -1,0 +1,237 @@
+//! Replicas of `minfer serve` behind an existing router: three SmolLM2
+//! replicas and HAProxy (deploy/haproxy/haproxy.cfg, its ports filled in)
+//! on loopback, driven by crates/cli/tests/router/router_test.py with the
+//! official `openai` client: the chat trace (tests/fixtures/chat-trace.jsonl)
+//! replayed under prefix hashing and round robin, one replica SIGKILLed
+//! mid-run, another drained with SIGTERM. The script prints the tables;
+//! this side checks that the drained replica exits 0.
+//!
+//! It needs `haproxy` on the PATH (Debian's package; `scripts/test.sh`
+//! installs it) and the Python named by MINFER_TEST_PYTHON. Without them
+//! the test fails, unless MINFER_REQUIRE_MODELS=0 turns that into a
+//! recorded skip.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::server::{wait_for, Server};
+
+fn python() -> Option<PathBuf> {
+    match std::env::var_os("MINFER_TEST_PYTHON") {
+        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
+        _ => {
+            minfer_testutil::skip(
+                "MINFER_TEST_PYTHON (a Python with the openai client)",
+                "scripts/test.sh creates it in target/pyenv with the pinned versions",
+            );
+            None
+        }
+    }
+}
+
+fn haproxy() -> Option<(PathBuf, String)> {
+    for cand in ["haproxy", "/usr/sbin/haproxy"] {
+        if let Ok(out) = Command::new(cand).arg("-v").output() {
+            if out.status.success() {
+                let v = String::from_utf8_lossy(&out.stdout);
+                let first = v.lines().next().unwrap_or("").to_string();
+                return Some((PathBuf::from(cand), first));
+            }
+        }
+    }
+    minfer_testutil::skip(
+        "haproxy (the router in front of the replicas)",
+        "apt-get install haproxy (scripts/test.sh does it when run as root)",
+    );
+    None
+}
+
+/// `minfer serve` with one compute thread (three share two cores).
+fn replica(model: &Path, home: &Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_minfer"))
+        .arg("serve")
+        .arg(model)
+        .args(["--host", "127.0.0.1", "--port", "0", "-t", "1", "-np", "4"])
+        .args(["--n-ctx", "4096", "--drain-timeout", "30"])
+        .env("MINFER_HOME", home)
+        .env("MINFER_PYTHON", "/nonexistent/python-for-minfer-tests")
+        .env_remove("MINFER_API_KEY")
+        .env_remove("MINFER_SIMD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn minfer serve");
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("minfer serve prints its ready line within 2 minutes");
+    let rest = line
+        .split("http://")
+        .nth(1)
+        .unwrap_or_else(|| panic!("unexpected ready line {line:?}"));
+    let mut words = rest.split_whitespace();
+    let addr = words.next().expect("an address").to_string();
+    let model = words.last().expect("a model id").to_string();
+    Server { child, addr, model }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// HAProxy in the foreground, stopped when the test ends.
+struct Router(Child);
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn haproxy_in_front_of_three_replicas() {
+    let Some(model) = minfer_testutil::require_model(minfer_testutil::SMOLLM) else {
+        return;
+    };
+    let Some(python) = python() else {
+        return;
+    };
+    let Some((haproxy, version)) = haproxy() else {
+        return;
+    };
+    // This crate's own checkout (two levels up), where the template, the
+    // script and the trace are.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let home = tempfile::tempdir().unwrap();
+    let mut replicas: Vec<Server> = (0..3).map(|_| replica(&model, home.path())).collect();
+    let port = |s: &Server| s.addr.rsplit(':').next().unwrap().to_string();
+
+    let (prefix, rr, stats) = (free_port(), free_port(), free_port());
+    let template = std::fs::read_to_string(root.join("deploy/haproxy/haproxy.cfg")).unwrap();
+    let cfg = template
+        .replace("@PREFIX_PORT@", &prefix.to_string())
+        .replace("@RR_PORT@", &rr.to_string())
+        .replace("@STATS_PORT@", &stats.to_string())
+        .replace("@PORT1@", &port(&replicas[0]))
+        .replace("@PORT2@", &port(&replicas[1]))
+        .replace("@PORT3@", &port(&replicas[2]));
+    assert!(!cfg.contains("PORT"), "a placeholder is left: {cfg}");
+    let cfg_path = home.path().join("haproxy.cfg");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let check = Command::new(&haproxy)
+        .arg("-c")
+        .arg("-f")
+        .arg(&cfg_path)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "haproxy -c: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let _router = Router(
+        Command::new(&haproxy)
+            .arg("-db")
+            .arg("-f")
+            .arg(&cfg_path)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", prefix)).is_err() {
+        assert!(Instant::now() < deadline, "haproxy did not start listening");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let the first health checks pass (rise 2 at inter 250ms).
+    std::thread::sleep(Duration::from_millis(800));
+
+    let names = ["r1", "r2", "r3"];
+    let map: serde_json::Map<String, serde_json::Value> = names
+        .iter()
+        .zip(&replicas)
+        .map(|(n, s)| {
+            (
+                n.to_string(),
+                serde_json::json!({"url": s.url(), "pid": s.child.id()}),
+            )
+        })
+        .collect();
+    let summary_path = home.path().join("router-summary.json");
+    let mut script = Command::new(&python)
+        .arg(root.join("crates/cli/tests/router/router_test.py"))
+        .env("MINFER_PREFIX_URL", format!("http://127.0.0.1:{prefix}"))
+        .env("MINFER_RR_URL", format!("http://127.0.0.1:{rr}"))
+        .env(
+            "MINFER_STATS_URL",
+            format!("http://127.0.0.1:{stats}/stats"),
+        )
+        .env(
+            "MINFER_REPLICAS",
+            serde_json::Value::Object(map).to_string(),
+        )
+        .env("MINFER_MODEL_ID", &replicas[0].model)
+        .env("MINFER_TRACE", root.join("tests/fixtures/chat-trace.jsonl"))
+        .env("MINFER_ROUTER_SUMMARY", &summary_path)
+        .env("MINFER_HAPROXY_VERSION", &version)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("run router_test.py");
+    let status = match wait_for(&mut script, Duration::from_secs(420)) {
+        Some(s) => s,
+        None => {
+            let _ = script.kill();
+            panic!("router_test.py ran past 7 minutes");
+        }
+    };
+    eprintln!("{version}");
+    let summary: serde_json::Value = match std::fs::read_to_string(&summary_path) {
+        Ok(s) => serde_json::from_str(&s).unwrap(),
+        Err(e) => panic!("router_test.py wrote no summary ({e}); exit {status}"),
+    };
+    eprintln!(
+        "router summary: {}",
+        serde_json::to_string_pretty(&summary).unwrap()
+    );
+    assert!(status.success(), "router_test.py failed: {status}");
+
+    let index = |key: &str, field: &str| -> usize {
+        let name = summary[key][field].as_str().unwrap();
+        names.iter().position(|n| *n == name).unwrap()
+    };
+    let killed = index("failover", "killed");
+    let drained = index("drain", "replica");
+    assert_ne!(killed, drained);
+    let st = wait_for(&mut replicas[killed].child, Duration::from_secs(10))
+        .expect("the SIGKILLed replica is gone");
+    assert!(!st.success(), "{st}");
+    let st = wait_for(&mut replicas[drained].child, Duration::from_secs(40))
+        .expect("the drained replica exits");
+    assert!(
+        st.success(),
+        "minfer serve exits 0 after SIGTERM and its drain: {st}"
+    );
+    let last = (0..3).find(|&i| i != killed && i != drained).unwrap();
+    let st = replicas[last].terminate(Duration::from_secs(30));
+    assert!(st.success(), "{st}");
+}
