@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what the tests need
-# (the Python gguf reference, tmux for the chat's terminal test, Mesa's
+# (the Python gguf reference, tmux for the chat's terminal test, HAProxy
+# for the router test, Mesa's
 # software Vulkan driver for the GPU backend's tests, a venv with the
-# official openai client for the server's test and Selenium for its chat
-# page's browser test), fetches the models
+# official openai client for the server's test, Selenium for its chat
+# page's browser test and the offline validators of deploy/), fetches the models
 # with minfer itself, runs every test, then lists any recorded skips.
 # A missing model or reference fails a test unless MINFER_REQUIRE_MODELS=0.
 set -euo pipefail
@@ -14,6 +15,17 @@ if ! command -v tmux >/dev/null 2>&1; then
         apt-get update -qq && apt-get install -y -qq tmux
     else
         echo "tmux is missing: install it (e.g. apt-get install tmux) for the chat's terminal test" >&2
+        exit 1
+    fi
+fi
+
+# HAProxy is the router in front of three `minfer serve` replicas in the
+# router test (crates/cli/tests/router_haproxy.rs).
+if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && apt-get install -y -qq haproxy
+    else
+        echo "haproxy is missing: install it (e.g. apt-get install haproxy) for the router test" >&2
         exit 1
     fi
 fi
@@ -48,7 +60,8 @@ fi
 python3 -m pip install -q gguf==0.19.0
 
 python3 -m venv target/pyenv
-target/pyenv/bin/pip install -q openai==1.109.1 anthropic==2.15.0 ollama==0.6.3 pytest==8.3.4 selenium==4.27.1
+target/pyenv/bin/pip install -q openai==1.109.1 anthropic==2.15.0 ollama==0.6.3 pytest==8.3.4 selenium==4.27.1 \
+    kubernetes-validate==1.37.0 check-jsonschema==0.39.0
 export MINFER_TEST_PYTHON="$PWD/target/pyenv/bin/python"
 
 rm -f target/minfer-skipped.txt
