@@ -12,7 +12,7 @@ use minfer_kernels::{
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
-const PACKABLE: [GgmlType; 8] = [
+const PACKABLE: [GgmlType; 9] = [
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q4_0,
@@ -21,6 +21,7 @@ const PACKABLE: [GgmlType; 8] = [
     GgmlType::Q5_1,
     GgmlType::Q8_0,
     GgmlType::Q6_K,
+    GgmlType::IQ4_NL,
 ];
 
 /// Elements per block of a packable type.
@@ -34,14 +35,20 @@ fn block_len(ty: GgmlType) -> usize {
 fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> Vec<u8> {
     let rb = row_bytes(ty, cols).unwrap();
     let mut data = vec![0u8; rows * rb];
-    if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
+    if matches!(
+        ty,
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_NL
+    ) {
         // No quantizer here: random quants and scales, sane f16 factors
-        // (Q6_K's `d` at the end, Q4_K/Q5_K's `d` and `dmin` first).
+        // (Q6_K's `d` at the end, Q4_K/Q5_K's `d` and `dmin` first,
+        // IQ4_NL's `d` first).
         rng.fill(&mut data[..]);
         let bs = ty.type_size() as usize;
         for blk in data.chunks_exact_mut(bs) {
             if ty == GgmlType::Q6_K {
                 blk[208..210].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+            } else if ty == GgmlType::IQ4_NL {
+                blk[0..2].copy_from_slice(&half(rng.gen_range(-0.05..0.05)));
             } else {
                 blk[0..2].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
                 blk[2..4].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
@@ -130,7 +137,8 @@ proptest! {
 }
 
 /// The largest integer sums the SIMD kernels can meet: every quant at its
-/// extreme (all bits set, and for Q8_0 also -128) against activations that
+/// extreme (all bits set, and for Q8_0 also -128, for IQ4_NL the -127 of
+/// index 0) against activations that
 /// all quantize to +127 or -127. The AVX2 kernels sum byte products in
 /// 16-bit lanes, exact only while these stay in range.
 #[test]
@@ -139,10 +147,11 @@ fn extreme_quants_and_activations_stay_exact() {
     for ty in PACKABLE {
         let cols = block_len(ty) * blocks;
         let bs = ty.type_size() as usize;
-        let fills: &[u8] = if ty == GgmlType::Q8_0 {
-            &[0xFF, 0x80, 0x7F]
-        } else {
-            &[0xFF]
+        let fills: &[u8] = match ty {
+            GgmlType::Q8_0 => &[0xFF, 0x80, 0x7F],
+            // Codebook index 0 is its largest magnitude, -127.
+            GgmlType::IQ4_NL => &[0xFF, 0x00, 0x0F],
+            _ => &[0xFF],
         };
         for &fill in fills {
             let mut data = vec![fill; rows * row_bytes(ty, cols).unwrap()];

@@ -27,6 +27,7 @@ use std::arch::x86_64::*;
 use super::avx512_k::PREFETCH;
 use super::layout::{Format, GROUP};
 use super::{Acts, Tile, TILE};
+use crate::blocks::KVALUES_IQ4NL;
 
 /// Rows per 256-bit register.
 pub(super) const HALF: usize = GROUP / 2;
@@ -161,7 +162,13 @@ unsafe fn dot32_signed(a: &[__m256i; 8], s: &[__m256i; 8], y: *const u8) -> __m2
 /// # Safety
 /// As [`tile`]; `b` must be below the row's block count and `h < 2`.
 #[inline(always)]
-unsafe fn half_block<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: bool>(
+unsafe fn half_block<
+    const T: usize,
+    const NIB: bool,
+    const FIFTH: bool,
+    const MIN: bool,
+    const CB: bool,
+>(
     f: &Format,
     gb: *const u8,
     acts: &Acts,
@@ -181,24 +188,42 @@ unsafe fn half_block<const T: usize, const NIB: bool, const FIFTH: bool, const M
         } else {
             _mm256_setzero_ps()
         };
-        let (q, s) = if NIB {
+        // Plain loops rather than `map`/`from_fn`: a closure does not
+        // inherit the caller's target features, so the intrinsics inside
+        // it would be calls instead of instructions.
+        let (q, s) = if NIB && CB {
+            // IQ4_NL: each nibble picks a signed codebook value, then the
+            // signed product as for Q8_0 (the values are at most 127 in
+            // magnitude, so the i16 steps stay exact).
+            let mut s = nibble_quants::<false>(gb, gb, h);
+            let mut a = s;
+            let book = codebook();
+            for (s, a) in s.iter_mut().zip(&mut a) {
+                *s = _mm256_shuffle_epi8(book, *s);
+                *a = _mm256_abs_epi8(*s);
+            }
+            (a, s)
+        } else if NIB {
             let q = nibble_quants::<FIFTH>(gb, gb.add(f.qh_at()), h);
             (q, q)
         } else {
             // Undo the stored `+ 128`: the signed quant and its magnitude.
             let flip = _mm256_set1_epi8(-128);
-            let s: [__m256i; 8] = std::array::from_fn(|k| {
-                _mm256_xor_si256(
+            let mut s = [_mm256_setzero_si256(); 8];
+            let mut a = s;
+            for (k, (s, a)) in s.iter_mut().zip(&mut a).enumerate() {
+                *s = _mm256_xor_si256(
                     _mm256_loadu_si256(gb.add(64 * k + 32 * h) as *const _),
                     flip,
-                )
-            });
-            (s.map(|s| _mm256_abs_epi8(s)), s)
+                );
+                *a = _mm256_abs_epi8(*s);
+            }
+            (a, s)
         };
         for (t, acc) in acc.iter_mut().enumerate() {
             let tok = t0 + t;
             let y = acts.quants(tok, b).as_ptr();
-            let isum = if NIB {
+            let isum = if NIB && !CB {
                 dot32_small(&q, y, _mm256_set1_epi32(acts.init(tok, b)))
             } else {
                 dot32_signed(&q, &s, y)
@@ -218,7 +243,13 @@ unsafe fn half_block<const T: usize, const NIB: bool, const FIFTH: bool, const M
 /// # Safety
 /// As [`half_block`].
 #[inline(always)]
-unsafe fn block<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: bool>(
+unsafe fn block<
+    const T: usize,
+    const NIB: bool,
+    const FIFTH: bool,
+    const MIN: bool,
+    const CB: bool,
+>(
     f: &Format,
     gb: *const u8,
     acts: &Acts,
@@ -236,8 +267,8 @@ unsafe fn block<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: b
             line += 64;
         }
         let [lo, hi] = acc;
-        half_block::<T, NIB, FIFTH, MIN>(f, gb, acts, t0, b, 0, lo);
-        half_block::<T, NIB, FIFTH, MIN>(f, gb, acts, t0, b, 1, hi);
+        half_block::<T, NIB, FIFTH, MIN, CB>(f, gb, acts, t0, b, 0, lo);
+        half_block::<T, NIB, FIFTH, MIN, CB>(f, gb, acts, t0, b, 1, hi);
     }
 }
 
@@ -263,7 +294,13 @@ pub(super) unsafe fn store<const T: usize>(acc: &[[__m256; T]; 2]) -> Tile {
 /// AVX2, FMA and F16C; `group` holds `nb` group-blocks of `f`, and `acts`
 /// covers tokens `t0..t0 + T` with `nb` blocks each.
 #[inline(always)]
-unsafe fn tile_t<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: bool>(
+unsafe fn tile_t<
+    const T: usize,
+    const NIB: bool,
+    const FIFTH: bool,
+    const MIN: bool,
+    const CB: bool,
+>(
     f: &Format,
     nb: usize,
     group: &[u8],
@@ -272,7 +309,7 @@ unsafe fn tile_t<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: 
 ) -> Tile {
     if T > 2 {
         // SAFETY: the same contract.
-        return unsafe { tile_by_partial::<T, NIB, FIFTH, MIN>(f, nb, group, acts, t0) };
+        return unsafe { tile_by_partial::<T, NIB, FIFTH, MIN, CB>(f, nb, group, acts, t0) };
     }
     // SAFETY: as the function's contract; `block` gets `b < nb` and the
     // group-block at `b * gbytes`, inside `group` (`nb * gbytes` bytes).
@@ -285,24 +322,25 @@ unsafe fn tile_t<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: 
         let mut b = 0;
         while b + 4 <= nb {
             let [a0, a1, a2, a3] = &mut acc;
-            block::<T, NIB, FIFTH, MIN>(f, base.add(b * gbytes), acts, t0, b, a0);
-            block::<T, NIB, FIFTH, MIN>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
-            block::<T, NIB, FIFTH, MIN>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
-            block::<T, NIB, FIFTH, MIN>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add(b * gbytes), acts, t0, b, a0);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
             b += 4;
         }
         for (s, acc) in acc.iter_mut().enumerate().take(nb - b) {
-            block::<T, NIB, FIFTH, MIN>(f, base.add((b + s) * gbytes), acts, t0, b + s, acc);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + s) * gbytes), acts, t0, b + s, acc);
         }
         // The reference's combine: `(s0 + s2) + (s1 + s3)`.
-        let sum: [[__m256; T]; 2] = std::array::from_fn(|h| {
-            std::array::from_fn(|t| {
-                _mm256_add_ps(
+        let mut sum = [[_mm256_setzero_ps(); T]; 2];
+        for (h, sum) in sum.iter_mut().enumerate() {
+            for (t, sum) in sum.iter_mut().enumerate() {
+                *sum = _mm256_add_ps(
                     _mm256_add_ps(acc[0][h][t], acc[2][h][t]),
                     _mm256_add_ps(acc[1][h][t], acc[3][h][t]),
-                )
-            })
-        });
+                );
+            }
+        }
         store(&sum)
     }
 }
@@ -319,7 +357,13 @@ unsafe fn tile_t<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: 
 /// # Safety
 /// As [`tile_t`].
 #[inline(always)]
-unsafe fn tile_by_partial<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: bool>(
+unsafe fn tile_by_partial<
+    const T: usize,
+    const NIB: bool,
+    const FIFTH: bool,
+    const MIN: bool,
+    const CB: bool,
+>(
     f: &Format,
     nb: usize,
     group: &[u8],
@@ -338,7 +382,15 @@ unsafe fn tile_by_partial<const T: usize, const NIB: bool, const FIFTH: bool, co
             for (p, acc) in part.iter_mut().enumerate() {
                 let mut b = p;
                 while b < nb {
-                    half_block::<T, NIB, FIFTH, MIN>(f, base.add(b * gbytes), acts, t0, b, h, acc);
+                    half_block::<T, NIB, FIFTH, MIN, CB>(
+                        f,
+                        base.add(b * gbytes),
+                        acts,
+                        t0,
+                        b,
+                        h,
+                        acc,
+                    );
                     b += 4;
                 }
             }
@@ -359,7 +411,7 @@ unsafe fn tile_by_partial<const T: usize, const NIB: bool, const FIFTH: bool, co
 /// # Safety
 /// As [`tile_t`], for `nt` tokens (1 to [`TILE`]).
 #[inline(always)]
-unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool>(
+unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: bool>(
     f: &Format,
     nb: usize,
     group: &[u8],
@@ -368,7 +420,7 @@ unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool>(
     nt: usize,
 ) -> Tile {
     // SAFETY: the caller's contract, for the tile height chosen.
-    unsafe { by_height!(nt, tile_t::<_, NIB, FIFTH, MIN>(f, nb, group, acts, t0)) }
+    unsafe { by_height!(nt, tile_t::<_, NIB, FIFTH, MIN, CB>(f, nb, group, acts, t0)) }
 }
 
 /// The AVX2 kernel for any legacy interleaved format.
@@ -379,5 +431,24 @@ unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool>(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     // SAFETY: this function's features and contract are the callee's.
-    unsafe { by_legacy_format!(f, tile_n(f, nb, group, acts, t0, nt)) }
+    unsafe {
+        if f.codebook {
+            return tile_n::<true, false, false, true>(f, nb, group, acts, t0, nt);
+        }
+        by_legacy_format!(f, tile_n::<.., false>(f, nb, group, acts, t0, nt))
+    }
+}
+
+/// IQ4_NL's sixteen codebook values in both 128-bit lanes, for
+/// `vpshufb`.
+///
+/// # Safety
+/// AVX2.
+#[inline(always)]
+unsafe fn codebook() -> __m256i {
+    // SAFETY: the caller's precondition; the load reads the 16-byte table.
+    unsafe {
+        let t = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const _);
+        _mm256_broadcastsi128_si256(t)
+    }
 }

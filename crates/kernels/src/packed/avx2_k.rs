@@ -271,10 +271,13 @@ unsafe fn q45k_finish<const T: usize, const FIFTH: bool>(
     unsafe {
         let mn_at = q45k_sc_at(FIFTH) + 8 * GROUP;
         let d_at = q45k_d_at(FIFTH);
-        let mn: [__m256i; 4] = std::array::from_fn(|k| {
+        // A loop, not `from_fn`: a closure would not inherit the caller's
+        // target features (see `super::avx2::half_block`).
+        let mut mn = [_mm256_setzero_si256(); 4];
+        for (k, mn) in mn.iter_mut().enumerate() {
             let at = mn_at + GROUP * 2 * k + 8 * h;
-            widen(gb.add(at), gb.add(at + GROUP))
-        });
+            *mn = widen(gb.add(at), gb.add(at + GROUP));
+        }
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(gb.add(d_at + 16 * h) as *const _));
         let dm = _mm256_cvtph_ps(_mm_loadu_si128(
             gb.add(d_at + 2 * GROUP + 16 * h) as *const _

@@ -18,6 +18,7 @@
 //!   `16 + 4c..16 + 4c + 4`. For Q8_0, eight 64-byte chunks of four quants
 //!   per row, each quant stored as `q + 128` (an unsigned byte, which is
 //!   what `vpdpbusd` multiplies).
+//!   IQ4_NL is laid out as Q4_0; its nibbles index the codebook.
 //! - Q5_0/Q5_1 fifth bits: one little-endian `u32` per row, with the fifth
 //!   bit of quant `4k + j` at bit `k` of byte `j`, so a single shift brings
 //!   the bits of quants `4k..4k + 4` to bit 4 of their own bytes.
@@ -35,7 +36,7 @@ pub const GROUP: usize = 16;
 /// here, or Q6_K's super-blocks (see [`super::layout_k`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
+    /// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL.
     Legacy,
     /// Q6_K.
     Q6K,
@@ -57,8 +58,12 @@ pub struct Format {
     /// A per-block minimum `m` present (Q4_1, Q5_1).
     pub min: bool,
     /// What the stored unsigned quants exceed the signed ones by (0 for
-    /// the types with a minimum, whose quants are unsigned already).
+    /// the types with a minimum, whose quants are unsigned already, and
+    /// for IQ4_NL).
     pub offset: i32,
+    /// The nibbles index IQ4_NL's codebook ([`KVALUES_IQ4NL`]) instead of
+    /// being the quants themselves; laid out as Q4_0's.
+    pub codebook: bool,
 }
 
 impl Format {
@@ -72,6 +77,7 @@ impl Format {
             fifth,
             min,
             offset,
+            codebook: false,
         };
         Some(match ty {
             Q4_0 => f(true, false, false, 8),
@@ -79,6 +85,10 @@ impl Format {
             Q5_0 => f(true, true, false, 16),
             Q5_1 => f(true, true, true, 0),
             Q8_0 => f(false, false, false, 128),
+            IQ4_NL => Format {
+                codebook: true,
+                ..f(true, false, false, 0)
+            },
             Q6_K => Format {
                 kind: Kind::Q6K,
                 ..f(false, false, false, 32)
@@ -178,6 +188,11 @@ fn read_block(f: &Format, b: &[u8]) -> Fields {
             out.d = x.d;
             out.qs[..16].copy_from_slice(&x.qs);
         }
+        GgmlType::IQ4_NL => {
+            let x: &BlockIQ4NL = bytemuck::from_bytes(b);
+            out.d = x.d;
+            out.qs[..16].copy_from_slice(&x.qs);
+        }
         GgmlType::Q4_1 => {
             let x: &BlockQ4_1 = bytemuck::from_bytes(b);
             (out.d, out.m) = (x.d, x.m);
@@ -208,6 +223,11 @@ fn write_block(f: &Format, x: &Fields, b: &mut [u8]) {
     match f.ty {
         GgmlType::Q4_0 => {
             let o: &mut BlockQ4_0 = bytemuck::from_bytes_mut(b);
+            o.d = x.d;
+            o.qs.copy_from_slice(&x.qs[..16]);
+        }
+        GgmlType::IQ4_NL => {
+            let o: &mut BlockIQ4NL = bytemuck::from_bytes_mut(b);
             o.d = x.d;
             o.qs.copy_from_slice(&x.qs[..16]);
         }

@@ -22,16 +22,17 @@ macro_rules! by_height {
     };
 }
 
-/// `f::<NIB, FIFTH, MIN>(args)` for the legacy format `fmt`: nibbles or
-/// bytes, fifth bits, a minimum.
+/// `f::<NIB, FIFTH, MIN, G…>(args)` for the legacy format `fmt`: nibbles
+/// or bytes, fifth bits, a minimum (`f::<.., G…>` names the trailing
+/// generics).
 macro_rules! by_legacy_format {
-    ($fmt:expr, $f:ident($($a:expr),* $(,)?)) => {
+    ($fmt:expr, $f:ident $(::<.. $(, $g:tt)*>)? ($($a:expr),* $(,)?)) => {
         match ($fmt.nibbles, $fmt.fifth, $fmt.min) {
-            (false, _, _) => $f::<false, false, false>($($a),*),
-            (true, false, false) => $f::<true, false, false>($($a),*),
-            (true, false, true) => $f::<true, false, true>($($a),*),
-            (true, true, false) => $f::<true, true, false>($($a),*),
-            (true, true, true) => $f::<true, true, true>($($a),*),
+            (false, _, _) => $f::<false, false, false $($(, $g)*)?>($($a),*),
+            (true, false, false) => $f::<true, false, false $($(, $g)*)?>($($a),*),
+            (true, false, true) => $f::<true, false, true $($(, $g)*)?>($($a),*),
+            (true, true, false) => $f::<true, true, false $($(, $g)*)?>($($a),*),
+            (true, true, true) => $f::<true, true, true $($(, $g)*)?>($($a),*),
         }
     };
 }
@@ -173,6 +174,9 @@ fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
     // `check_tile` is the kernels' bounds contract.
     unsafe {
         match f.kind {
+            // No 512-bit form of the codebook lookup yet: the AVX2 kernel,
+            // whose features every such CPU has.
+            Kind::Legacy if f.codebook => avx2::tile(f, nb, group, acts, t0, nt),
             Kind::Legacy => avx512::tile(f, nb, group, acts, t0, nt),
             Kind::Q6K => avx512_k::tile_q6k(nb, group, acts, t0, nt),
             Kind::Q45K => avx512_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),

@@ -9,10 +9,11 @@ use super::layout_k::{
     q45k_d, q45k_quant, q45k_scale_min, q6k_d, q6k_quant, q6k_scale, Q6K_GROUP_BLOCK,
 };
 use super::{Acts, Tile, TILE};
-use crate::blocks::f16_to_f32;
+use crate::blocks::{f16_to_f32, KVALUES_IQ4NL};
 use crate::dot::scalar::k_combine;
 
-/// The stored (unsigned) quant `n` of row `j` in one group-block.
+/// The stored (unsigned) quant `n` of row `j` in one group-block; for
+/// IQ4_NL its (signed) codebook value.
 fn quant(f: &Format, gb: &[u8], j: usize, n: usize) -> i32 {
     let (k, byte) = (n / 4, n % 4);
     if !f.nibbles {
@@ -21,6 +22,9 @@ fn quant(f: &Format, gb: &[u8], j: usize, n: usize) -> i32 {
     let c = k % 4;
     let packed = gb[64 * c + 4 * j + byte];
     let mut q = if k < 4 { packed & 0x0F } else { packed >> 4 } as i32;
+    if f.codebook {
+        return KVALUES_IQ4NL[q as usize] as i32;
+    }
     if f.fifth {
         let at = f.qh_at() + 4 * j;
         let h = u32::from_le_bytes([gb[at], gb[at + 1], gb[at + 2], gb[at + 3]]);
