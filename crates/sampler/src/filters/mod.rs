@@ -331,5 +331,4 @@ pub(crate) fn draw(cands: &[Candidate], rng: &mut impl Rng) -> u32 {
 }
 
 #[cfg(test)]
-#[path = "filters_tests.rs"]
 mod tests;

@@ -350,5 +350,4 @@ impl Sampler {
 }
 
 #[cfg(test)]
-#[path = "sampler_tests.rs"]
 mod tests;

@@ -23,15 +23,12 @@
 
 use std::sync::OnceLock;
 
-#[path = "rows_heads.rs"]
 mod heads;
 
 pub use heads::HeadRows;
 #[cfg(target_arch = "x86_64")]
-#[path = "rows_pairs.rs"]
 mod pairs;
 #[cfg(target_arch = "x86_64")]
-#[path = "rows_wide.rs"]
 mod wide;
 
 use crate::blocks::{f16_to_f32, f32_to_f16};

@@ -765,5 +765,4 @@ fn worker_main(shared: &Shared, index: usize) {
 }
 
 #[cfg(test)]
-#[path = "pool_tests.rs"]
 mod tests;
