@@ -674,23 +674,43 @@ impl ThreadPool {
         pieces: usize,
         f: F,
     ) {
+        self.for_chunks_on(n, align, pieces, |_, r| f(r));
+    }
+
+    /// [`for_chunks`](ThreadPool::for_chunks), with `f` also told the index
+    /// (below [`n_threads`](ThreadPool::n_threads)) of the thread running
+    /// the chunk: 0 for the caller, which also runs every chunk itself when
+    /// the job is not dispatched. One thread runs its chunks one after
+    /// another, so per-thread scratch indexed by it is never shared between
+    /// chunks that run at once within this call.
+    ///
+    /// # Panics
+    ///
+    /// As [`run`](ThreadPool::run).
+    pub fn for_chunks_on<F: Fn(usize, Range<usize>) + Sync>(
+        &self,
+        n: usize,
+        align: usize,
+        pieces: usize,
+        f: F,
+    ) {
         let align = align.max(1);
         let parts = self.n_threads();
         let per = n.div_ceil(parts * pieces.max(1)).div_ceil(align).max(1) * align;
         if parts == 1 || n <= per || self.contention.solo() {
             let _in_job = InJob::enter();
             if n > 0 {
-                f(0..n);
+                f(0, 0..n);
             }
             return;
         }
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let job = move |_: &Ctx| loop {
+        let job = move |cx: &Ctx| loop {
             let start = next.fetch_add(per, Ordering::Relaxed);
             if start >= n {
                 break;
             }
-            f(start..start.saturating_add(per).min(n));
+            f(cx.index, start..start.saturating_add(per).min(n));
         };
         self.dispatch(&job, true);
     }

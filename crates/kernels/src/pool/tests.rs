@@ -152,3 +152,29 @@ fn stalled_workers_switch_split_jobs_to_the_caller_alone() {
     seen.sort_unstable();
     assert_eq!(seen, (0..64).collect::<Vec<_>>());
 }
+
+#[test]
+fn chunks_on_name_a_pool_thread_and_cover_every_item_once() {
+    use std::sync::atomic::AtomicU32;
+    for threads in [1, 2, 4] {
+        let pool = ThreadPool::new(threads);
+        let n = 1000;
+        let seen: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+        // One "busy" flag per thread index: a chunk finding its thread's
+        // flag already set would mean two chunks share per-thread scratch.
+        let busy: Vec<AtomicU32> = (0..threads).map(|_| AtomicU32::new(0)).collect();
+        pool.for_chunks_on(n, 1, 8, |thread, r| {
+            assert!(thread < threads, "index {thread} of {threads} threads");
+            assert_eq!(
+                busy[thread].swap(1, Ordering::SeqCst),
+                0,
+                "thread {thread} overlaps"
+            );
+            for i in r {
+                seen[i].fetch_add(1, Ordering::Relaxed);
+            }
+            busy[thread].store(0, Ordering::SeqCst);
+        });
+        assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+    }
+}

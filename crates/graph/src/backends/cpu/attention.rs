@@ -7,7 +7,7 @@
 //! batch and one region, and cells past a sequence's cursor are never read.
 
 use std::ops::Range;
-use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use minfer_kernels::blocks::QK;
 use minfer_kernels::pool::{SharedMut, ThreadPool};
@@ -565,22 +565,13 @@ impl Runs {
     }
 }
 
-/// One of the per-thread buffers that no other thread holds: at most
-/// `n_threads` chunks run at once and there are that many buffers, so the
-/// scan always finds one.
-fn lock_free_buf(bufs: &[Mutex<ThreadBuf>]) -> MutexGuard<'_, ThreadBuf> {
-    loop {
-        for b in bufs {
-            match b.try_lock() {
-                Ok(g) => return g,
-                // A poisoned lock only means an earlier job panicked while
-                // holding it; the buffers hold no invariant.
-                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
-                Err(TryLockError::WouldBlock) => {}
-            }
-        }
-        std::hint::spin_loop();
-    }
+/// Thread `thread`'s buffers. Its chunks run one after another, so the
+/// lock is uncontended within one call; it stays a lock so that even an
+/// unexpected overlap (a nested call on another pool thread) is safe.
+fn thread_buf(bufs: &[Mutex<ThreadBuf>], thread: usize) -> MutexGuard<'_, ThreadBuf> {
+    // A poisoned lock only means an earlier job panicked while holding it;
+    // the buffers hold no invariant.
+    bufs[thread].lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -627,8 +618,8 @@ fn attend(
     let failed = std::sync::atomic::AtomicBool::new(false);
     // Items are claimed a few at a time, so a thread that is not running
     // (another process has its core) leaves its share to the others.
-    pool.for_chunks(runs.len(), 1, 4, |items| {
-        let mut guard = lock_free_buf(bufs);
+    pool.for_chunks_on(runs.len(), 1, 4, |thread, items| {
+        let mut guard = thread_buf(bufs, thread);
         let buf = &mut *guard;
         for item in items {
             let (t, heads) = runs.get(item);
