@@ -40,7 +40,10 @@ pub enum GpuError {
 
 impl From<GpuError> for minfer_graph::GraphError {
     fn from(e: GpuError) -> Self {
-        minfer_graph::GraphError::Other(e.to_string())
+        minfer_graph::GraphError::Backend {
+            backend: "GPU",
+            msg: e.to_string(),
+        }
     }
 }
 

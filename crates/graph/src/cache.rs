@@ -267,7 +267,11 @@ impl GraphCache {
     fn kv_home(&self, layer: usize, kind: KvKind) -> Result<Device> {
         self.kv_info(layer, kind)
             .map(|(d, _)| d)
-            .ok_or_else(|| GraphError::Other(format!("layer {layer} has no {kind:?} region")))
+            .ok_or(GraphError::NoKvRegion {
+                layer,
+                kind,
+                where_: "",
+            })
     }
 
     /// Appends cell `cell`'s row of a region, in the raw format of
@@ -424,7 +428,7 @@ impl GraphCache {
         self.entries
             .iter()
             .find(|e| e.uid == uid)
-            .ok_or_else(|| GraphError::Other(format!("graph {} is not in the cache", uid.0)))
+            .ok_or(GraphError::UnknownGraph(uid.0))
     }
 
     /// The cached (fused) graph of `uid`, for dumps.
@@ -475,9 +479,7 @@ impl GraphCache {
             if self.verify {
                 let fresh = self.build_fused(params, weights, build)?.0;
                 if let Some(diff) = self.entries[0].graph.structural_diff(&fresh) {
-                    return Err(GraphError::Other(format!(
-                        "non-deterministic builder: {diff}"
-                    )));
+                    return Err(GraphError::NonDeterministic(diff.to_string()));
                 }
             }
             if let Some(t0) = t0 {
@@ -725,11 +727,11 @@ impl GraphCache {
             .entries
             .iter()
             .position(|e| e.uid == uid)
-            .ok_or_else(|| GraphError::Other(format!("graph {} is not in the cache", uid.0)))?;
+            .ok_or(GraphError::UnknownGraph(uid.0))?;
         let e = &self.entries[idx];
         if let Some(max) = e.plan.max_weight {
             if max.0 as usize >= weights.len() {
-                return Err(GraphError::Other(format!(
+                return Err(GraphError::InvalidGraph(format!(
                     "graph {} reads weight {} but the store holds {}",
                     uid.0,
                     max.0,
@@ -804,7 +806,10 @@ impl GraphCache {
 }
 
 fn no_gpu() -> GraphError {
-    GraphError::Other("the offload plan names the GPU, but the cache has no GPU backend".into())
+    GraphError::Backend {
+        backend: "GPU",
+        msg: "the offload plan names the GPU, but the cache has no GPU backend".into(),
+    }
 }
 
 /// Carries one value across a split boundary.

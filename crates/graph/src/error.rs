@@ -2,6 +2,8 @@
 
 use minfer_kernels::KernelError;
 
+use crate::ir::KvKind;
+
 /// What building or executing a graph can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
@@ -66,9 +68,59 @@ pub enum GraphError {
     /// A kernel refused its input.
     #[error(transparent)]
     Kernel(#[from] KernelError),
-    /// Any other failure, described by the message.
-    #[error("graph: {0}")]
-    Other(String),
+    /// Memory for a KV region or a node buffer could not be had.
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
+    /// A layer's KV region that a graph reads or writes does not exist.
+    #[error("layer {layer} has no {kind:?} region{where_}")]
+    NoKvRegion {
+        /// The layer.
+        layer: usize,
+        /// Keys or values.
+        kind: KvKind,
+        /// Where it was looked for ("" for the CPU, " on the GPU").
+        where_: &'static str,
+    },
+    /// A KV region exists with another size or format than a graph needs
+    /// (regions are sized once per cache).
+    #[error("KV region {kind:?} of layer {layer}: {msg}")]
+    KvMismatch {
+        /// The layer.
+        layer: usize,
+        /// Keys or values.
+        kind: KvKind,
+        /// What differs.
+        msg: String,
+    },
+    /// A graph id that the cache (or a backend) does not hold.
+    #[error("graph {0} is not in the cache")]
+    UnknownGraph(u64),
+    /// A model's graph builder gave two different graphs for the same
+    /// parameters (the field holds the first difference).
+    #[error("non-deterministic builder: {0}")]
+    NonDeterministic(String),
+    /// A built graph that breaks the rules of the IR (found when it is
+    /// planned).
+    #[error("invalid graph: {0}")]
+    InvalidGraph(String),
+    /// A node that its backend cannot execute as planned: an operand in
+    /// the wrong kind of buffer, an op the backend does not run, scratch
+    /// smaller than planned.
+    #[error("node {node:?}: {msg}")]
+    Exec {
+        /// The node's name (or what was being read).
+        node: String,
+        /// What went wrong.
+        msg: String,
+    },
+    /// A device backend failed (the GPU's driver, a missing backend).
+    #[error("{backend} backend: {msg}")]
+    Backend {
+        /// Which backend.
+        backend: &'static str,
+        /// Its message.
+        msg: String,
+    },
 }
 
 /// Result alias of this crate.

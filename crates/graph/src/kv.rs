@@ -66,10 +66,11 @@ impl std::fmt::Debug for KvRegion {
 /// overflows or the allocator refuses (a context too large for memory
 /// should be reported, not abort the process).
 fn zeroed<T: Clone>(n: Option<usize>, zero: T, what: &str) -> Result<Vec<T>> {
-    let n = n.ok_or_else(|| GraphError::Other(format!("KV region of {what} is too large")))?;
+    let n =
+        n.ok_or_else(|| GraphError::OutOfMemory(format!("a KV region of {what} is too large")))?;
     let mut v = Vec::new();
     v.try_reserve_exact(n)
-        .map_err(|e| GraphError::Other(format!("cannot allocate KV region ({n} x {what}): {e}")))?;
+        .map_err(|e| GraphError::OutOfMemory(format!("KV region ({n} x {what}): {e}")))?;
     v.resize(n, zero);
     Ok(v)
 }
@@ -80,7 +81,7 @@ impl KvRegion {
     /// # Errors
     /// [`GraphError::BadInput`] when `row_elems` or `n_ctx` is 0, or when
     /// the format is Q8_0 and `row_elems` is not a multiple of 32;
-    /// [`GraphError::Other`] when the region cannot be allocated.
+    /// [`GraphError::OutOfMemory`] when the region cannot be allocated.
     pub fn new(format: KvFormat, row_elems: usize, n_ctx: usize) -> Result<Self> {
         if row_elems == 0 || n_ctx == 0 {
             return Err(GraphError::BadInput {

@@ -105,7 +105,7 @@ fn reuse_only_with_equal_params() {
     inp.fill(&[1, 2, 3, 4], 0, 2);
     assert!(matches!(
         c.execute(uid, &w, &inp.step()),
-        Err(GraphError::Other(_))
+        Err(GraphError::UnknownGraph(_))
     ));
     assert_eq!(
         c.execute(u, &w, &inp.step()).unwrap().len(),

@@ -102,8 +102,10 @@ impl GpuBackend {
         self.kv
             .get(layer)
             .and_then(|l| l[kind as usize].as_ref())
-            .ok_or_else(|| {
-                GraphError::Other(format!("layer {layer} has no {kind:?} region on the GPU"))
+            .ok_or(GraphError::NoKvRegion {
+                layer,
+                kind,
+                where_: " on the GPU",
             })
     }
 
@@ -112,13 +114,18 @@ impl GpuBackend {
         let (b, len) = match slot {
             Slot::F32 { buf, len } => (&self.f32[buf], len),
             Slot::I32 { buf, len } => (&self.i32[buf], len),
-            other => return Err(GraphError::Other(format!("no GPU buffer behind {other:?}"))),
+            other => {
+                return Err(GraphError::Backend {
+                    backend: "GPU",
+                    msg: format!("no GPU buffer behind {other:?}"),
+                })
+            }
         };
         if len > b.len {
-            return Err(GraphError::Other(format!(
-                "a value of {len} in a buffer of {}",
-                b.len
-            )));
+            return Err(GraphError::Backend {
+                backend: "GPU",
+                msg: format!("a value of {len} in a buffer of {}", b.len),
+            });
         }
         Ok(BufRange {
             buffer: b.buffer.clone(),
@@ -224,12 +231,16 @@ impl Backend for GpuBackend {
         }
         if let Some(r) = &self.kv[layer][kind as usize] {
             if r.row_elems != row || r.n_ctx != n_ctx || r.format != format {
-                return Err(GraphError::Other(format!(
-                    "KV region {kind:?} of layer {layer} holds {} cells of {} values as {:?}; \
-                     this graph needs {n_ctx} cells of {row} values as {format:?} \
-                     (the regions are sized once per cache)",
-                    r.n_ctx, r.row_elems, r.format
-                )));
+                return Err(GraphError::KvMismatch {
+                    layer,
+                    kind,
+                    msg: format!(
+                        "holds {} cells of {} values as {:?} on the GPU; this graph needs \
+                         {n_ctx} cells of {row} values as {format:?} (the regions are sized \
+                         once per cache)",
+                        r.n_ctx, r.row_elems, r.format
+                    ),
+                });
             }
             return Ok(false);
         }
@@ -304,9 +315,11 @@ impl Backend for GpuBackend {
     ) -> GResult<()> {
         // Through the CPU's rounding, so a stored row is what a KV store of
         // these values leaves on either device.
-        let info = self
-            .kv_info(layer, kind)
-            .ok_or_else(|| GraphError::Other(format!("layer {layer} has no {kind:?} region")))?;
+        let info = self.kv_info(layer, kind).ok_or(GraphError::NoKvRegion {
+            layer,
+            kind,
+            where_: " on the GPU",
+        })?;
         let mut cpu = minfer_graph::kv::KvRegion::new(info.format, info.row_elems, 1)?;
         cpu.store_row(0, row)?;
         let mut raw = Vec::new();
@@ -360,10 +373,10 @@ impl Backend for GpuBackend {
         }
         let rec = &self.graphs[&view.uid];
         let Some((_, bound)) = rec.splits.iter().find(|(r, _)| *r == nodes) else {
-            return Err(GraphError::Other(format!(
-                "graph {} has no GPU split {nodes:?}",
-                view.uid.0
-            )));
+            return Err(GraphError::Backend {
+                backend: "GPU",
+                msg: format!("graph {} has no GPU split {nodes:?}", view.uid.0),
+            });
         };
         let t = timed.then(Instant::now);
         let mut enc = self.gpu.encoder();

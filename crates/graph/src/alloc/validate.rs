@@ -64,7 +64,7 @@ fn note_row(
 pub(crate) fn validate(g: &BuiltGraph, weights: &WeightStore) -> Result<(Vec<Kind>, KvRows)> {
     let n = g.nodes.len();
     if g.output >= n {
-        return Err(GraphError::Other(format!(
+        return Err(GraphError::InvalidGraph(format!(
             "output node {} is not in the graph",
             g.output
         )));

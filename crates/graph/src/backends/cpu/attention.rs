@@ -649,9 +649,10 @@ fn attend(
         }
     });
     if failed.into_inner() {
-        return Err(GraphError::Other(
-            "attention: a validated cell could not be read".into(),
-        ));
+        return Err(GraphError::Exec {
+            node: "attention".into(),
+            msg: "a validated cell could not be read".into(),
+        });
     }
     Ok(())
 }

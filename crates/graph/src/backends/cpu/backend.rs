@@ -110,7 +110,10 @@ impl CpuBackend {
     pub(crate) fn f32_values(&self, slot: Slot) -> Result<&[f32]> {
         match slot {
             Slot::F32 { buf, len } => Ok(&self.pool.f32[buf][..len]),
-            other => Err(GraphError::Other(format!("not an f32 buffer: {other:?}"))),
+            other => Err(GraphError::Exec {
+                node: format!("{other:?}"),
+                msg: "not an f32 buffer".into(),
+            }),
         }
     }
 
@@ -118,7 +121,10 @@ impl CpuBackend {
     pub(crate) fn f32_values_mut(&mut self, slot: Slot) -> Result<&mut [f32]> {
         match slot {
             Slot::F32 { buf, len } => Ok(&mut self.pool.f32[buf][..len]),
-            other => Err(GraphError::Other(format!("not an f32 buffer: {other:?}"))),
+            other => Err(GraphError::Exec {
+                node: format!("{other:?}"),
+                msg: "not an f32 buffer".into(),
+            }),
         }
     }
 
@@ -126,7 +132,10 @@ impl CpuBackend {
     pub(crate) fn i32_values(&self, slot: Slot) -> Result<&[i32]> {
         match slot {
             Slot::I32 { buf, len } => Ok(&self.pool.i32[buf][..len]),
-            other => Err(GraphError::Other(format!("not an i32 buffer: {other:?}"))),
+            other => Err(GraphError::Exec {
+                node: format!("{other:?}"),
+                msg: "not an i32 buffer".into(),
+            }),
         }
     }
 
@@ -155,8 +164,11 @@ impl CpuBackend {
     }
 
     fn region_or_err(&self, layer: usize, kind: KvKind) -> Result<&KvRegion> {
-        self.region(layer, kind)
-            .ok_or_else(|| GraphError::Other(format!("layer {layer} has no {kind:?} region")))
+        self.region(layer, kind).ok_or(GraphError::NoKvRegion {
+            layer,
+            kind,
+            where_: "",
+        })
     }
 
     /// Grows the scratch to what the CPU's nodes of `view` need.
@@ -233,9 +245,7 @@ impl Backend for CpuBackend {
                 let b = &mut bufs[i];
                 if b.len() < n {
                     b.try_reserve_exact(n - b.len()).map_err(|e| {
-                        GraphError::Other(format!(
-                            "cannot allocate a node buffer of {n} values: {e}"
-                        ))
+                        GraphError::OutOfMemory(format!("a node buffer of {n} values: {e}"))
                     })?;
                     b.resize(n, T::default());
                 }
@@ -263,14 +273,17 @@ impl Backend for CpuBackend {
         };
         if let Some(r) = slot {
             if r.row_elems() != row || r.n_ctx() != n_ctx || r.format() != format {
-                return Err(GraphError::Other(format!(
-                    "KV region {kind:?} of layer {layer} holds {} cells of {} values as {:?}; \
-                     this graph needs {n_ctx} cells of {row} values as {format:?} \
-                     (the regions are sized once per cache)",
-                    r.n_ctx(),
-                    r.row_elems(),
-                    r.format()
-                )));
+                return Err(GraphError::KvMismatch {
+                    layer,
+                    kind,
+                    msg: format!(
+                        "holds {} cells of {} values as {:?}; this graph needs {n_ctx} cells \
+                         of {row} values as {format:?} (the regions are sized once per cache)",
+                        r.n_ctx(),
+                        r.row_elems(),
+                        r.format()
+                    ),
+                });
             }
             return Ok(false);
         }
@@ -335,7 +348,10 @@ impl Backend for CpuBackend {
                 self.pool.i32[buf][..n].copy_from_slice(&data[..n]);
                 Ok(())
             }
-            _ => Err(GraphError::Other(format!("not an i32 buffer: {slot:?}"))),
+            _ => Err(GraphError::Exec {
+                node: format!("{slot:?}"),
+                msg: "not an i32 buffer".into(),
+            }),
         }
     }
 

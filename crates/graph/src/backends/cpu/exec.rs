@@ -46,10 +46,10 @@ fn f32_weight(weights: &WeightStore, id: WeightId, len: usize) -> Result<&[f32]>
     // yields the correctly aligned middle part.
     let (pre, vals, _) = unsafe { bytes.align_to::<f32>() };
     if !pre.is_empty() || vals.len() < len {
-        return Err(GraphError::Other(format!(
-            "weight {} cannot be read as {len} aligned f32 values",
-            weights.info(id).name
-        )));
+        return Err(GraphError::Exec {
+            node: weights.info(id).name.clone(),
+            msg: format!("cannot be read as {len} aligned f32 values"),
+        });
     }
     Ok(&vals[..len])
 }
@@ -69,9 +69,10 @@ fn src_f32<'a>(pool: &'a TypedPool, weights: &'a WeightStore, slot: Slot) -> Res
             let s = weights.info(id).shape;
             f32_weight(weights, id, s[0] * s[1])
         }
-        _ => Err(GraphError::Other(format!(
-            "expected an f32 value, found {slot:?}"
-        ))),
+        _ => Err(GraphError::Exec {
+            node: format!("{slot:?}"),
+            msg: "expected an f32 value".into(),
+        }),
     }
 }
 
@@ -79,9 +80,10 @@ fn src_f32<'a>(pool: &'a TypedPool, weights: &'a WeightStore, slot: Slot) -> Res
 fn src_i32(pool: &TypedPool, slot: Slot) -> Result<&[i32]> {
     match slot {
         Slot::I32 { buf, len } => Ok(&pool.i32[buf][..len]),
-        _ => Err(GraphError::Other(format!(
-            "expected an i32 value, found {slot:?}"
-        ))),
+        _ => Err(GraphError::Exec {
+            node: format!("{slot:?}"),
+            msg: "expected an i32 value".into(),
+        }),
     }
 }
 
@@ -91,7 +93,11 @@ fn region(kv: &mut [LayerKv], layer: usize, kind: KvKind) -> Result<&mut KvRegio
         KvKind::K => l.k.as_mut(),
         KvKind::V => l.v.as_mut(),
     });
-    r.ok_or_else(|| GraphError::Other(format!("layer {layer} has no {kind:?} region")))
+    r.ok_or(GraphError::NoKvRegion {
+        layer,
+        kind,
+        where_: "",
+    })
 }
 
 /// Runs node `i` of `g`.
@@ -120,17 +126,20 @@ pub(crate) fn exec_node(
             let tmp = cx
                 .rope_scratch
                 .get_mut(..x.len())
-                .ok_or_else(|| GraphError::Other("rope scratch is smaller than planned".into()))?;
+                .ok_or_else(|| GraphError::Exec {
+                    node: node.name.clone(),
+                    msg: "rope scratch is smaller than planned".into(),
+                })?;
             tmp.copy_from_slice(x);
             cpu::rope_inplace(tmp, pos, rope, cx.n_ctx)?;
             cpu::kv_store(region(cx.kv, *layer, KvKind::K)?, tmp, cells)
         }
         _ => {
             let Slot::F32 { buf, len } = slots[i] else {
-                return Err(GraphError::Other(format!(
-                    "node {} has no f32 buffer",
-                    node.name
-                )));
+                return Err(GraphError::Exec {
+                    node: node.name.clone(),
+                    msg: "has no f32 buffer".into(),
+                });
             };
             let mut out = std::mem::take(&mut cx.pool.f32[buf]);
             let r = compute(cx, g, slots, inplace, i, &mut out[..len]);
@@ -158,11 +167,10 @@ fn compute(
         if !inplace[i] {
             let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
             if x.len() != out.len() {
-                return Err(GraphError::Other(format!(
-                    "node {}: source length {}",
-                    node.name,
-                    x.len()
-                )));
+                return Err(GraphError::Exec {
+                    node: node.name.clone(),
+                    msg: format!("source length {}", x.len()),
+                });
             }
             out.copy_from_slice(x);
         }
@@ -236,12 +244,10 @@ fn compute(
             seed(cx, out)?;
             let up = src_f32(cx.pool, cx.weights, slot_of(1))?;
             if up.len() != out.len() {
-                return Err(GraphError::Other(format!(
-                    "node {}: swiglu of {} values with {} up values",
-                    node.name,
-                    out.len(),
-                    up.len()
-                )));
+                return Err(GraphError::Exec {
+                    node: node.name.clone(),
+                    msg: format!("swiglu of {} values with {} up values", out.len(), up.len()),
+                });
             }
             // Element by element, so any split over threads gives the
             // same bits.
@@ -260,12 +266,10 @@ fn compute(
             seed(cx, out)?;
             let up = src_f32(cx.pool, cx.weights, slot_of(1))?;
             if up.len() != out.len() {
-                return Err(GraphError::Other(format!(
-                    "node {}: geglu of {} values with {} up values",
-                    node.name,
-                    out.len(),
-                    up.len()
-                )));
+                return Err(GraphError::Exec {
+                    node: node.name.clone(),
+                    msg: format!("geglu of {} values with {} up values", out.len(), up.len()),
+                });
             }
             // Element by element, so any split over threads gives the
             // same bits.
@@ -290,10 +294,10 @@ fn compute(
         }
         Op::MatMul => {
             let Slot::Weight(id) = slot_of(0) else {
-                return Err(GraphError::Other(format!(
-                    "node {}: mat_mul needs a weight",
-                    node.name
-                )));
+                return Err(GraphError::Exec {
+                    node: node.name.clone(),
+                    msg: "mat_mul needs a weight".into(),
+                });
             };
             let ws = g.nodes[node.srcs[0]].shape;
             let x_node = &g.nodes[node.srcs[1]];
@@ -314,11 +318,10 @@ fn compute(
             Ok(())
         }
         Op::Attention(p) => attention(cx, p, &slot_of, out),
-        op => Err(GraphError::Other(format!(
-            "node {}: op {} does not write a buffer",
-            node.name,
-            op.name()
-        ))),
+        op => Err(GraphError::Exec {
+            node: node.name.clone(),
+            msg: format!("op {} does not write a buffer", op.name()),
+        }),
     }
 }
 
@@ -334,15 +337,22 @@ fn attention(
     let offsets = src_i32(cx.pool, slot_of(3))?;
     let cells = src_i32(cx.pool, slot_of(4))?;
     let cells = &cells[..cx.window_len.min(cells.len())];
-    let layer = cx
-        .kv
-        .get(p.layer)
-        .ok_or_else(|| GraphError::Other(format!("layer {} has no KV regions", p.layer)))?;
+    let layer = cx.kv.get(p.layer).ok_or(GraphError::NoKvRegion {
+        layer: p.layer,
+        kind: KvKind::K,
+        where_: "",
+    })?;
     let (Some(k), Some(v)) = (layer.k.as_ref(), layer.v.as_ref()) else {
-        return Err(GraphError::Other(format!(
-            "layer {} lacks a K or V region",
-            p.layer
-        )));
+        let kind = if layer.k.is_none() {
+            KvKind::K
+        } else {
+            KvKind::V
+        };
+        return Err(GraphError::NoKvRegion {
+            layer: p.layer,
+            kind,
+            where_: "",
+        });
     };
     if p.sliding_window == 0 {
         return cpu::attention(q, k, v, offsets, cells, p, cx.threads, cx.attn, out);
