@@ -25,4 +25,4 @@ pub use error::KernelError;
 pub use matmul::{matmul, ActScratch, Layout, MatRef};
 pub use minfer_gguf::GgmlType;
 pub use rows::{f16_to_f32_row, f32_to_f16_row, HeadRows, RowKernels, Rows};
-pub use simd::SimdLevel;
+pub use simd::{Isa, SimdLevel};

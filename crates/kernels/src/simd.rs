@@ -106,3 +106,61 @@ impl std::fmt::Display for SimdLevel {
         f.write_str(self.name())
     }
 }
+
+/// The instruction set the kernels run with: a [`SimdLevel`] validated
+/// against the CPU, and whether its AVX-512 path uses VNNI. Chosen once at
+/// start-up; [`crate::Kernels`], [`crate::RowKernels`] and the interleaved
+/// tile kernels are all derived from it, so they cannot disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Isa {
+    level: SimdLevel,
+    vnni: bool,
+}
+
+impl Isa {
+    /// The portable reference code, on any CPU.
+    pub const SCALAR: Isa = Isa {
+        level: SimdLevel::Scalar,
+        vnni: false,
+    };
+
+    /// `level` on this CPU (with VNNI where AVX-512 has it).
+    ///
+    /// # Errors
+    /// [`KernelError::SimdUnavailable`] when the CPU cannot run `level`.
+    pub fn new(level: SimdLevel) -> Result<Self, KernelError> {
+        if level.is_supported() {
+            Ok(Isa {
+                level,
+                vnni: level == SimdLevel::Avx512 && SimdLevel::has_vnni(),
+            })
+        } else {
+            Err(KernelError::SimdUnavailable(level.name()))
+        }
+    }
+
+    /// The best this CPU supports.
+    pub fn detect() -> Self {
+        Self::new(SimdLevel::detect()).unwrap_or(Self::SCALAR)
+    }
+
+    /// The level.
+    pub fn level(self) -> SimdLevel {
+        self.level
+    }
+
+    /// Whether the AVX-512 kernels use VNNI.
+    pub fn vnni(self) -> bool {
+        self.vnni
+    }
+
+    /// AVX2, FMA and F16C are available (AVX2 or AVX-512).
+    pub fn avx2(self) -> bool {
+        self.level >= SimdLevel::Avx2
+    }
+
+    /// AVX-512 F/BW/VL are available.
+    pub fn avx512(self) -> bool {
+        self.level == SimdLevel::Avx512
+    }
+}

@@ -18,7 +18,8 @@ mod x86;
 
 use crate::blocks::*;
 use crate::error::KernelError;
-use crate::simd::SimdLevel;
+use crate::rows::RowKernels;
+use crate::simd::{Isa, SimdLevel};
 use minfer_gguf::GgmlType;
 
 /// A dot product over raw rows: `n` elements of weights (`w`, in the weight
@@ -272,34 +273,42 @@ fn avx512_kernel(ty: GgmlType, vnni: bool) -> Option<DotFn> {
     })
 }
 
-/// The kernel set of one SIMD level, validated against the CPU.
+/// The kernel set of one instruction set (see [`Isa`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Kernels {
-    level: SimdLevel,
-    vnni: bool,
+    isa: Isa,
 }
 
 impl Kernels {
     /// Kernels for `level`; `Err` when the CPU cannot run it.
     pub fn new(level: SimdLevel) -> Result<Self, KernelError> {
-        if level.is_supported() {
-            Ok(Kernels {
-                level,
-                vnni: level == SimdLevel::Avx512 && SimdLevel::has_vnni(),
-            })
-        } else {
-            Err(KernelError::SimdUnavailable(level.name()))
-        }
+        Isa::new(level).map(Self::for_isa)
+    }
+
+    /// Kernels for an instruction set already chosen.
+    pub fn for_isa(isa: Isa) -> Self {
+        Kernels { isa }
     }
 
     /// Kernels for the best level of this CPU.
     pub fn detect() -> Self {
-        Self::new(SimdLevel::detect()).expect("the detected level is supported")
+        Self::for_isa(Isa::detect())
+    }
+
+    /// The instruction set these kernels use.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// The row kernels (attention, activations) of the same instruction
+    /// set.
+    pub fn rows(&self) -> RowKernels {
+        RowKernels::for_isa(self.isa)
     }
 
     /// Whether the AVX-512 kernels use VNNI.
     pub fn uses_vnni(&self) -> bool {
-        self.vnni
+        self.isa.vnni()
     }
 
     /// Whether weights of type `ty` are worth repacking into the
@@ -307,18 +316,18 @@ impl Kernels {
     /// kernel that makes it pay (AVX2 or AVX-512 VNNI) and the type has the
     /// layout.
     pub fn packs(&self, ty: GgmlType) -> bool {
-        self.level >= SimdLevel::Avx2 && crate::packed::Format::of(ty).is_some()
+        self.isa.avx2() && crate::packed::Format::of(ty).is_some()
     }
 
     /// The tile kernel for interleaved weights at this level (the scalar
     /// reference below AVX2: exact, but slow).
     pub fn packed_tile(&self) -> crate::packed::TileFn {
-        crate::packed::tile_fn(self.level >= SimdLevel::Avx2, self.vnni)
+        crate::packed::tile_fn(self.isa)
     }
 
     /// The requested level.
     pub fn level(&self) -> SimdLevel {
-        self.level
+        self.isa.level()
     }
 
     /// The fastest dot product for weights of type `ty` at this level.
@@ -331,10 +340,10 @@ impl Kernels {
         let mut found = None;
         #[cfg(target_arch = "x86_64")]
         {
-            if self.level >= SimdLevel::Avx512 {
-                found = avx512_kernel(ty, self.vnni).map(|f| (f, SimdLevel::Avx512));
+            if self.isa.avx512() {
+                found = avx512_kernel(ty, self.isa.vnni()).map(|f| (f, SimdLevel::Avx512));
             }
-            if found.is_none() && self.level >= SimdLevel::Avx2 {
+            if found.is_none() && self.isa.avx2() {
                 found = avx2_kernel(ty).map(|f| (f, SimdLevel::Avx2));
             }
         }
@@ -347,7 +356,7 @@ impl Kernels {
         #[allow(unused_mut)]
         let mut dot4 = None;
         #[cfg(target_arch = "x86_64")]
-        if self.level >= SimdLevel::Avx2 {
+        if self.isa.avx2() {
             dot4 = avx2_kernel4(ty);
         }
         Ok(DotKernel {

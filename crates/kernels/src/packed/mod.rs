@@ -124,20 +124,19 @@ impl Acts<'_> {
     }
 }
 
-/// The fastest tile kernel the caller's checks allow: the AVX-512 VNNI
-/// one when `vnni`, the AVX2 one when `avx2` (AVX2, FMA and F16C), the
-/// scalar reference otherwise.
-pub(crate) fn tile_fn(avx2: bool, vnni: bool) -> TileFn {
+/// The fastest tile kernel of `isa`: the AVX-512 VNNI one with VNNI, the
+/// AVX2 one with AVX2 (FMA and F16C), the scalar reference otherwise.
+pub(crate) fn tile_fn(isa: crate::Isa) -> TileFn {
     #[cfg(target_arch = "x86_64")]
     {
-        if vnni {
+        if isa.vnni() {
             return vnni_tile;
         }
-        if avx2 {
+        if isa.avx2() {
             return avx2_tile;
         }
     }
-    let _ = (avx2, vnni);
+    let _ = isa;
     scalar::tile
 }
 

@@ -202,6 +202,15 @@ impl RowKernels {
         })
     }
 
+    /// The path of an instruction set chosen at start-up (validated
+    /// against the CPU, so its flags hold).
+    pub fn for_isa(isa: crate::Isa) -> Self {
+        RowKernels {
+            simd: isa.avx2(),
+            wide: isa.avx512(),
+        }
+    }
+
     /// The path that fits a kernel level chosen at start-up: the scalar
     /// reference for [`SimdLevel::Scalar`], AVX2 without AVX-512 for
     /// [`SimdLevel::Avx2`], otherwise the fastest this CPU supports.

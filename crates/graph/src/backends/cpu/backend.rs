@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::trace;
-use minfer_kernels::{ActScratch, GgmlType, Kernels, RowKernels};
+use minfer_kernels::{ActScratch, GgmlType, Kernels};
 
 use super::exec::{exec_node, ExecCtx};
 use super::AttnScratch;
@@ -81,8 +81,7 @@ impl CpuBackend {
             pool: TypedPool::default(),
             kv: Vec::new(),
             act: ActScratch::default(),
-            attn: AttnScratch::new(n_threads, 0, 0)
-                .with_row_kernels(RowKernels::for_level(kernels.level())),
+            attn: AttnScratch::new(n_threads, 0, 0).with_row_kernels(kernels.rows()),
             attn_size: (0, 0, 0),
             rope_scratch: Vec::new(),
             window_len: 0,
@@ -216,7 +215,7 @@ impl CpuBackend {
                 );
                 self.attn = AttnScratch::new(self.threads.n_threads(), size.0, size.1)
                     .with_group(size.2)
-                    .with_row_kernels(RowKernels::for_level(self.kernels.level()));
+                    .with_row_kernels(self.kernels.rows());
                 self.attn_size = size;
             }
         }
@@ -371,7 +370,7 @@ impl Backend for CpuBackend {
             kv: &mut self.kv,
             weights: view.weights,
             kernels: &self.kernels,
-            rows: RowKernels::for_level(self.kernels.level()),
+            rows: self.kernels.rows(),
             threads: &self.threads,
             act: &mut self.act,
             attn: &mut self.attn,
