@@ -23,15 +23,14 @@ mod read;
 mod speculate;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Instant;
 
-use minfer_sampler::TokenVocab;
 use minfer_text::Tokenizer;
 
 use crate::error::{EngineError, Result};
 use crate::generate::{Gate, GenerateConfig, GenerationStats, StopReason, TokenLogprobs};
 use crate::runtime::{Runtime, SeqId};
+use crate::vocab::SharedVocab;
 
 use gen::{Gen, Outcomes, Phase, Stash};
 use masks::MaskHelper;
@@ -88,8 +87,9 @@ pub struct Scheduler {
     chunk: usize,
     stash: Stash,
     /// The sampler's vocabulary, built the first time a generation needs
-    /// it (a grammar or DRY).
-    vocab: Option<Arc<TokenVocab>>,
+    /// it (a grammar or DRY); shared with the model that made the
+    /// scheduler.
+    vocab: SharedVocab,
     /// Speculative decoding, when on.
     spec: speculate::SpecState,
     /// The plan of the step being run, its buffers reused step after step.
@@ -120,7 +120,7 @@ impl Scheduler {
             next_id: 1,
             chunk: DEFAULT_CHUNK,
             stash: Stash::default(),
-            vocab: None,
+            vocab: SharedVocab::default(),
             spec: speculate::SpecState::default(),
             plan: StepPlan::default(),
             masks: None,
@@ -130,14 +130,18 @@ impl Scheduler {
     /// A gate for `cfg`, with the sampler vocabulary when it needs one.
     fn gate(&mut self, cfg: &GenerateConfig, before: &[u32], prompt: &[u32]) -> Result<Gate> {
         let vocab = if crate::vocab::needs_vocab(cfg) {
-            if self.vocab.is_none() {
-                self.vocab = Some(crate::vocab::token_vocab(&self.tok)?);
-            }
-            self.vocab.as_ref()
+            Some(self.vocab.get(&self.tok)?)
         } else {
             None
         };
-        Gate::new(cfg, vocab, before, prompt, self.rt.n_ctx())
+        Gate::new(cfg, vocab.as_ref(), before, prompt, self.rt.n_ctx())
+    }
+
+    /// Uses `vocab`, the sampler vocabulary of the model `tok` belongs to,
+    /// instead of building one of its own.
+    pub(crate) fn with_vocab(mut self, vocab: SharedVocab) -> Scheduler {
+        self.vocab = vocab;
+        self
     }
 
     /// Sets the prompt chunk (at least 1): how many prompt tokens of one
