@@ -6,7 +6,9 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
@@ -163,6 +165,12 @@ struct Chat<'a> {
     /// Whether an answer is being generated (Ctrl-C at other times ends
     /// the program).
     generating: Arc<AtomicBool>,
+    /// Set by Ctrl-C while no answer is being generated: the chat ends
+    /// after the current input, through the same path as `/exit`.
+    quit: Arc<AtomicBool>,
+    /// Whether the conversation changed since the `--session` file was
+    /// last written.
+    dirty: bool,
     shift_told: bool,
 }
 
@@ -171,6 +179,33 @@ struct Chat<'a> {
 enum Flow {
     Continue,
     Exit,
+}
+
+/// How a chat ended, which decides the exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// `/exit`, Ctrl-D, Ctrl-C on an empty prompt, the end of piped input.
+    Done,
+    /// Ctrl-C (SIGINT) while no answer was being written and no prompt
+    /// was reading: the shell's convention for a death by SIGINT.
+    Interrupted,
+}
+
+impl End {
+    /// The process's exit status: 0, or 130 after an interrupt.
+    pub fn exit_code(self) -> ExitCode {
+        match self {
+            End::Done => ExitCode::SUCCESS,
+            End::Interrupted => ExitCode::from(130),
+        }
+    }
+}
+
+/// What a command did: the confirmation to show, and whether the
+/// conversation changed.
+struct Reply {
+    say: String,
+    changed: bool,
 }
 
 impl Chat<'_> {
@@ -196,9 +231,29 @@ impl Chat<'_> {
     /// Saves to the `--session` file, if any.
     fn autosave(&mut self) {
         if let Some(path) = self.save_to.clone() {
-            if let Err(e) = self.session.save(self.model, &self.sched, &path) {
-                self.error(&format!("{e:#}"));
+            match self.session.save(self.model, &self.sched, &path) {
+                Ok(()) => self.dirty = false,
+                Err(e) => self.error(&format!("{e:#}")),
             }
+        }
+    }
+
+    /// Whether Ctrl-C asked the chat to end.
+    fn quit_requested(&self) -> bool {
+        self.quit.load(Ordering::SeqCst)
+    }
+
+    /// The last step of every way out: the `--session` file gets what
+    /// changed since it was last written (an answer cut short by an
+    /// error, say); returns how the chat ended.
+    fn close(&mut self) -> End {
+        if self.dirty {
+            self.autosave();
+        }
+        if self.quit_requested() {
+            End::Interrupted
+        } else {
+            End::Done
         }
     }
 
@@ -227,6 +282,7 @@ impl Chat<'_> {
                 start.prefill_tokens, start.kept_tokens
             ));
         }
+        self.dirty = true;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         let mut utf8 = Utf8Stream::new();
@@ -306,49 +362,59 @@ impl Chat<'_> {
 
     fn command(&mut self, cmd: Command) -> Result<Flow> {
         let (m, s) = (self.model, &mut self.sched);
-        let outcome = match cmd {
-            Command::Help => Ok(chat_cmds::HELP.to_string()),
+        let said = |say: String| Reply {
+            say,
+            changed: cmd.mutates(),
+        };
+        let outcome = match &cmd {
+            Command::Help => Ok(said(chat_cmds::HELP.to_string())),
             Command::Exit => return Ok(Flow::Exit),
-            Command::Stats => self.session.stats(s).map(|st| chat_cmds::format_stats(&st)),
+            Command::Stats => self
+                .session
+                .stats(s)
+                .map(|st| said(chat_cmds::format_stats(&st))),
             Command::Regen => match self.session.regen(m, s) {
+                // The answer saves the conversation itself.
                 Ok(start) => {
                     self.answer(start)?;
                     return Ok(Flow::Continue);
                 }
                 Err(e) => Err(e),
             },
-            Command::Undo => self.session.undo(m, s).map(|done| {
-                if done {
+            Command::Undo => self.session.undo(m, s).map(|done| Reply {
+                say: if done {
                     "[the last exchange is gone]".to_string()
                 } else {
                     "[nothing to undo]".to_string()
-                }
+                },
+                changed: done,
             }),
             Command::Clear => self
                 .session
                 .clear(m, s)
-                .map(|()| "[conversation cleared; the system prompt stays]".to_string()),
+                .map(|()| said("[conversation cleared; the system prompt stays]".to_string())),
             Command::System(text) => self
                 .session
-                .set_system(m, s, &text)
-                .map(|()| "[system prompt set]".to_string()),
+                .set_system(m, s, text)
+                .map(|()| said("[system prompt set]".to_string())),
             Command::Save(path) => self
                 .session
-                .save(m, s, &path)
-                .map(|()| format!("[saved to {}]", path.display())),
-            Command::Load(path) => self.session.load(m, s, &path).map(|()| {
-                format!(
+                .save(m, s, path)
+                .map(|()| said(format!("[saved to {}]", path.display()))),
+            Command::Load(path) => self.session.load(m, s, path).map(|()| {
+                said(format!(
                     "[loaded {}: {} messages, {} tokens, nothing recomputed]",
                     path.display(),
                     self.session.messages().len(),
                     s.runtime().n_past(self.session.sequence()).unwrap_or(0)
-                )
+                ))
             }),
         };
         match outcome {
-            Ok(msg) => {
-                self.say(&msg);
-                if cmd_changes_state(&msg) {
+            Ok(reply) => {
+                self.say(&reply.say);
+                if reply.changed {
+                    self.dirty = true;
                     self.autosave();
                 }
             }
@@ -358,21 +424,10 @@ impl Chat<'_> {
     }
 }
 
-/// Whether a command's confirmation means the conversation changed (and
-/// the `--session` file should follow).
-fn cmd_changes_state(msg: &str) -> bool {
-    [
-        "[the last",
-        "[conversation cleared",
-        "[system prompt",
-        "[loaded",
-    ]
-    .iter()
-    .any(|p| msg.starts_with(p))
-}
-
-/// `minfer chat`.
-pub fn run(store: &Store, args: Args) -> Result<()> {
+/// `minfer chat`. Every way out (`/exit`, Ctrl-D, Ctrl-C, the end of
+/// piped input, an error) writes the `--session` file if the conversation
+/// changed since it was saved, and the `--trace`.
+pub fn run(store: &Store, args: Args) -> Result<End> {
     let gen = args.sampling.generate_config()?;
     let engine_cfg = args.runtime.engine_config()?;
     args.spec.check()?;
@@ -383,7 +438,7 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
     let diag = crate::trace::Diag::start(&args.runtime.diag)?;
     let model = runtime::load(store, &spec)?;
     if diag.dump_graphs(&model, engine_cfg, DUMP_PROMPT_TOKENS)? {
-        return Ok(());
+        return Ok(End::Done);
     }
     let mut sched = model.scheduler(engine_cfg)?;
     sched.set_speculation(args.spec.speculation(store, &model, engine_cfg)?);
@@ -400,13 +455,20 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
     let interactive = std::io::stdin().is_terminal();
     let interrupted = Arc::new(AtomicBool::new(false));
     let generating = Arc::new(AtomicBool::new(false));
+    let quit = Arc::new(AtomicBool::new(false));
+    // Piped input is read on a thread of its own, so that Ctrl-C can end a
+    // wait for the next line by a message instead of leaving at once.
+    let (line_tx, lines) = mpsc::channel();
     {
-        let (interrupted, generating) = (interrupted.clone(), generating.clone());
+        let (interrupted, generating, quit) =
+            (interrupted.clone(), generating.clone(), quit.clone());
+        let wake = line_tx.clone();
         ctrlc::set_handler(move || {
             if generating.load(Ordering::SeqCst) {
                 interrupted.store(true, Ordering::SeqCst);
             } else {
-                std::process::exit(130);
+                quit.store(true, Ordering::SeqCst);
+                let _ = wake.send(Piped::Interrupt);
             }
         })
         .context("cannot install the Ctrl-C handler")?;
@@ -423,15 +485,22 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
         save_to: args.session.clone(),
         interrupted,
         generating,
+        quit,
+        dirty: false,
         shift_told: false,
     };
     let result = if interactive {
+        drop(line_tx);
         repl(&mut chat, args.session.as_deref())
     } else {
-        piped(&mut chat)
+        read_stdin(line_tx);
+        piped(&mut chat, &lines)
     };
+    let end = chat.close();
     crate::runtime::log_kv_usage(chat.sched.runtime());
-    result.and(diag.finish())
+    // The trace is written even when the chat failed; the failure wins.
+    let traced = diag.finish();
+    result.and(traced).map(|()| end)
 }
 
 /// The prompt length of the prefill graph `--dump-graph` shows when there
@@ -460,6 +529,10 @@ fn repl(chat: &mut Chat, session: Option<&Path>) -> Result<()> {
         chat.sched.runtime().n_ctx()
     ));
     loop {
+        // A Ctrl-C outside the prompt (raw mode reads it as a key there).
+        if chat.quit_requested() {
+            return Ok(());
+        }
         let text = match read_input(&mut rl, chat.style)? {
             Input::Text(t) => t,
             Input::Discarded => continue,
@@ -474,11 +547,44 @@ fn repl(chat: &mut Chat, session: Option<&Path>) -> Result<()> {
     }
 }
 
+/// What the piped chat waits for.
+enum Piped {
+    /// A line of stdin.
+    Line(String),
+    /// stdin could not be read.
+    Failed(std::io::Error),
+    /// The end of stdin.
+    Eof,
+    /// Ctrl-C while no answer was being written.
+    Interrupt,
+}
+
+/// Reads stdin line by line into `tx`, on a thread of its own, until its
+/// end, a read error, or the chat no longer listening.
+fn read_stdin(tx: Sender<Piped>) {
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let (msg, last) = match line {
+                Ok(l) => (Piped::Line(l), false),
+                Err(e) => (Piped::Failed(e), true),
+            };
+            if tx.send(msg).is_err() || last {
+                return;
+            }
+        }
+        let _ = tx.send(Piped::Eof);
+    });
+}
+
 /// Piped stdin: every line is a message (or a command); answers go to
 /// stdout, one after the other.
-fn piped(chat: &mut Chat) -> Result<()> {
-    for line in std::io::stdin().lock().lines() {
-        let line = line?;
+fn piped(chat: &mut Chat, lines: &Receiver<Piped>) -> Result<()> {
+    while !chat.quit_requested() {
+        let line = match lines.recv() {
+            Ok(Piped::Line(l)) => l,
+            Ok(Piped::Failed(e)) => return Err(e.into()),
+            Ok(Piped::Eof | Piped::Interrupt) | Err(_) => break,
+        };
         if chat.handle(&line)? == Flow::Exit {
             break;
         }

@@ -27,6 +27,23 @@ pub enum Command {
     Exit,
 }
 
+impl Command {
+    /// Whether the command may change the conversation (its messages, its
+    /// system prompt or its cache), so that the `--session` file must
+    /// follow. `/save` writes the conversation elsewhere without changing
+    /// it; `/regen` changes it through the answer it streams.
+    pub fn mutates(&self) -> bool {
+        match self {
+            Command::Clear
+            | Command::Regen
+            | Command::Undo
+            | Command::System(_)
+            | Command::Load(_) => true,
+            Command::Help | Command::Save(_) | Command::Stats | Command::Exit => false,
+        }
+    }
+}
+
 /// The text of `/help`.
 pub const HELP: &str = "\
 commands:
@@ -158,5 +175,25 @@ mod tests {
             .unwrap_err()
             .contains("unknown command /frobnicate"));
         assert!(is_command("/help") && !is_command("/ 2") && !is_command("hello /x"));
+    }
+
+    /// Which commands make the `--session` file follow: decided by the
+    /// command, never by the words of its confirmation.
+    #[test]
+    fn exactly_the_commands_that_change_the_conversation_mutate() {
+        let mutating = [
+            "/clear",
+            "/regen",
+            "/undo",
+            "/system Be brief.",
+            "/load a.session",
+        ];
+        let reading = ["/help", "/?", "/stats", "/save a.session", "/exit", "/quit"];
+        for line in mutating {
+            assert!(parse(line).unwrap().mutates(), "{line}");
+        }
+        for line in reading {
+            assert!(!parse(line).unwrap().mutates(), "{line}");
+        }
     }
 }

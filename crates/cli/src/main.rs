@@ -114,22 +114,23 @@ fn main() -> ExitCode {
         eprintln!("error: {e:#}");
         return ExitCode::FAILURE;
     }
+    let ok = |r: anyhow::Result<()>| r.map(|()| ExitCode::SUCCESS);
     let result = match cli.command {
-        Command::Run(args) => run::run(&store, args),
-        Command::Chat(args) => chat::run(&store, args),
-        Command::Tokenize(args) => tokenize::run(&store, args),
-        Command::Embed(args) => embed::run(&store, args),
-        Command::Bench(args) => bench::run(&store, args),
-        Command::Perplexity(args) => perplexity::run(&store, args),
-        Command::Inspect(args) => inspect::run(&store, args),
-        Command::Pull(args) => store_cmds::pull(&store, args),
-        Command::List(args) => store_cmds::list(&store, args),
-        Command::Serve(args) => serve::run(store, args),
-        Command::Viz(args) => viz::run(args),
-        Command::Devices => runtime::list_devices(),
+        Command::Run(args) => ok(run::run(&store, args)),
+        Command::Chat(args) => chat::run(&store, args).map(chat::End::exit_code),
+        Command::Tokenize(args) => ok(tokenize::run(&store, args)),
+        Command::Embed(args) => ok(embed::run(&store, args)),
+        Command::Bench(args) => ok(bench::run(&store, args)),
+        Command::Perplexity(args) => ok(perplexity::run(&store, args)),
+        Command::Inspect(args) => ok(inspect::run(&store, args)),
+        Command::Pull(args) => ok(store_cmds::pull(&store, args)),
+        Command::List(args) => ok(store_cmds::list(&store, args)),
+        Command::Serve(args) => ok(serve::run(store, args)),
+        Command::Viz(args) => ok(viz::run(args)),
+        Command::Devices => ok(runtime::list_devices()),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         // The reader of our output went away (`minfer … | head`): there is
         // no one left to tell, and nothing went wrong on our side, so end
         // quietly as `cat` and `ls` do. Rust ignores SIGPIPE, so this shows

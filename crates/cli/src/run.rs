@@ -135,6 +135,7 @@ pub fn run(store: &Store, args: Args) -> Result<()> {
                         write_failed = Some(e);
                         sched.cancel(id);
                     }
+                    sched.recycle(Event::Text(bytes));
                 }
                 Event::Text(_) | Event::Logprobs(_) | Event::PromptLogprobs(_) => {}
                 Event::Done(stats) => break 'run stats,

@@ -5,7 +5,8 @@
 //! answer (stopped, kept, back at the prompt), `/save`, one more turn,
 //! `/exit`; then a second process resumes the saved file with `--session`
 //! and must answer that last turn identically, prefilling exactly as much.
-//! Colours show on the terminal, and not with `NO_COLOR`.
+//! Colours show on the terminal, and not with `NO_COLOR`. Ctrl-C on an
+//! empty prompt leaves as `/exit` does, writing the `--trace`.
 //!
 //! CI installs tmux (`.ci/run`); without it the test fails.
 
@@ -322,4 +323,38 @@ fn chat_in_a_terminal_with_regen_interrupt_save_and_resume() {
     assert_eq!((prefill, kept), (prefill4, kept4));
     t.keys(&["C-d"]);
     t.wait("the second chat to end", 60, |s| s.contains("EXIT=0"));
+}
+
+#[test]
+fn ctrl_c_on_an_empty_prompt_leaves_and_writes_the_trace() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("chat.trace.json");
+    let t = Tmux::new(dir.path(), "ctrl-c");
+    t.start(&format!(
+        "env NO_COLOR=1 MINFER_HOME={home} TERM=xterm-256color {bin} chat {model} --temp 0 -t 2 -n 8 --trace {trace}",
+        home = dir.path().display(),
+        bin = env!("CARGO_BIN_EXE_minfer"),
+        model = model.display(),
+        trace = trace.display(),
+    ));
+    t.prompt(1);
+    t.line("Hello");
+    t.prompt(2);
+    t.keys(&["C-c"]);
+    let s = t.wait("the chat to end", 60, |s| s.contains("EXIT="));
+    assert!(s.contains("EXIT=0"), "{s}");
+    assert!(s.contains("trace written to"), "{s}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "sample"),
+        "no sample span in the trace"
+    );
 }

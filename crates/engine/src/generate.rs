@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
-use minfer_sampler::{Sampler, SamplerError, SamplingParams, StopMatcher, TokenVocab};
+use minfer_sampler::{GrammarLoan, Sampler, SamplerError, SamplingParams, StopMatcher, TokenVocab};
 use minfer_text::Tokenizer;
 
 use crate::{Engine, EngineError, Result};
@@ -445,17 +445,18 @@ impl Gate {
         Ok(Next::Eval(token))
     }
 
-    /// Computes the grammar's next mask ahead of the next
-    /// [`advance`](Gate::advance) (a no-op without a grammar); the
-    /// scheduler runs it beside the forward pass.
-    pub(crate) fn prepare(&mut self) -> Result<()> {
-        self.sampler.prepare().map_err(sampler_error)
+    /// Lends the sampler's grammar out, so that its next mask can be
+    /// computed on another thread while the forward pass runs; `None`
+    /// without a grammar. Until [`restore_grammar`](Gate::restore_grammar)
+    /// gives it back, [`advance`](Gate::advance) fails rather than sample
+    /// unconstrained.
+    pub(crate) fn lend_grammar(&mut self) -> Option<GrammarLoan> {
+        self.sampler.lend_grammar()
     }
 
-    /// Whether the sampler has a grammar whose mask [`prepare`](Gate::prepare)
-    /// can compute.
-    pub(crate) fn has_grammar(&self) -> bool {
-        self.sampler.has_grammar()
+    /// Takes back the grammar [`lend_grammar`](Gate::lend_grammar) lent.
+    pub(crate) fn restore_grammar(&mut self, loan: GrammarLoan) {
+        self.sampler.restore_grammar(loan);
     }
 
     /// The log-probabilities of the token the last

@@ -14,6 +14,8 @@ use crate::engine::{Engine, EngineConfig};
 use crate::error::{EngineError, Result};
 use crate::runtime::{Pooling, Runtime};
 use crate::scheduler::Scheduler;
+use crate::vocab::SharedVocab;
+use minfer_sampler::TokenVocab;
 
 /// A model ready to run: its weights, tokenizer, chat template and
 /// end-of-generation set, as read from one GGUF file (or split set).
@@ -23,6 +25,9 @@ pub struct LoadedModel {
     model: Arc<Model>,
     tokenizer: Tokenizer,
     template: Option<ChatTemplate>,
+    /// The sampler vocabulary, built on first use, shared with the
+    /// schedulers made from this model.
+    vocab: SharedVocab,
 }
 
 impl std::fmt::Debug for LoadedModel {
@@ -85,6 +90,7 @@ impl LoadedModel {
             model,
             tokenizer,
             template,
+            vocab: SharedVocab::default(),
         })
     }
 
@@ -106,6 +112,16 @@ impl LoadedModel {
     /// The tokenizer (and its end-of-generation set).
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
+    }
+
+    /// The sampler's view of the vocabulary (for grammars and DRY), built
+    /// the first time anything asks for it and then shared: the schedulers
+    /// made by [`scheduler`](LoadedModel::scheduler) use the same one.
+    ///
+    /// # Errors
+    /// As [`token_vocab`](crate::token_vocab) (never for a loaded model).
+    pub fn sampler_vocab(&self) -> Result<Arc<TokenVocab>> {
+        self.vocab.get(&self.tokenizer)
     }
 
     /// The chat template, when the model has one.
@@ -209,7 +225,8 @@ impl LoadedModel {
     /// # Errors
     /// As [`Runtime::new`].
     pub fn scheduler(&self, cfg: EngineConfig) -> Result<Scheduler> {
-        Ok(Scheduler::new(self.runtime(cfg)?, self.tokenizer.clone()))
+        Ok(Scheduler::new(self.runtime(cfg)?, self.tokenizer.clone())
+            .with_vocab(self.vocab.clone()))
     }
 
     /// A single-sequence engine for this model.

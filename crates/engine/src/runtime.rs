@@ -20,6 +20,7 @@
 //! their cells ([`Runtime::new_sequence_for`]). Idle sequences are evicted,
 //! least recently used first, as soon as their cells or ids are needed.
 
+mod batch;
 mod embed;
 mod inspect;
 mod poison;
@@ -34,6 +35,8 @@ use minfer_models::Model;
 use crate::engine::EngineConfig;
 use crate::error::{EngineError, Result};
 
+pub use batch::BatchEntry;
+pub(crate) use batch::{Batch, Entries, Wanted};
 pub use embed::{normalize_l2, Pooling};
 pub use snapshot::{KvLayout, SeqSnapshot};
 
@@ -56,51 +59,6 @@ impl SeqId {
 impl std::fmt::Display for SeqId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "sequence {}", self.slot)
-    }
-}
-
-/// One sequence's part of a step: `tokens` appended at its next positions,
-/// and logits wanted for rows `first_out..` of them.
-#[derive(Clone, Copy, Debug)]
-pub struct BatchEntry<'a> {
-    /// The sequence the tokens extend.
-    pub seq: SeqId,
-    /// Tokens, written at positions `n_past(seq)..`.
-    pub tokens: &'a [u32],
-    /// First row whose logits are returned; `tokens.len()` for none.
-    pub first_out: usize,
-}
-
-impl<'a> BatchEntry<'a> {
-    /// Logits of the last token only (a decode row, or a prompt's last chunk).
-    pub fn last(seq: SeqId, tokens: &'a [u32]) -> Self {
-        BatchEntry {
-            seq,
-            tokens,
-            first_out: tokens.len().saturating_sub(1),
-        }
-    }
-
-    /// Logits of every token (perplexity, speculative checks).
-    pub fn all(seq: SeqId, tokens: &'a [u32]) -> Self {
-        BatchEntry {
-            seq,
-            tokens,
-            first_out: 0,
-        }
-    }
-
-    /// No logits (a prompt chunk that is not the last).
-    pub fn none(seq: SeqId, tokens: &'a [u32]) -> Self {
-        BatchEntry {
-            seq,
-            tokens,
-            first_out: tokens.len(),
-        }
-    }
-
-    fn n_out(&self) -> usize {
-        self.tokens.len().saturating_sub(self.first_out)
     }
 }
 
@@ -582,15 +540,16 @@ impl Runtime {
     }
 
     /// Checks a step's entries before anything changes.
-    fn check_entries(&self, entries: &[BatchEntry]) -> Result<usize> {
-        if entries.is_empty() {
+    fn check_entries<E: Entries + ?Sized>(&self, entries: &E) -> Result<usize> {
+        if entries.count() == 0 {
             return Err(EngineError::EmptyBatch);
         }
         let n_vocab = self.n_vocab();
         let n_ctx = self.cfg.n_ctx;
         let mut seen = 0u64;
         let mut total = 0usize;
-        for e in entries {
+        for k in 0..entries.count() {
+            let e = entries.entry(k);
             let s = self.live(e.seq)?;
             if e.tokens.is_empty() {
                 return Err(EngineError::EmptyBatch);
@@ -637,17 +596,28 @@ impl Runtime {
     /// was before the call.
     pub fn step(&mut self, entries: &[BatchEntry]) -> Result<StepLogits<'_>> {
         self.forward(entries, OutputKind::Logits)?;
-        Ok(StepLogits {
+        Ok(self.step_logits())
+    }
+
+    /// [`step`](Runtime::step) over a [`Batch`], which owns its tokens.
+    pub(crate) fn step_batch(&mut self, batch: &Batch) -> Result<StepLogits<'_>> {
+        self.forward(batch, OutputKind::Logits)?;
+        Ok(self.step_logits())
+    }
+
+    /// The logits of the step just run.
+    fn step_logits(&self) -> StepLogits<'_> {
+        StepLogits {
             logits: &self.outputs,
             n_vocab: self.model.n_vocab(),
             offsets: &self.offsets,
-        })
+        }
     }
 
     /// [`step`](Runtime::step) with the graph ending in `output`: the
     /// wanted rows land in `outputs`, entry `i`'s at rows
     /// `offsets[i]..offsets[i + 1]`.
-    fn forward(&mut self, entries: &[BatchEntry], output: OutputKind) -> Result<()> {
+    fn forward<E: Entries + ?Sized>(&mut self, entries: &E, output: OutputKind) -> Result<()> {
         let total = self.check_entries(entries)?;
         self.make_room(total);
         let free = self.cells.n_ctx() - self.cells.used();
@@ -659,7 +629,8 @@ impl Runtime {
         }
         self.tick += 1;
         self.starts.clear();
-        for e in entries {
+        for k in 0..entries.count() {
+            let e = entries.entry(k);
             let tick = self.tick;
             let s = self.state_mut(e.seq)?;
             s.last_used = tick;
@@ -670,8 +641,8 @@ impl Runtime {
         self.offsets.clear();
         self.offsets.push(0);
         let mut n_rows_out = 0;
-        for e in entries {
-            n_rows_out += e.n_out();
+        for k in 0..entries.count() {
+            n_rows_out += entries.entry(k).n_out();
             self.offsets.push(n_rows_out);
         }
         if let Err(e) = self.run_micro_batches(entries, output) {
@@ -691,12 +662,17 @@ impl Runtime {
 
     /// Splits the entries' rows into micro-batches of at most `n_batch` and
     /// runs each.
-    fn run_micro_batches(&mut self, entries: &[BatchEntry], output: OutputKind) -> Result<()> {
+    fn run_micro_batches<E: Entries + ?Sized>(
+        &mut self,
+        entries: &E,
+        output: OutputKind,
+    ) -> Result<()> {
         let n_batch = self.cfg.n_batch.min(self.cfg.n_ctx as usize);
         self.rows.clear();
         self.ids.clear();
         self.out_ids.clear();
-        for e in entries {
+        for k in 0..entries.count() {
+            let e = entries.entry(k);
             for (i, &tok) in e.tokens.iter().enumerate() {
                 let s = self.seqs[e.seq.slot as usize]
                     .as_mut()

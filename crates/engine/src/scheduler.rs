@@ -17,25 +17,31 @@
 //! ([`Scheduler::submit_on`]) leaves the sequence to its owner.
 
 mod gen;
+mod masks;
+mod plan;
 mod read;
 mod speculate;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Instant;
 
-use minfer_sampler::TokenVocab;
 use minfer_text::Tokenizer;
 
 use crate::error::{EngineError, Result};
 use crate::generate::{Gate, GenerateConfig, GenerationStats, StopReason, TokenLogprobs};
-use crate::runtime::{BatchEntry, Runtime, SeqId};
+use crate::runtime::{Runtime, SeqId};
+use crate::vocab::SharedVocab;
 
-use gen::{Gen, Outcomes, Phase, SavedLogits};
-use read::{Planned, Reader};
+use gen::{Gen, Outcomes, Phase, Stash};
+use masks::MaskHelper;
+use plan::StepPlan;
+use read::Reader;
 
 /// Default prompt chunk: tokens of one prompt evaluated in one step.
 pub const DEFAULT_CHUNK: usize = 512;
+
+/// Most emptied text buffers [`Scheduler::recycle`] keeps.
+const MAX_SPARE_TEXT: usize = 64;
 
 /// A handle to a generation of a [`Scheduler`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -79,15 +85,18 @@ pub struct Scheduler {
     gens: Vec<Gen>,
     next_id: u64,
     chunk: usize,
-    saved: Vec<SavedLogits>,
+    stash: Stash,
     /// The sampler's vocabulary, built the first time a generation needs
-    /// it (a grammar or DRY).
-    vocab: Option<Arc<TokenVocab>>,
+    /// it (a grammar or DRY); shared with the model that made the
+    /// scheduler.
+    vocab: SharedVocab,
     /// Speculative decoding, when on.
     spec: speculate::SpecState,
-    // Per-step buffers.
-    decode_tokens: Vec<u32>,
-    decode_spans: Vec<(usize, usize)>,
+    /// The plan of the step being run, its buffers reused step after step.
+    plan: StepPlan,
+    /// The thread that computes grammar masks beside the forward pass,
+    /// started by the first step that samples under a grammar.
+    masks: Option<MaskHelper>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -110,25 +119,29 @@ impl Scheduler {
             gens: Vec::new(),
             next_id: 1,
             chunk: DEFAULT_CHUNK,
-            saved: Vec::new(),
-            vocab: None,
+            stash: Stash::default(),
+            vocab: SharedVocab::default(),
             spec: speculate::SpecState::default(),
-            decode_tokens: Vec::new(),
-            decode_spans: Vec::new(),
+            plan: StepPlan::default(),
+            masks: None,
         }
     }
 
     /// A gate for `cfg`, with the sampler vocabulary when it needs one.
     fn gate(&mut self, cfg: &GenerateConfig, before: &[u32], prompt: &[u32]) -> Result<Gate> {
         let vocab = if crate::vocab::needs_vocab(cfg) {
-            if self.vocab.is_none() {
-                self.vocab = Some(crate::vocab::token_vocab(&self.tok)?);
-            }
-            self.vocab.as_ref()
+            Some(self.vocab.get(&self.tok)?)
         } else {
             None
         };
-        Gate::new(cfg, vocab, before, prompt, self.rt.n_ctx())
+        Gate::new(cfg, vocab.as_ref(), before, prompt, self.rt.n_ctx())
+    }
+
+    /// Uses `vocab`, the sampler vocabulary of the model `tok` belongs to,
+    /// instead of building one of its own.
+    pub(crate) fn with_vocab(mut self, vocab: SharedVocab) -> Scheduler {
+        self.vocab = vocab;
+        self
     }
 
     /// Sets the prompt chunk (at least 1): how many prompt tokens of one
@@ -267,16 +280,8 @@ impl Scheduler {
     pub fn submit_on(&mut self, seq: SeqId, prompt: &[u32], cfg: &GenerateConfig) -> Result<GenId> {
         let before = self.rt.history(seq)?;
         self.check_prompt(before.len(), prompt)?;
-        if self
-            .gens
-            .iter()
-            .any(|g| g.seq == seq && !matches!(g.phase, Phase::Done))
-        {
-            return Err(EngineError::InvalidArgument(format!(
-                "a generation is already running on {seq}"
-            )));
-        }
-        let before = before.to_vec();
+        self.check_idle(seq)?;
+        let before = self.rt.history(seq)?.to_vec();
         let gate = self.gate(cfg, &before, prompt)?;
         Ok(self.push(seq, false, prompt, 0, gate))
     }
@@ -286,7 +291,8 @@ impl Scheduler {
     /// them. Logits depend only on the tokens (batch invariance), so they
     /// are valid whenever the sequence holds `tokens` again.
     pub fn prompt_logits(&self, seq: SeqId, tokens: &[u32]) -> Option<&[f32]> {
-        self.saved
+        self.stash
+            .saved
             .iter()
             .find(|s| s.seq == seq && s.tokens == tokens)
             .map(|s| s.logits.as_slice())
@@ -317,6 +323,18 @@ impl Scheduler {
                 before.len()
             )));
         }
+        self.check_idle(seq)?;
+        let before = self.rt.history(seq)?.to_vec();
+        let gate = self.gate(cfg, &before, &[])?;
+        let id = self.push(seq, false, &[], 0, gate);
+        if let Some(g) = self.gens.last_mut() {
+            g.phase = Phase::Sample { logits };
+        }
+        Ok(id)
+    }
+
+    /// Refuses a second generation on a caller's sequence.
+    fn check_idle(&self, seq: SeqId) -> Result<()> {
         if self
             .gens
             .iter()
@@ -326,13 +344,7 @@ impl Scheduler {
                 "a generation is already running on {seq}"
             )));
         }
-        let before = before.to_vec();
-        let gate = self.gate(cfg, &before, &[])?;
-        let id = self.push(seq, false, &[], 0, gate);
-        if let Some(g) = self.gens.last_mut() {
-            g.phase = Phase::Sample { logits };
-        }
-        Ok(id)
+        Ok(())
     }
 
     fn check_prompt(&self, before: usize, prompt: &[u32]) -> Result<()> {
@@ -399,6 +411,19 @@ impl Scheduler {
             self.gens.remove(i);
         }
         ev
+    }
+
+    /// Hands back an event read with [`next_event`](Scheduler::next_event),
+    /// so that its buffer carries the text of a later [`Event::Text`]: a
+    /// caller that hands back every text event makes warm decode steps
+    /// allocation-free. Other events are simply dropped.
+    pub fn recycle(&mut self, event: Event) {
+        if let Event::Text(mut text) = event {
+            if self.stash.text.len() < MAX_SPARE_TEXT {
+                text.clear();
+                self.stash.text.push(text);
+            }
+        }
     }
 
     /// Prefix reuse and latency of a generation, available once it has
@@ -483,7 +508,7 @@ impl Scheduler {
             else {
                 continue;
             };
-            let r = self.gens[i].advance(&logits, &self.tok, n_ctx, &mut self.saved);
+            let r = self.gens[i].advance(&logits, &self.tok, n_ctx, &mut self.stash);
             outcomes.record(i, r);
         }
         self.settle(outcomes)?;
@@ -512,86 +537,51 @@ impl Scheduler {
 
     fn step_inner(&mut self) -> Result<bool> {
         let sampled = self.sample_saved()?;
-        let (plan, decode_rows) = self.plan_rows();
-        if plan.is_empty() {
-            return Ok(self.end_stuck() || sampled);
-        }
-        self.prefill_draft(&plan);
-        // Each planned row borrows its prompt; each generation that samples
-        // after this step lends its gate to a helper thread that computes
-        // grammar masks while the forward pass runs.
-        let mut parts: Vec<(SeqId, &[u32], Option<&mut Gate>, bool)> = self
-            .gens
-            .iter_mut()
-            .map(|g| {
-                let scored = g.score_prompt.is_some();
-                (g.seq, g.prompt.as_slice(), Some(&mut g.gate), scored)
-            })
-            .collect();
-        let mut masks: Vec<&mut Gate> = Vec::new();
-        let mut entries = Vec::with_capacity(plan.len());
-        let mut d = 0;
-        for (i, range, last) in &plan {
-            let (seq, prompt, gate, scored) = &mut parts[*i];
-            if *last {
-                if let Some(g) = gate.take().filter(|g| g.has_grammar()) {
-                    masks.push(g);
-                }
-            }
-            let e = match range {
-                None => {
-                    let (a, b) = self.decode_spans[d];
-                    d += 1;
-                    let tokens = &self.decode_tokens[a..b];
-                    if tokens.len() == 1 {
-                        BatchEntry::last(*seq, tokens)
-                    } else {
-                        BatchEntry::all(*seq, tokens)
-                    }
-                }
-                Some(r) if *scored => BatchEntry::all(*seq, &prompt[r.clone()]),
-                Some(r) if *last => BatchEntry::last(*seq, &prompt[r.clone()]),
-                Some(r) => BatchEntry::none(*seq, &prompt[r.clone()]),
-            };
-            entries.push(e);
-        }
-        let n_ctx = self.rt.n_ctx();
-        let n_vocab = self.rt.n_vocab();
-        let rt = &mut self.rt;
-        let builds_before = rt.graph_builds();
-        let t_step = Instant::now();
-        let stepped = if masks.is_empty() {
-            rt.step(&entries)
+        // Taken out for the step (leaving empty vectors, which allocate
+        // nothing), so that it can be read while the generations change.
+        let mut plan = std::mem::take(&mut self.plan);
+        self.plan_rows(&mut plan);
+        let r = if plan.is_empty() {
+            Ok(self.end_stuck() || sampled)
         } else {
-            std::thread::scope(|s| {
-                s.spawn(move || {
-                    for g in masks {
-                        // A failure shows again, for that generation
-                        // alone, when it samples.
-                        let _ = g.prepare();
-                    }
-                });
-                rt.step(&entries)
-            })
+            self.prefill_draft(&plan.entries);
+            self.run_plan(&mut plan).map(|()| true)
         };
+        self.plan = plan;
+        r
+    }
+
+    /// Runs a planned step, then samples every entry that asked for it:
+    /// the forward pass, with the grammar masks of the generations that
+    /// sample after it computed on the helper thread meanwhile, then the
+    /// reading of its logits.
+    fn run_plan(&mut self, plan: &mut StepPlan) -> Result<()> {
+        let lent = self.lend_grammars(plan);
+        let (n_ctx, n_vocab) = (self.rt.n_ctx(), self.rt.n_vocab());
+        let builds_before = self.rt.graph_builds();
+        let t_step = Instant::now();
+        let stepped = self.rt.step_batch(&plan.batch);
+        if lent {
+            let helper = self.masks.as_ref().expect("grammars were lent to it");
+            plan.loans = helper.finish();
+            for (i, loan) in plan.loans.drain(..) {
+                self.gens[i].gate.restore_grammar(loan);
+            }
+        }
         let out = match stepped {
             Ok(out) => out,
             Err(e) => {
-                drop(entries);
-                drop(parts);
-                for (i, _, _) in plan.iter().rev() {
-                    self.finish(*i, StopReason::Cancelled);
+                for p in plan.entries.iter().rev() {
+                    self.finish(p.gen, StopReason::Cancelled);
                 }
                 return Err(e);
             }
         };
         let step_secs = t_step.elapsed().as_secs_f64();
-        drop(entries);
-        drop(parts);
         let reader = Reader {
             gens: &mut self.gens,
             tok: &self.tok,
-            saved: &mut self.saved,
+            stash: &mut self.stash,
             totals: &mut self.spec.totals,
             n_ctx,
             n_vocab,
@@ -600,92 +590,51 @@ impl Scheduler {
             mut outcomes,
             forks,
             drops,
-        } = reader.read(&plan, &out);
+        } = reader.read(&plan.entries, &out);
         // Before `settle`, which releases the sequences of ended generations.
         self.roll_back(&drops);
         // A step that built a graph says nothing about the cost of its rows.
-        let decode_only = plan.iter().all(|p| p.1.is_none());
-        if decode_only && self.rt.graph_builds() == builds_before {
-            self.record_step(decode_rows, step_secs);
+        if plan.decode_only() && self.rt.graph_builds() == builds_before {
+            self.record_step(plan.decode_rows, step_secs);
         }
         // Before `settle`, which may release a leader that ended at once.
         for (i, logits) in forks {
             self.start_followers(i, &logits, &mut outcomes);
         }
-        self.settle(outcomes)?;
-        Ok(true)
+        self.settle(outcomes)
     }
 
-    /// Plans a step: a decode entry (the sampled token and its guesses)
-    /// for every decoding generation, then prompt chunks while the step has
-    /// room, at most `n_batch` rows in all. Generations that cannot get a
-    /// cell end with [`StopReason::CacheFull`]. Returns the plan and the
-    /// number of decode rows in it.
-    fn plan_rows(&mut self) -> (Vec<Planned>, usize) {
-        let budget_total = self.rt.config().n_batch;
-        let mut room = self.rt.room();
-        let mut budget = budget_total;
-        self.propose(room, budget);
-        let mut plan: Vec<Planned> = Vec::new();
-        self.decode_tokens.clear();
-        self.decode_spans.clear();
-        let mut starved = Vec::new();
-        for (i, g) in self.gens.iter_mut().enumerate() {
-            if let Phase::Decode { next } = g.phase {
-                if room == 0 {
-                    starved.push(i);
-                    continue;
-                }
-                if budget == 0 {
-                    continue;
-                }
-                // The sampled token, then its guesses as far as they fit.
-                g.spec.drafts.truncate((room - 1).min(budget - 1));
-                let at = self.decode_tokens.len();
-                self.decode_tokens.push(next);
-                self.decode_tokens.extend_from_slice(&g.spec.drafts);
-                self.decode_spans.push((at, self.decode_tokens.len()));
-                plan.push((i, None, true));
-                let rows = 1 + g.spec.drafts.len();
-                room -= rows;
-                budget -= rows;
+    /// Lends the grammar of every generation that samples after this step
+    /// to the helper thread (started on first use), which computes their
+    /// next masks while the forward pass runs; returns whether it got any.
+    /// Without a helper thread the masks are computed when sampling.
+    fn lend_grammars(&mut self, plan: &mut StepPlan) -> bool {
+        for p in plan.entries.iter().filter(|p| p.samples) {
+            if let Some(loan) = self.gens[p.gen].gate.lend_grammar() {
+                plan.loans.push((p.gen, loan));
             }
         }
-        let decode_rows = budget_total - budget;
-        for (i, g) in self.gens.iter().enumerate() {
-            if let Phase::Prefill { fed } = g.phase {
-                let take = (g.prompt.len() - fed).min(self.chunk).min(budget).min(room);
-                if take == 0 {
-                    continue;
-                }
-                let end = fed + take;
-                plan.push((i, Some(fed..end), end == g.prompt.len()));
-                room -= take;
-                budget -= take;
+        if plan.loans.is_empty() {
+            return false;
+        }
+        if self.masks.is_none() {
+            match MaskHelper::spawn() {
+                Ok(h) => self.masks = Some(h),
+                Err(e) => tracing::debug!("no grammar helper thread: {e}"),
             }
         }
-        for &i in starved.iter().rev() {
-            self.finish(i, StopReason::CacheFull);
+        match &self.masks {
+            Some(helper) => {
+                helper.start(std::mem::take(&mut plan.loans));
+                true
+            }
+            None => {
+                for (i, loan) in plan.loans.drain(..) {
+                    self.gens[i].gate.restore_grammar(loan);
+                }
+                false
+            }
         }
-        (plan, decode_rows)
-    }
-
-    /// Ends the prompts that can never get room (nothing is decoding to
-    /// free any) rather than let them wait forever; returns whether there
-    /// was any.
-    fn end_stuck(&mut self) -> bool {
-        let stuck: Vec<usize> = self
-            .gens
-            .iter()
-            .enumerate()
-            .filter(|(_, g)| matches!(g.phase, Phase::Prefill { .. }))
-            .map(|(i, _)| i)
-            .collect();
-        let any = !stuck.is_empty();
-        for i in stuck {
-            self.finish(i, StopReason::CacheFull);
-        }
-        any
     }
 
     /// Forks the sequence of generation `i`, whose prompt is now in the
@@ -704,7 +653,7 @@ impl Scheduler {
                     let f = &mut self.gens[j];
                     f.seq = child;
                     f.owns_seq = true;
-                    outcomes.record(j, f.advance(logits, &self.tok, n_ctx, &mut self.saved));
+                    outcomes.record(j, f.advance(logits, &self.tok, n_ctx, &mut self.stash));
                 }
                 Err(_) => outcomes.ended.push((j, StopReason::CacheFull)),
             }

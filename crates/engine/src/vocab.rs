@@ -1,6 +1,6 @@
 //! The sampler's view of a model's tokens, built from its tokenizer.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use minfer_sampler::TokenVocab;
 use minfer_text::Tokenizer;
@@ -24,6 +24,27 @@ pub fn token_vocab(tok: &Tokenizer) -> Result<Arc<TokenVocab>> {
     TokenVocab::new(pieces, special, eog, tokenize)
         .map(Arc::new)
         .map_err(|e| EngineError::InvalidArgument(e.to_string()))
+}
+
+/// A model's sampler vocabulary, built on first use and shared by
+/// everything serving that model: the [`LoadedModel`](crate::LoadedModel)
+/// and each scheduler it makes hold clones of the same cell, so the
+/// vocabulary (and the tokenizer copy inside it) exists once.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SharedVocab(Arc<OnceLock<Arc<TokenVocab>>>);
+
+impl SharedVocab {
+    /// The vocabulary, built from `tok` the first time it is asked for.
+    ///
+    /// # Errors
+    /// As [`token_vocab`].
+    pub(crate) fn get(&self, tok: &Tokenizer) -> Result<Arc<TokenVocab>> {
+        if let Some(v) = self.0.get() {
+            return Ok(Arc::clone(v));
+        }
+        let v = token_vocab(tok)?;
+        Ok(Arc::clone(self.0.get_or_init(|| v)))
+    }
 }
 
 /// Whether sampling with `cfg` needs the [`TokenVocab`] (a grammar, or DRY

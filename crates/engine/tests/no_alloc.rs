@@ -2,13 +2,13 @@
 //! compare, the input fill, the graph walk and the logits copy all reuse
 //! buffers sized before. Checked with a counting global allocator.
 //! The batched form is `no_alloc_batched`: one test per binary, see
-//! `common::counting`.
+//! `minfer_testutil::counting`.
 
 mod common;
 
-use common::counting::{count, Counting};
 use common::tiny;
 use minfer_graph::KvFormat;
+use minfer_testutil::counting::{count, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

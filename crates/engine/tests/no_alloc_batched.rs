@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::counting::{count, Counting};
 use common::tiny;
 use minfer_graph::KvFormat;
+use minfer_testutil::counting::{count, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

@@ -5,15 +5,15 @@
 //! submission and buffer mapping, so the count is not zero. What must hold
 //! is that it does not grow: the same allocations per step at step 10 and
 //! at step 60, nothing retained per step, no graph rebuilt. One counting
-//! test per binary (see `common::counting`).
+//! test per binary (see `minfer_testutil::counting`).
 
 mod common;
 
 use std::sync::Arc;
 
-use common::counting::{count, Counting};
 use minfer_engine::{DeviceChoice, Engine, EngineConfig};
 use minfer_models::Model;
+use minfer_testutil::counting::{count, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

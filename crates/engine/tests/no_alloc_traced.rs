@@ -7,10 +7,10 @@
 
 mod common;
 
-use common::counting::{count, Counting};
 use common::tiny;
 use minfer_engine::trace::{rec, start_recording};
 use minfer_graph::KvFormat;
+use minfer_testutil::counting::{count, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

@@ -61,6 +61,10 @@ pub enum SamplerError {
     /// The grammar allows no token at all in its current state.
     #[error("grammar: no token can continue the output")]
     GrammarDeadEnd,
+    /// [`Sampler::sample`](crate::Sampler::sample) was called while the
+    /// grammar was lent out ([`Sampler::lend_grammar`](crate::Sampler::lend_grammar)).
+    #[error("the grammar is lent out: give it back before sampling")]
+    GrammarLent,
     /// The logits row handed to the sampler is empty.
     #[error("cannot sample from an empty logits row")]
     EmptyLogits,

@@ -32,7 +32,7 @@ mod vocab;
 pub use error::SamplerError;
 pub use grammar::Gbnf;
 pub use params::{Constraint, Mirostat, SamplingParams, Trigger, DEFAULT_SEED};
-pub use sampler::Sampler;
+pub use sampler::{GrammarLoan, Sampler};
 pub use stage::Stage;
 pub use stop::{StopHit, StopMatcher, StopPush};
 pub use utf8::Utf8Stream;

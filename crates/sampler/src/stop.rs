@@ -27,6 +27,10 @@ pub struct StopPush<'a> {
     pub hit: Option<StopHit>,
 }
 
+/// Bytes of one token a [`StopMatcher`] reserves room for beside what it
+/// holds back (tokens are rarely longer).
+const HELD_TOKEN_BYTES: usize = 64;
+
 /// Finds stop strings in a byte stream fed piece by piece.
 #[derive(Debug, Clone, Default)]
 pub struct StopMatcher {
@@ -54,6 +58,10 @@ impl StopMatcher {
         Self {
             stops,
             max_len,
+            // What is held back plus one token's bytes: reserved now, so
+            // that a long token later does not grow it in the middle of a
+            // generation.
+            held: Vec::with_capacity(max_len + HELD_TOKEN_BYTES),
             ..Self::default()
         }
     }

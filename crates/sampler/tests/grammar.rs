@@ -291,3 +291,45 @@ fn a_vocabulary_llguidance_cannot_use_is_one_clear_error() {
     .is_err());
     assert!(TokenVocab::new(pieces, vec![false; n], vec![999], Box::new(|_| Vec::new())).is_err());
 }
+
+/// A grammar lent to another thread for its mask and given back samples
+/// exactly as one that never left; while it is away, sampling is refused
+/// rather than unconstrained.
+#[test]
+fn a_lent_grammar_refuses_sampling_and_comes_back_unchanged() {
+    let (vocab, eos) = toy_vocab();
+    let c = Constraint::Gbnf(JSON_OBJECT_RFC.into());
+    let params = SamplingParams {
+        temp: 1.0,
+        seed: 7,
+        constraint: Some(c),
+        ..SamplingParams::default()
+    };
+    let mut kept = Sampler::with_vocab(params.clone(), &vocab).unwrap();
+    let mut lent = Sampler::with_vocab(params, &vocab).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut history = Vec::new();
+    for _ in 0..40 {
+        let mut logits: Vec<f32> = (0..vocab.len()).map(|_| rng.gen_range(-2.0..2.0)).collect();
+        logits[eos as usize] = -10.0;
+        let mut loan = lent.lend_grammar().expect("a grammar to lend");
+        assert!(lent.has_grammar() && lent.lend_grammar().is_none());
+        assert_eq!(
+            lent.sample(&logits, &history),
+            Err(SamplerError::GrammarLent)
+        );
+        loan = std::thread::spawn(move || {
+            loan.prepare().unwrap();
+            loan
+        })
+        .join()
+        .unwrap();
+        lent.restore_grammar(loan);
+        let t = kept.sample(&logits, &history).unwrap();
+        assert_eq!(lent.sample(&logits, &history).unwrap(), t);
+        if kept.grammar_finished() {
+            break;
+        }
+        history.push(t);
+    }
+}

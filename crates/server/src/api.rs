@@ -435,6 +435,7 @@ pub fn check_vocab(cfg: &GenerateConfig, served: &Served) -> Result<(), ApiError
     check_logit_bias(cfg, served.loaded.model().n_vocab())?;
     if cfg.sampler.constraint.is_some() {
         let vocab = served
+            .loaded
             .sampler_vocab()
             .map_err(|e| ApiError::internal(e.to_string()))?;
         check_sampling(cfg, &vocab).map_err(|e| ApiError::bad_request(e.to_string()))?;

@@ -37,7 +37,7 @@ mod worker;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use minfer_engine::{EngineConfig, LoadedModel, Store};
@@ -334,7 +334,6 @@ fn load(
         loaded: Arc::new(loaded),
         id,
         aliases,
-        vocab: OnceLock::new(),
         template,
         abilities,
         strict_model: cfg.strict_model,

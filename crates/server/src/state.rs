@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use minfer_engine::{token_vocab, ChatTemplate, LoadedModel, TokenVocab};
+use minfer_engine::{ChatTemplate, LoadedModel};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::error::ApiError;
@@ -22,9 +22,6 @@ pub struct Served {
     /// Other names a request may use: the spec as given and the model's
     /// own name.
     pub aliases: Vec<String>,
-    /// The sampler's view of the vocabulary, built when a request first
-    /// asks for constrained output (to check its grammar up front).
-    pub vocab: OnceLock<Arc<TokenVocab>>,
     /// The chat template in use: `--chat-template` or the model's own.
     pub template: Option<ChatTemplate>,
     /// What the template knows beyond plain turns.
@@ -57,18 +54,6 @@ impl Served {
         } else {
             Err(ApiError::unknown_model(name, &self.id))
         }
-    }
-
-    /// The sampler vocabulary, built on first use.
-    ///
-    /// # Errors
-    /// When the tokenizer's lists are inconsistent (never for a loaded model).
-    pub fn sampler_vocab(&self) -> minfer_engine::Result<Arc<TokenVocab>> {
-        if let Some(v) = self.vocab.get() {
-            return Ok(Arc::clone(v));
-        }
-        let v = token_vocab(self.loaded.tokenizer())?;
-        Ok(Arc::clone(self.vocab.get_or_init(|| v)))
     }
 }
 

@@ -8,6 +8,8 @@
 //! `--nocapture`) and is appended to `target/minfer-skipped.txt`, which
 //! `scripts/test-summary.sh` prints at the end of a run.
 
+pub mod counting;
+
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -354,6 +354,7 @@ impl ChatSession {
                         if !on_text(&b) {
                             sched.cancel(id);
                         }
+                        sched.recycle(Event::Text(b));
                     }
                     Event::Logprobs(_) | Event::PromptLogprobs(_) => {}
                     Event::Done(stats) => break 'turn stats,

@@ -281,7 +281,7 @@ impl Runtime {
                 _ => BatchEntry::all(seq, tokens),
             })
             .collect();
-        self.forward(&entries, OutputKind::Hidden)?;
+        self.forward(entries.as_slice(), OutputKind::Hidden)?;
         let n_embd = self.n_embd();
         for i in 0..entries.len() {
             let (a, b) = (self.offsets[i], self.offsets[i + 1]);

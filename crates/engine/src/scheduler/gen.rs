@@ -10,6 +10,9 @@ use crate::error::{EngineError, Result};
 use crate::generate::{Gate, Next, StopReason, TokenLogprobs};
 use crate::runtime::SeqId;
 
+/// Bytes a new text event's buffer starts with.
+const TEXT_CAPACITY: usize = 64;
+
 /// Where a generation stands.
 #[derive(Debug)]
 pub(super) enum Phase {
@@ -76,19 +79,19 @@ impl Gen {
 
     /// Samples from `logits` and runs the gates; returns the reason when the
     /// generation ends. The logits its first token is drawn from are kept
-    /// in `saved` for a caller-owned sequence (see
+    /// in the stash for a caller-owned sequence (see
     /// [`Scheduler::prompt_logits`]).
     pub(super) fn advance(
         &mut self,
         logits: &[f32],
         tok: &Tokenizer,
         n_ctx: u32,
-        saved: &mut Vec<SavedLogits>,
+        stash: &mut Stash,
     ) -> Result<Option<StopReason>> {
         if self.t_first.is_none() {
             self.t_first = Some(Instant::now());
             if !self.owns_seq {
-                save_logits(saved, self.seq, self.gate.history(), logits);
+                save_logits(&mut stash.saved, self.seq, self.gate.history(), logits);
             }
         }
         // Every token the gate has seen is in the cache: the next one would
@@ -96,8 +99,15 @@ impl Gen {
         let n_past = self.gate.history_len() as u32;
         let events = &mut self.events;
         let before = events.len();
+        let spare = &mut stash.text;
         let mut emit = |b: &[u8]| {
-            events.push_back(Event::Text(b.to_vec()));
+            // Room for any token's text, so that a recycled buffer rarely
+            // has to grow.
+            let mut text = spare
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(TEXT_CAPACITY));
+            text.extend_from_slice(b);
+            events.push_back(Event::Text(text));
             true
         };
         let next = self.gate.advance(logits, tok, n_past, n_ctx, &mut emit)?;
@@ -135,6 +145,16 @@ impl Outcomes {
             }
         }
     }
+}
+
+/// What the scheduler keeps for its generations between steps.
+#[derive(Debug, Default)]
+pub(super) struct Stash {
+    /// The logits that followed caller-owned sequences.
+    pub(super) saved: Vec<SavedLogits>,
+    /// Emptied buffers of [`Event::Text`] events handed back with
+    /// [`Scheduler::recycle`](super::Scheduler::recycle), for later text.
+    pub(super) text: Vec<Vec<u8>>,
 }
 
 /// The logits that followed a caller-owned sequence's tokens, kept so that

@@ -2,7 +2,8 @@
 
 use minfer_text::Tokenizer;
 
-use super::gen::{Gen, Outcomes, Phase, SavedLogits};
+use super::gen::{Gen, Outcomes, Phase, Stash};
+use super::plan::{Feed, Planned};
 use super::Event;
 use crate::runtime::{SeqId, StepLogits};
 use crate::spec::SpecStats;
@@ -17,15 +18,11 @@ pub(super) struct Read {
     pub(super) drops: Vec<(SeqId, usize)>,
 }
 
-/// One planned entry: the generation, the prompt range it feeds (`None`
-/// for a decode entry) and whether its logits are sampled.
-pub(super) type Planned = (usize, Option<std::ops::Range<usize>>, bool);
-
 /// What sampling a step's outputs needs of the scheduler.
 pub(super) struct Reader<'a> {
     pub(super) gens: &'a mut [Gen],
     pub(super) tok: &'a Tokenizer,
-    pub(super) saved: &'a mut Vec<SavedLogits>,
+    pub(super) stash: &'a mut Stash,
     pub(super) totals: &'a mut SpecStats,
     pub(super) n_ctx: u32,
     pub(super) n_vocab: usize,
@@ -42,32 +39,33 @@ impl Reader<'_> {
         let mut outcomes = Outcomes::default();
         let mut forks: Vec<(usize, Vec<f32>)> = Vec::new();
         let mut drops: Vec<(SeqId, usize)> = Vec::new();
-        for (k, (i, range, last)) in plan.iter().enumerate() {
-            let g = &mut self.gens[*i];
-            let Some(r) = range else {
+        for (k, p) in plan.iter().enumerate() {
+            let i = p.gen;
+            let g = &mut self.gens[i];
+            let Feed::Prompt(r) = &p.feed else {
                 let (res, unused) = g.advance_guessed(
                     out.entry(k),
                     n_vocab,
                     self.tok,
                     n_ctx,
-                    self.saved,
+                    self.stash,
                     self.totals,
                 );
                 if unused > 0 {
                     drops.push((g.seq, unused));
                 }
-                outcomes.record(*i, res);
+                outcomes.record(i, res);
                 continue;
             };
             g.phase = Phase::Prefill { fed: r.end };
             if let Some(top) = g.score_prompt {
                 g.score_rows(r.clone(), out.entry(k), top, n_vocab);
-                if *last {
+                if p.samples {
                     let scores = std::mem::take(&mut g.prompt_scores);
                     g.events.push_back(Event::PromptLogprobs(scores));
                 }
             }
-            if !*last {
+            if !p.samples {
                 continue;
             }
             let Some(logits) = out.last(k) else {
@@ -79,10 +77,10 @@ impl Reader<'_> {
                 .iter()
                 .any(|f| matches!(f.phase, Phase::Follow { leader } if leader == id))
             {
-                forks.push((*i, logits.to_vec()));
+                forks.push((i, logits.to_vec()));
             }
-            let g = &mut self.gens[*i];
-            outcomes.record(*i, g.advance(logits, self.tok, n_ctx, self.saved));
+            let g = &mut self.gens[i];
+            outcomes.record(i, g.advance(logits, self.tok, n_ctx, self.stash));
         }
         Read {
             outcomes,

@@ -3,7 +3,8 @@
 
 use minfer_text::Tokenizer;
 
-use super::gen::{Gen, Phase, SavedLogits};
+use super::gen::{Gen, Phase, Stash};
+use super::plan::{Feed, Planned};
 use super::Scheduler;
 use crate::error::Result;
 use crate::generate::StopReason;
@@ -315,14 +316,14 @@ impl Scheduler {
     /// Feeds the draft model the prompt chunks a step is about to
     /// evaluate, so that a prompt is read by both models chunk by chunk
     /// (no step later stalls on the draft reading a whole prompt).
-    pub(super) fn prefill_draft(&mut self, plan: &[super::read::Planned]) {
+    pub(super) fn prefill_draft(&mut self, plan: &[Planned]) {
         let Some(draft) = self.spec.spec.as_mut().and_then(|s| s.draft.as_mut()) else {
             return;
         };
         let mut wanted = vec![None; self.gens.len()];
-        for (i, range, _) in plan {
-            if let Some(r) = range {
-                wanted[*i] = Some(r.end);
+        for p in plan {
+            if let Feed::Prompt(r) = &p.feed {
+                wanted[p.gen] = Some(r.end);
             }
         }
         let mut pairs: Vec<(&mut Option<SeqId>, &[u32])> = self
@@ -404,7 +405,7 @@ impl Gen {
         n_vocab: usize,
         tok: &Tokenizer,
         n_ctx: u32,
-        saved: &mut Vec<SavedLogits>,
+        stash: &mut Stash,
         totals: &mut SpecStats,
     ) -> (Result<Option<StopReason>>, usize) {
         let n = rows.len() / n_vocab;
@@ -412,7 +413,7 @@ impl Gen {
         let mut r = Ok(None);
         for (j, row) in rows.chunks_exact(n_vocab).enumerate() {
             used = j + 1;
-            r = self.advance(row, tok, n_ctx, saved);
+            r = self.advance(row, tok, n_ctx, stash);
             let sampled = match (&r, &self.phase) {
                 (Ok(None), Phase::Decode { next }) => Some(*next),
                 _ => None,

@@ -74,7 +74,6 @@ pub fn golden(name: &str) -> serde_json::Value {
     serde_json::from_str(&text).expect("golden JSON")
 }
 
-pub mod counting;
 pub mod golden;
 pub mod tiny;
 

@@ -12,6 +12,23 @@ use crate::mirostat::{mirostat_v1, mirostat_v2};
 pub(crate) use crate::penalties::*;
 use crate::{Mirostat, SamplerError, SamplingParams, Stage, TokenVocab};
 
+/// A [`Sampler`]'s grammar while it is lent out: moved, not copied, so it
+/// can travel to a helper thread and back without allocating.
+#[derive(Debug)]
+pub struct GrammarLoan(Grammar);
+
+impl GrammarLoan {
+    /// Computes the grammar's mask for the next token, as
+    /// [`Sampler::prepare`] does.
+    ///
+    /// # Errors
+    /// [`SamplerError::Grammar`] when the grammar engine fails; the
+    /// sampler's next [`sample`](Sampler::sample) meets the same failure.
+    pub fn prepare(&mut self) -> Result<(), SamplerError> {
+        self.0.prepare()
+    }
+}
+
 /// Turns logits into token ids.
 ///
 /// The order is llama.cpp's: the grammar mask (when a constraint is set),
@@ -33,6 +50,8 @@ pub struct Sampler {
     cfg: SamplingParams,
     rng: ChaCha8Rng,
     grammar: Option<Grammar>,
+    /// Whether the grammar is lent out (see [`Sampler::lend_grammar`]).
+    lent: bool,
     breakers: Arc<Breakers>,
     /// Mirostat's learned surprise threshold.
     mu: f32,
@@ -99,6 +118,7 @@ impl Sampler {
             mu: 2.0 * cfg.mirostat_tau,
             cfg,
             grammar,
+            lent: false,
             breakers,
             grammar_done: false,
             work: Vec::new(),
@@ -121,9 +141,27 @@ impl Sampler {
         self.rng = ChaCha8Rng::seed_from_u64(seed);
     }
 
-    /// Whether a grammar constrains this sampler.
+    /// Whether a grammar constrains this sampler (lent out or not).
     pub fn has_grammar(&self) -> bool {
-        self.grammar.is_some()
+        self.grammar.is_some() || self.lent
+    }
+
+    /// Lends the grammar out, so that its next mask can be computed on
+    /// another thread ([`GrammarLoan::prepare`]) while this sampler stays
+    /// where it is; `None` without a grammar or when it is already lent.
+    /// Until it comes back ([`restore_grammar`](Sampler::restore_grammar)),
+    /// [`sample`](Sampler::sample) fails with [`SamplerError::GrammarLent`]
+    /// rather than sample unconstrained.
+    pub fn lend_grammar(&mut self) -> Option<GrammarLoan> {
+        let g = self.grammar.take()?;
+        self.lent = true;
+        Some(GrammarLoan(g))
+    }
+
+    /// Takes back a grammar [`lend_grammar`](Sampler::lend_grammar) lent.
+    pub fn restore_grammar(&mut self, loan: GrammarLoan) {
+        self.grammar = Some(loan.0);
+        self.lent = false;
     }
 
     /// Computes the grammar's mask for the next token ahead of
@@ -153,6 +191,9 @@ impl Sampler {
     /// ([`SamplerError::LogitBiasIdOutOfRange`]). With a grammar, the token
     /// is also fed to it.
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> Result<u32, SamplerError> {
+        if self.lent {
+            return Err(SamplerError::GrammarLent);
+        }
         if logits.is_empty() {
             return Err(SamplerError::EmptyLogits);
         }

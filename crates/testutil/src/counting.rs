@@ -1,7 +1,8 @@
 //! A global allocator that counts allocations while armed, for the tests
 //! that check a warm decode step allocates nothing. Each test binary that
 //! uses it installs it with
-//! `#[global_allocator] static GLOBAL: Counting = Counting;`.
+//! `#[global_allocator] static GLOBAL: minfer_testutil::counting::Counting
+//! = minfer_testutil::counting::Counting;`.
 //!
 //! The count covers every thread of the process, because the engine's pool
 //! workers must be counted too. So a binary that counts holds exactly one
