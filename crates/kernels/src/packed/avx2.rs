@@ -377,11 +377,25 @@ unsafe fn tile_by_partial<
         debug_assert!(group.len() >= nb * gbytes);
         let base = group.as_ptr();
         let mut sum = [[_mm256_setzero_ps(); T]; 2];
+        // The first tile of a group reads it from memory, in an order the
+        // hardware prefetcher does not follow: while its first half runs,
+        // fetch the next group (which the same thread usually takes next)
+        // block by block. Later tiles find both in the caches.
+        let ahead = t0 == 0;
+        let next = base.wrapping_add(nb * gbytes);
         for (h, sum) in sum.iter_mut().enumerate() {
             let mut part = [[_mm256_setzero_ps(); T]; 4];
             for (p, acc) in part.iter_mut().enumerate() {
                 let mut b = p;
                 while b < nb {
+                    if ahead && h == 0 {
+                        let mut line = 0;
+                        while line < gbytes {
+                            let at = next.wrapping_add(b * gbytes + line);
+                            _mm_prefetch::<_MM_HINT_T0>(at as *const i8);
+                            line += 64;
+                        }
+                    }
                     half_block::<T, NIB, FIFTH, MIN, CB>(
                         f,
                         base.add(b * gbytes),
