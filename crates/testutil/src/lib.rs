@@ -126,9 +126,10 @@ pub fn golden_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("tests").join("golden"))
 }
 
-/// The upstream the repository's copy was taken from, `../shared/golden`
-/// beside the checkout, when it exists (a bare clone has none).
+/// The upstream folder the repository's copy of the golden data was taken
+/// from, named by `$MINFER_GOLDEN_UPSTREAM` (a clone has none; a
+/// maintainer who refreshes the copy points it at the new data).
 pub fn upstream_golden_dir() -> Option<PathBuf> {
-    let dir = workspace_root().join("../shared/golden");
+    let dir = PathBuf::from(std::env::var_os("MINFER_GOLDEN_UPSTREAM")?);
     dir.is_dir().then_some(dir)
 }
