@@ -23,6 +23,7 @@
 mod batch;
 mod embed;
 mod inspect;
+mod params;
 mod poison;
 mod snapshot;
 

@@ -13,7 +13,9 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 pub use minfer_graph::dump::dumps_to_dot;
-pub use minfer_graph::trace as rec;
+/// The trace recorder (defined beside the kernels, which record into it);
+/// front ends reach it through this one path.
+pub use minfer_kernels::trace as rec;
 use rec::{Event, Recording, What};
 
 use crate::error::{EngineError, Result};

@@ -27,8 +27,6 @@ pub use fusion::FusionReport;
 pub use ir::{
     AttnParams, DType, InputKind, KvKind, Node, NodeId, Op, RopeParams, RopeStyle, Shape,
 };
-/// The process-wide trace recorder, re-exported for the engine.
-pub use minfer_kernels::trace;
 /// The kernel choices front ends make, re-exported so that they configure
 /// the graph without depending on the kernels crate.
 pub use minfer_kernels::{KernelError, SimdLevel};

@@ -1,41 +1,13 @@
 //! Looking at the graphs a runtime runs: dumps of the prefill and decode
 //! graphs and their op census, without evaluating anything.
 
-use minfer_graph::{ComputeParams, GraphKind, GraphParams, GraphUid, OutputKind};
+use minfer_graph::{GraphUid, OutputKind};
 use serde_json::Value;
 
 use super::Runtime;
 use crate::error::Result;
 
 impl Runtime {
-    /// The params of a forward of `n_tokens` rows with `n_out` outputs of
-    /// kind `output`, as a step builds them.
-    pub(super) fn params_for(
-        &self,
-        n_tokens: usize,
-        n_out: usize,
-        output: OutputKind,
-    ) -> GraphParams {
-        GraphParams {
-            n_tokens: n_tokens as u32,
-            n_out: n_out as u32,
-            kind: if n_tokens == 1 {
-                GraphKind::Decode
-            } else {
-                GraphKind::Prefill
-            },
-            output,
-            compute: ComputeParams {
-                n_ctx: self.cfg.n_ctx,
-                kv_format: self.cfg.kv_format,
-                backend: self.offload,
-                fusion: self.cfg.fusion,
-            },
-            // The model is immutable for the life of the runtime.
-            weights_version: 0,
-        }
-    }
-
     /// Builds (or finds in the cache) the graph of a forward of `n_tokens`
     /// rows whose last row's logits are wanted.
     fn prepare_for(&mut self, n_tokens: usize) -> Result<GraphUid> {

@@ -214,7 +214,7 @@ pub fn generate(
 
 /// What the loop needs from an engine; a seam for testing the loop
 /// without a model.
-trait Forward {
+trait LogitSource {
     /// Appends `tokens` and returns the last row's logits.
     fn eval_last(&mut self, tokens: &[u32]) -> Result<&[f32]>;
     fn n_ctx(&self) -> u32;
@@ -222,7 +222,7 @@ trait Forward {
     fn graph_builds(&self) -> u64;
 }
 
-impl Forward for Engine {
+impl LogitSource for Engine {
     fn eval_last(&mut self, tokens: &[u32]) -> Result<&[f32]> {
         self.eval(tokens, false)
     }
@@ -267,7 +267,7 @@ pub(crate) fn sampler_error(e: SamplerError) -> EngineError {
     }
 }
 
-fn run<F: Forward, V: Vocab>(
+fn run<F: LogitSource, V: Vocab>(
     engine: &mut F,
     vocab: &V,
     prompt_ids: &[u32],
@@ -503,5 +503,4 @@ impl Gate {
 }
 
 #[cfg(test)]
-#[path = "generate_tests.rs"]
 mod tests;

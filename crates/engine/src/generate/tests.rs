@@ -33,7 +33,7 @@ mod scripted {
         }
     }
 
-    impl Forward for Scripted {
+    impl LogitSource for Scripted {
         fn eval_last(&mut self, tokens: &[u32]) -> Result<&[f32]> {
             if tokens.is_empty() {
                 return Err(EngineError::EmptyBatch);
