@@ -13,11 +13,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::server::{wait_for, Server};
@@ -54,38 +52,12 @@ fn haproxy() -> Option<(PathBuf, String)> {
 
 /// `minfer serve` with one compute thread (three share two cores).
 fn replica(model: &Path, home: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_minfer"))
-        .arg("serve")
-        .arg(model)
-        .args(["--host", "127.0.0.1", "--port", "0", "-t", "1", "-np", "4"])
-        .args(["--n-ctx", "4096", "--drain-timeout", "30"])
-        .env("MINFER_HOME", home)
-        .env("MINFER_PYTHON", "/nonexistent/python-for-minfer-tests")
-        .env_remove("MINFER_API_KEY")
-        .env_remove("MINFER_SIMD")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn minfer serve");
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("minfer serve prints its ready line within 2 minutes");
-    let rest = line
-        .split("http://")
-        .nth(1)
-        .unwrap_or_else(|| panic!("unexpected ready line {line:?}"));
-    let mut words = rest.split_whitespace();
-    let addr = words.next().expect("an address").to_string();
-    let model = words.last().expect("a model id").to_string();
-    Server { child, addr, model }
+    Server::start_on(
+        model,
+        home,
+        1,
+        &["-np", "4", "--n-ctx", "4096", "--drain-timeout", "30"],
+    )
 }
 
 fn free_port() -> u16 {

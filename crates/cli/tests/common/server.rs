@@ -25,17 +25,25 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Starts `minfer serve MODEL --port 0 ARGS` and waits (at most two
-    /// minutes) for its ready line.
+    /// Starts `minfer serve MODEL --port 0 -t 2 ARGS` and waits (at most
+    /// two minutes) for its ready line.
     pub fn start(model: &Path, home: &Path, args: &[&str]) -> Server {
+        Self::start_on(model, home, 2, args)
+    }
+
+    /// [`Server::start`] with `threads` compute threads (and the CPU's own
+    /// SIMD level, whatever `MINFER_SIMD` says).
+    pub fn start_on(model: &Path, home: &Path, threads: usize, args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_minfer"))
             .arg("serve")
             .arg(model)
-            .args(["--host", "127.0.0.1", "--port", "0", "-t", "2"])
+            .args(["--host", "127.0.0.1", "--port", "0", "-t"])
+            .arg(threads.to_string())
             .args(args)
             .env("MINFER_HOME", home)
             .env("MINFER_PYTHON", "/nonexistent/python-for-minfer-tests")
             .env_remove("MINFER_API_KEY")
+            .env_remove("MINFER_SIMD")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

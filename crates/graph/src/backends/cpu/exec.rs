@@ -240,47 +240,29 @@ fn compute(
             cpu::tanh_inplace(out);
             Ok(())
         }
-        Op::SwiGlu => {
+        Op::SwiGlu | Op::GeGlu => {
             seed(cx, out)?;
             let up = src_f32(cx.pool, cx.weights, slot_of(1))?;
             if up.len() != out.len() {
                 return Err(GraphError::Exec {
                     node: node.name.clone(),
-                    msg: format!("swiglu of {} values with {} up values", out.len(), up.len()),
+                    msg: format!("{} values with {} up values", out.len(), up.len()),
                 });
             }
+            let rows = cx.rows;
+            let glu = |o: &mut [f32], u: &[f32]| match node.op {
+                Op::SwiGlu => rows.swiglu(o, u),
+                _ => rows.geglu(o, u),
+            };
             // Element by element, so any split over threads gives the
             // same bits.
-            let rows = cx.rows;
             let dst = SharedMut::new(out.as_mut_ptr());
             cx.threads.for_chunks(out.len(), 64, 2, |r| {
                 // SAFETY: the chunks of `for_chunks` are disjoint and inside
                 // `out`, which outlives the job; each thread writes only
                 // its own range.
                 let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(r.start), r.len()) };
-                rows.swiglu(o, &up[r]);
-            });
-            Ok(())
-        }
-        Op::GeGlu => {
-            seed(cx, out)?;
-            let up = src_f32(cx.pool, cx.weights, slot_of(1))?;
-            if up.len() != out.len() {
-                return Err(GraphError::Exec {
-                    node: node.name.clone(),
-                    msg: format!("geglu of {} values with {} up values", out.len(), up.len()),
-                });
-            }
-            // Element by element, so any split over threads gives the
-            // same bits.
-            let rows = cx.rows;
-            let dst = SharedMut::new(out.as_mut_ptr());
-            cx.threads.for_chunks(out.len(), 64, 2, |r| {
-                // SAFETY: the chunks of `for_chunks` are disjoint and inside
-                // `out`, which outlives the job; each thread writes only
-                // its own range.
-                let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(r.start), r.len()) };
-                rows.geglu(o, &up[r]);
+                glu(o, &up[r]);
             });
             Ok(())
         }
