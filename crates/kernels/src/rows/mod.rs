@@ -211,18 +211,11 @@ impl RowKernels {
         }
     }
 
-    /// The path that fits a kernel level chosen at start-up: the scalar
+    /// The path of `level` on this CPU, through [`crate::Isa`]: the scalar
     /// reference for [`SimdLevel::Scalar`], AVX2 without AVX-512 for
-    /// [`SimdLevel::Avx2`], otherwise the fastest this CPU supports.
+    /// [`SimdLevel::Avx2`]; a level the CPU lacks gives the best it has.
     pub fn for_level(level: SimdLevel) -> Self {
-        match level {
-            SimdLevel::Scalar => Self::SCALAR,
-            SimdLevel::Avx2 => RowKernels {
-                wide: false,
-                ..Self::detect()
-            },
-            SimdLevel::Avx512 => Self::detect(),
-        }
+        Self::for_isa(crate::Isa::new(level).unwrap_or_else(|_| crate::Isa::detect()))
     }
 
     /// Every path this CPU supports, scalar first (for tests and
