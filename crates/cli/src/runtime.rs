@@ -12,7 +12,8 @@ pub struct RuntimeArgs {
     /// Context window in tokens: the KV cache holds this many positions.
     #[arg(long = "n-ctx", short = 'c', default_value_t = 4096, value_parser = parse_n_ctx, allow_negative_numbers = true)]
     pub n_ctx: u32,
-    /// Kernel path: scalar, avx2 or avx512 (default: the best this CPU has).
+    /// Kernel path: scalar, avx2, avx2-vnni (AVX2 with AVX-VNNI) or avx512
+    /// (default: the best this CPU has).
     #[arg(long, env = "MINFER_SIMD")]
     pub simd: Option<String>,
     /// KV cache format: f16 (llama.cpp's default), f32 or q8_0.

@@ -41,8 +41,10 @@ fn check(file: &str) {
         return;
     };
     let mut levels = vec![None];
-    if SimdLevel::Avx2.is_supported() && SimdLevel::detect() != SimdLevel::Avx2 {
-        levels.push(Some(SimdLevel::Avx2));
+    for level in [SimdLevel::Avx2, SimdLevel::Avx2Vnni] {
+        if level.is_supported() && SimdLevel::detect() != level {
+            levels.push(Some(level));
+        }
     }
     for threads in [1, 2] {
         let b = run(&plain, false, threads, None);

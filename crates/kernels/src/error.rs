@@ -46,7 +46,7 @@ pub enum KernelError {
     },
     /// A SIMD level name that [`SimdLevel::parse`](crate::SimdLevel::parse)
     /// does not know (the field holds the name given).
-    #[error("unknown SIMD level {0:?} (expected scalar, avx2 or avx512)")]
+    #[error("unknown SIMD level {0:?} (expected scalar, avx2, avx2-vnni or avx512)")]
     UnknownSimd(String),
     /// A SIMD level this CPU cannot run (the field holds its name).
     #[error("SIMD level {0} is not supported by this CPU")]

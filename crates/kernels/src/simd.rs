@@ -9,19 +9,30 @@ pub enum SimdLevel {
     Scalar,
     /// AVX2 + FMA + F16C.
     Avx2,
+    /// AVX2 with AVX-VNNI (the VEX-encoded 256-bit `vpdpbusd`/`vpdpwssd`
+    /// of Alder Lake and later Intel cores): the AVX2 kernels with the
+    /// byte dot products fused.
+    Avx2Vnni,
     /// AVX-512 F/BW/VL, with VNNI used where the CPU has it.
     Avx512,
 }
 
 impl SimdLevel {
     /// Every level, lowest first.
-    pub const ALL: [SimdLevel; 3] = [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512];
+    pub const ALL: [SimdLevel; 4] = [
+        SimdLevel::Scalar,
+        SimdLevel::Avx2,
+        SimdLevel::Avx2Vnni,
+        SimdLevel::Avx512,
+    ];
 
-    /// The name used by the override (`scalar`, `avx2`, `avx512`).
+    /// The name used by the override (`scalar`, `avx2`, `avx2-vnni`,
+    /// `avx512`).
     pub fn name(self) -> &'static str {
         match self {
             SimdLevel::Scalar => "scalar",
             SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx2Vnni => "avx2-vnni",
             SimdLevel::Avx512 => "avx512",
         }
     }
@@ -31,6 +42,7 @@ impl SimdLevel {
         match s.trim().to_ascii_lowercase().as_str() {
             "scalar" | "none" | "off" => Ok(SimdLevel::Scalar),
             "avx2" => Ok(SimdLevel::Avx2),
+            "avx2-vnni" | "avxvnni" | "avx-vnni" => Ok(SimdLevel::Avx2Vnni),
             "avx512" | "avx-512" => Ok(SimdLevel::Avx512),
             _ => Err(KernelError::UnknownSimd(s.to_string())),
         }
@@ -45,6 +57,10 @@ impl SimdLevel {
                 is_x86_feature_detected!("avx2")
                     && is_x86_feature_detected!("fma")
                     && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2Vnni => {
+                SimdLevel::Avx2.is_supported() && is_x86_feature_detected!("avxvnni")
             }
             #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx512 => {
@@ -108,7 +124,9 @@ impl std::fmt::Display for SimdLevel {
 }
 
 /// The instruction set the kernels run with: a [`SimdLevel`] validated
-/// against the CPU, and whether its AVX-512 path uses VNNI. Chosen once at
+/// against the CPU, and whether its byte dot products use VNNI (AVX-VNNI
+/// at [`SimdLevel::Avx2Vnni`], AVX-512 VNNI at [`SimdLevel::Avx512`] where
+/// the CPU has it). Chosen once at
 /// start-up; [`crate::Kernels`], [`crate::RowKernels`] and the interleaved
 /// tile kernels are all derived from it, so they cannot disagree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -124,7 +142,8 @@ impl Isa {
         vnni: false,
     };
 
-    /// `level` on this CPU (with VNNI where AVX-512 has it).
+    /// `level` on this CPU (with VNNI where AVX-512 has it; always at
+    /// [`SimdLevel::Avx2Vnni`]).
     ///
     /// # Errors
     /// [`KernelError::SimdUnavailable`] when the CPU cannot run `level`.
@@ -132,7 +151,8 @@ impl Isa {
         if level.is_supported() {
             Ok(Isa {
                 level,
-                vnni: level == SimdLevel::Avx512 && SimdLevel::has_vnni(),
+                vnni: level == SimdLevel::Avx2Vnni
+                    || level == SimdLevel::Avx512 && SimdLevel::has_vnni(),
             })
         } else {
             Err(KernelError::SimdUnavailable(level.name()))
@@ -149,14 +169,19 @@ impl Isa {
         self.level
     }
 
-    /// Whether the AVX-512 kernels use VNNI.
+    /// Whether the byte dot products use VNNI (of the level's width).
     pub fn vnni(self) -> bool {
         self.vnni
     }
 
-    /// AVX2, FMA and F16C are available (AVX2 or AVX-512).
+    /// AVX2, FMA and F16C are available (any level above scalar).
     pub fn avx2(self) -> bool {
         self.level >= SimdLevel::Avx2
+    }
+
+    /// AVX-VNNI (256-bit, VEX) is available to the AVX2 kernels.
+    pub fn avx_vnni(self) -> bool {
+        self.level == SimdLevel::Avx2Vnni
     }
 
     /// AVX-512 F/BW/VL are available.

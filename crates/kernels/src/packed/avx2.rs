@@ -90,28 +90,46 @@ pub(super) unsafe fn bcast4(y: *const u8) -> __m256i {
     unsafe { _mm256_set1_epi32((y as *const i32).read_unaligned()) }
 }
 
-/// `init + Σ q·y` over 32 quants per lane, for quants of at most 31:
-/// register `k` of `q` against activation bytes `y + 4k`, broadcast; four
-/// products per i16 lane (exact, see the module notes), then one widening
-/// per four registers.
+/// `init + Σ q·y` over 32 quants per lane: register `k` of `q` against
+/// activation bytes `y + 4k`, broadcast. With `V` (AVX-VNNI) each register
+/// is one `vpdpbusd`, in two independent chains, exact for any unsigned
+/// quant byte; without, quants of at most 31 give four products per i16
+/// lane (exact, see the module notes), then one widening per four
+/// registers. Integer sums, so both
+/// give the same integers.
 ///
 /// # Safety
-/// AVX2; 32 bytes from `y` are readable.
+/// AVX2 (and AVX-VNNI with `V`); 32 bytes from `y` are readable.
 #[inline(always)]
-pub(super) unsafe fn dot32_small(q: &[__m256i; 8], y: *const u8, init: __m256i) -> __m256i {
-    // SAFETY: the caller's contract.
-    unsafe { dot32_by(q, y, _mm256_set1_epi16(1), init) }
+pub(super) unsafe fn dot32_small<const V: bool>(
+    q: &[__m256i; 8],
+    y: *const u8,
+    init: __m256i,
+) -> __m256i {
+    // SAFETY: the caller's contract; the loads read `y..y + 32`.
+    unsafe {
+        if V {
+            let mut c = [init, _mm256_setzero_si256()];
+            for (k, q) in q.iter().enumerate() {
+                c[k % 2] = _mm256_dpbusd_avx_epi32(c[k % 2], *q, bcast4(y.add(4 * k)));
+            }
+            _mm256_add_epi32(c[0], c[1])
+        } else {
+            dot32_by::<false>(q, y, _mm256_set1_epi16(1), init)
+        }
+    }
 }
 
 /// `init + w · Σ q·y`, as [`dot32_small`] but widened by `vpmaddwd`
 /// against `w`, a lane's weight twice as i16: that multiplies each pair of
 /// i16 sums by the weight and adds them, exactly while
-/// `2 * |w| * 31,496` fits an i32 (any i16 weight does).
+/// `2 * |w| * 31,496` fits an i32 (any i16 weight does). With `V` the
+/// widening and the add are one `vpdpwssd`.
 ///
 /// # Safety
-/// AVX2; 32 bytes from `y` are readable.
+/// AVX2 (and AVX-VNNI with `V`); 32 bytes from `y` are readable.
 #[inline(always)]
-pub(super) unsafe fn dot32_by(
+pub(super) unsafe fn dot32_by<const V: bool>(
     q: &[__m256i; 8],
     y: *const u8,
     w: __m256i,
@@ -119,26 +137,63 @@ pub(super) unsafe fn dot32_by(
 ) -> __m256i {
     // SAFETY: the caller's contract; the loads read `y..y + 32`.
     unsafe {
-        let mut wide = init;
-        for (half, q) in q.chunks_exact(4).enumerate() {
-            let mut p = _mm256_setzero_si256();
+        let mut p = [_mm256_setzero_si256(); 2];
+        for (half, (q, p)) in q.chunks_exact(4).zip(&mut p).enumerate() {
             for (k, q) in q.iter().enumerate() {
                 let y = bcast4(y.add(16 * half + 4 * k));
-                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(*q, y));
+                *p = _mm256_add_epi16(*p, _mm256_maddubs_epi16(*q, y));
             }
-            wide = _mm256_add_epi32(wide, _mm256_madd_epi16(p, w));
         }
-        wide
+        madd2_add::<V>(init, p[0], p[1], w)
+    }
+}
+
+/// `acc + vpmaddwd(p, w)`: one `vpdpwssd` with `V` (AVX-VNNI), two
+/// instructions without; the same integers.
+///
+/// # Safety
+/// AVX2 (and AVX-VNNI with `V`).
+#[inline(always)]
+pub(super) unsafe fn madd_add<const V: bool>(acc: __m256i, p: __m256i, w: __m256i) -> __m256i {
+    // SAFETY: the caller's precondition; registers only.
+    unsafe {
+        if V {
+            _mm256_dpwssd_avx_epi32(acc, p, w)
+        } else {
+            _mm256_add_epi32(acc, _mm256_madd_epi16(p, w))
+        }
+    }
+}
+
+/// `acc + vpmaddwd(p0, w) + vpmaddwd(p1, w)`, with the two products summed
+/// before they meet `acc`, so a running sum waits on one add per call
+/// rather than on a chain of two `vpdpwssd` (five cycles each). The same
+/// integers either way.
+///
+/// # Safety
+/// AVX2 (and AVX-VNNI with `V`).
+#[inline(always)]
+pub(super) unsafe fn madd2_add<const V: bool>(
+    acc: __m256i,
+    p0: __m256i,
+    p1: __m256i,
+    w: __m256i,
+) -> __m256i {
+    // SAFETY: the caller's precondition; registers only.
+    unsafe {
+        let both = madd_add::<V>(_mm256_madd_epi16(p0, w), p1, w);
+        _mm256_add_epi32(acc, both)
     }
 }
 
 /// `Σ q·y` over 32 signed quants per lane (`a` their magnitudes, `s` the
-/// quants themselves, for the signs): each product pair widened alone.
+/// quants themselves, for the signs): each product pair widened alone, or
+/// with `V` (AVX-VNNI) one `vpdpbusd` per register, in two chains.
 ///
 /// # Safety
-/// AVX2; 32 bytes from `y` are readable.
+/// AVX2 (and AVX-VNNI with `V`); 32 bytes from `y` are readable.
 #[inline(always)]
-unsafe fn dot32_signed(a: &[__m256i; 8], s: &[__m256i; 8], y: *const u8) -> __m256i {
+unsafe fn dot32_signed<const V: bool>(a: &[__m256i; 8], s: &[__m256i; 8], y: *const u8) -> __m256i {
     // SAFETY: the caller's contract; the loads read `y..y + 32`.
     unsafe {
         let ones = _mm256_set1_epi16(1);
@@ -147,10 +202,15 @@ unsafe fn dot32_signed(a: &[__m256i; 8], s: &[__m256i; 8], y: *const u8) -> __m2
         for k in 0..4 {
             let y0 = _mm256_sign_epi8(bcast4(y.add(8 * k)), s[2 * k]);
             let y1 = _mm256_sign_epi8(bcast4(y.add(8 * k + 4)), s[2 * k + 1]);
-            let p0 = _mm256_maddubs_epi16(a[2 * k], y0);
-            let p1 = _mm256_maddubs_epi16(a[2 * k + 1], y1);
-            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(p0, ones));
-            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(p1, ones));
+            if V {
+                i0 = _mm256_dpbusd_avx_epi32(i0, a[2 * k], y0);
+                i1 = _mm256_dpbusd_avx_epi32(i1, a[2 * k + 1], y1);
+            } else {
+                let p0 = _mm256_maddubs_epi16(a[2 * k], y0);
+                let p1 = _mm256_maddubs_epi16(a[2 * k + 1], y1);
+                i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(p0, ones));
+                i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(p1, ones));
+            }
         }
         _mm256_add_epi32(i0, i1)
     }
@@ -168,6 +228,7 @@ unsafe fn half_block<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const V: bool,
 >(
     f: &Format,
     gb: *const u8,
@@ -206,6 +267,15 @@ unsafe fn half_block<
         } else if NIB {
             let q = nibble_quants::<FIFTH>(gb, gb.add(f.qh_at()), h);
             (q, q)
+        } else if V {
+            // Q8_0 under AVX-VNNI: `vpdpbusd` takes the stored unsigned
+            // `q + 128` as it is, and the activation's integer start
+            // (`-128 * sum(y)`) takes the offset back out, as on AVX-512.
+            let mut q = [_mm256_setzero_si256(); 8];
+            for (k, q) in q.iter_mut().enumerate() {
+                *q = _mm256_loadu_si256(gb.add(64 * k + 32 * h) as *const _);
+            }
+            (q, q)
         } else {
             // Undo the stored `+ 128`: the signed quant and its magnitude.
             let flip = _mm256_set1_epi8(-128);
@@ -223,10 +293,10 @@ unsafe fn half_block<
         for (t, acc) in acc.iter_mut().enumerate() {
             let tok = t0 + t;
             let y = acts.quants(tok, b).as_ptr();
-            let isum = if NIB && !CB {
-                dot32_small(&q, y, _mm256_set1_epi32(acts.init(tok, b)))
+            let isum = if (NIB || V) && !CB {
+                dot32_small::<V>(&q, y, _mm256_set1_epi32(acts.init(tok, b)))
             } else {
-                dot32_signed(&q, &s, y)
+                dot32_signed::<V>(&q, &s, y)
             };
             let d = _mm256_mul_ps(dw, _mm256_set1_ps(acts.d(tok, b)));
             let mut v = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
@@ -249,6 +319,7 @@ unsafe fn block<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const V: bool,
 >(
     f: &Format,
     gb: *const u8,
@@ -267,8 +338,8 @@ unsafe fn block<
             line += 64;
         }
         let [lo, hi] = acc;
-        half_block::<T, NIB, FIFTH, MIN, CB>(f, gb, acts, t0, b, 0, lo);
-        half_block::<T, NIB, FIFTH, MIN, CB>(f, gb, acts, t0, b, 1, hi);
+        half_block::<T, NIB, FIFTH, MIN, CB, V>(f, gb, acts, t0, b, 0, lo);
+        half_block::<T, NIB, FIFTH, MIN, CB, V>(f, gb, acts, t0, b, 1, hi);
     }
 }
 
@@ -300,6 +371,7 @@ unsafe fn tile_t<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const V: bool,
 >(
     f: &Format,
     nb: usize,
@@ -309,7 +381,7 @@ unsafe fn tile_t<
 ) -> Tile {
     if T > 2 {
         // SAFETY: the same contract.
-        return unsafe { tile_by_partial::<T, NIB, FIFTH, MIN, CB>(f, nb, group, acts, t0) };
+        return unsafe { tile_by_partial::<T, NIB, FIFTH, MIN, CB, V>(f, nb, group, acts, t0) };
     }
     // SAFETY: as the function's contract; `block` gets `b < nb` and the
     // group-block at `b * gbytes`, inside `group` (`nb * gbytes` bytes).
@@ -322,14 +394,14 @@ unsafe fn tile_t<
         let mut b = 0;
         while b + 4 <= nb {
             let [a0, a1, a2, a3] = &mut acc;
-            block::<T, NIB, FIFTH, MIN, CB>(f, base.add(b * gbytes), acts, t0, b, a0);
-            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
-            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
-            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
+            block::<T, NIB, FIFTH, MIN, CB, V>(f, base.add(b * gbytes), acts, t0, b, a0);
+            block::<T, NIB, FIFTH, MIN, CB, V>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
+            block::<T, NIB, FIFTH, MIN, CB, V>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
+            block::<T, NIB, FIFTH, MIN, CB, V>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
             b += 4;
         }
         for (s, acc) in acc.iter_mut().enumerate().take(nb - b) {
-            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + s) * gbytes), acts, t0, b + s, acc);
+            block::<T, NIB, FIFTH, MIN, CB, V>(f, base.add((b + s) * gbytes), acts, t0, b + s, acc);
         }
         // The reference's combine: `(s0 + s2) + (s1 + s3)`.
         let mut sum = [[_mm256_setzero_ps(); T]; 2];
@@ -363,6 +435,7 @@ unsafe fn tile_by_partial<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const V: bool,
 >(
     f: &Format,
     nb: usize,
@@ -396,7 +469,7 @@ unsafe fn tile_by_partial<
                             line += 64;
                         }
                     }
-                    half_block::<T, NIB, FIFTH, MIN, CB>(
+                    half_block::<T, NIB, FIFTH, MIN, CB, V>(
                         f,
                         base.add(b * gbytes),
                         acts,
@@ -425,7 +498,13 @@ unsafe fn tile_by_partial<
 /// # Safety
 /// As [`tile_t`], for `nt` tokens (1 to [`TILE`]).
 #[inline(always)]
-unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: bool>(
+unsafe fn tile_n<
+    const NIB: bool,
+    const FIFTH: bool,
+    const MIN: bool,
+    const CB: bool,
+    const V: bool,
+>(
     f: &Format,
     nb: usize,
     group: &[u8],
@@ -434,7 +513,34 @@ unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: 
     nt: usize,
 ) -> Tile {
     // SAFETY: the caller's contract, for the tile height chosen.
-    unsafe { by_height!(nt, tile_t::<_, NIB, FIFTH, MIN, CB>(f, nb, group, acts, t0)) }
+    unsafe {
+        by_height!(
+            nt,
+            tile_t::<_, NIB, FIFTH, MIN, CB, V>(f, nb, group, acts, t0)
+        )
+    }
+}
+
+/// Any legacy format, with (`V`) or without AVX-VNNI.
+///
+/// # Safety
+/// As [`tile`] (and AVX-VNNI with `V`).
+#[inline(always)]
+unsafe fn tile_any<const V: bool>(
+    f: &Format,
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+    nt: usize,
+) -> Tile {
+    // SAFETY: the caller's features and contract are the callee's.
+    unsafe {
+        if f.codebook {
+            return tile_n::<true, false, false, true, V>(f, nb, group, acts, t0, nt);
+        }
+        by_legacy_format!(f, tile_n::<.., false, V>(f, nb, group, acts, t0, nt))
+    }
 }
 
 /// The AVX2 kernel for any legacy interleaved format.
@@ -445,12 +551,24 @@ unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     // SAFETY: this function's features and contract are the callee's.
-    unsafe {
-        if f.codebook {
-            return tile_n::<true, false, false, true>(f, nb, group, acts, t0, nt);
-        }
-        by_legacy_format!(f, tile_n::<.., false>(f, nb, group, acts, t0, nt))
-    }
+    unsafe { tile_any::<false>(f, nb, group, acts, t0, nt) }
+}
+
+/// [`tile`] with the byte dot products fused by AVX-VNNI.
+///
+/// # Safety
+/// As [`tile`], and the CPU must support AVX-VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub unsafe fn tile_vnni(
+    f: &Format,
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+    nt: usize,
+) -> Tile {
+    // SAFETY: this function's features and contract are the callee's.
+    unsafe { tile_any::<true>(f, nb, group, acts, t0, nt) }
 }
 
 /// IQ4_NL's sixteen codebook values in both 128-bit lanes, for

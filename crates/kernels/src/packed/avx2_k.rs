@@ -6,17 +6,19 @@
 //! products are `vpmaddubsw` then `vpmaddwd`. Q6_K's quants are at most 63
 //! and the Q8_K activations at most 127 in magnitude, so two products per
 //! i16 lane (`2 * 2 * 63 * 127 = 32,004`) are exact; the 4/5-bit quants of
-//! Q4_K/Q5_K take four. Q6_K widens against ones and multiplies by the
-//! sub-block scale in i32; Q4_K/Q5_K widen against the (6-bit) scale
-//! itself, which saves the `vpmulld` per sub-block and token. The integer
-//! sums and the float steps are the AVX-512 kernels', lane by lane.
+//! Q4_K/Q5_K take four. Both widen against the sub-block scale itself
+//! (Q6_K's signed, Q4_K/Q5_K's 6-bit), which saves a `vpmulld` per
+//! sub-block and token, and take the scaled integer starts (Q6_K) or
+//! mins (Q4_K/Q5_K) after the sub-block loop. With AVX-VNNI the widening
+//! and its add are one `vpdpwssd`. The integer sums and the float steps
+//! are the AVX-512 kernels', lane by lane.
 //!
 //! Everything here needs AVX2, FMA and F16C; the dispatcher only hands
 //! these kernels out after checking the CPU.
 
 use std::arch::x86_64::*;
 
-use super::avx2::{bcast4, dot32_by, nibble_quants, store};
+use super::avx2::{bcast4, dot32_by, madd2_add, madd_add, nibble_quants, store};
 use super::avx512_k::PREFETCH;
 use super::layout::GROUP;
 use super::layout_k::{
@@ -61,16 +63,23 @@ unsafe fn unpack_sub(gb: *const u8, s: usize, h: usize) -> [__m256i; 4] {
     }
 }
 
-/// `init + Σ q·y` over one 16-quant sub-block: register `m` of `q`
-/// against activation bytes `y + 4m`.
+/// `acc + sc · Σ q·y` over one 16-quant sub-block: register `m` of `q`
+/// against activation bytes `y + 4m`, four products per i16 lane (at most
+/// `4 * 63 * 127 = 32,004`, exact), each pair of i16 sums widened by
+/// `vpmaddwd` against `sc2`, the row's sub-block scale in both i16 halves
+/// of its lane (so no `vpmulld`: at most `2 * 32,004 * 128` per lane).
 ///
 /// # Safety
-/// AVX2; 16 bytes from `y` are readable.
+/// AVX2 (and AVX-VNNI with `V`); 16 bytes from `y` are readable.
 #[inline(always)]
-unsafe fn dot16(q: &[__m256i; 4], y: *const u8, init: __m256i) -> __m256i {
+unsafe fn dot16_by<const V: bool>(
+    q: &[__m256i; 4],
+    y: *const u8,
+    sc2: __m256i,
+    acc: __m256i,
+) -> __m256i {
     // SAFETY: the caller's contract; the loads read `y..y + 16`.
     unsafe {
-        let ones = _mm256_set1_epi16(1);
         let p0 = _mm256_add_epi16(
             _mm256_maddubs_epi16(q[0], bcast4(y)),
             _mm256_maddubs_epi16(q[1], bcast4(y.add(4))),
@@ -79,20 +88,85 @@ unsafe fn dot16(q: &[__m256i; 4], y: *const u8, init: __m256i) -> __m256i {
             _mm256_maddubs_epi16(q[2], bcast4(y.add(8))),
             _mm256_maddubs_epi16(q[3], bcast4(y.add(12))),
         );
-        _mm256_add_epi32(
-            init,
-            _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
-        )
+        madd2_add::<V>(acc, p0, p1, sc2)
+    }
+}
+
+/// Eight signed bytes from `p` (one per row), each sign-extended into
+/// both i16 halves of its row's i32 lane: the `vpmaddwd` weight that
+/// scales a lane's pair of i16 sums.
+///
+/// # Safety
+/// AVX2; 8 bytes from `p` are readable.
+#[inline(always)]
+unsafe fn twice_signed(p: *const u8) -> __m256i {
+    // SAFETY: the load reads `p..p + 8`, the caller's guarantee.
+    unsafe {
+        let x = _mm_loadl_epi64(p as *const _);
+        _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x, x))
+    }
+}
+
+/// `Σ_s sc_s · init_s` of Q6_K block `b` for half `h` and every token: the
+/// integer start of each sub-block (`-32 · bsum_s`) times its scale,
+/// taken after the quant loop two sub-blocks per `vpmaddwd`. The starts
+/// are multiples of 32, so `init_s / 32` (at most `16 * 128` in
+/// magnitude) fits an i16 and the product is shifted back.
+///
+/// # Safety
+/// As [`tile_q6k_t`], with `b < nb` and `h < 2`.
+#[inline(always)]
+unsafe fn q6k_starts<const T: usize, const V: bool>(
+    gb: *const u8,
+    acts: &Acts,
+    t0: usize,
+    b: usize,
+    h: usize,
+) -> [__m256i; T] {
+    // SAFETY: the caller's contract; the scale loads read 8 bytes at
+    // `Q6K_SC_AT + 16 s + 8 h` (`s < 16`), inside the group-block.
+    unsafe {
+        let mut sc = [_mm256_setzero_si256(); 8];
+        for (k, sc) in sc.iter_mut().enumerate() {
+            let at = Q6K_SC_AT + GROUP * 2 * k + 8 * h;
+            let lo = _mm_loadl_epi64(gb.add(at) as *const _);
+            let hi = _mm_loadl_epi64(gb.add(at + GROUP) as *const _);
+            *sc = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(lo, hi));
+        }
+        let mut out = [_mm256_setzero_si256(); T];
+        for (t, out) in out.iter_mut().enumerate() {
+            let i = acts.inits(t0 + t, b);
+            let mut m = _mm256_setzero_si256();
+            for (k, sc) in sc.iter().enumerate() {
+                let pair = pair16(i[2 * k] >> 5, i[2 * k + 1] >> 5);
+                m = madd_add::<V>(m, *sc, _mm256_set1_epi32(pair));
+            }
+            *out = _mm256_slli_epi32::<5>(m);
+        }
+        out
     }
 }
 
 /// `T` tokens from `t0` against one Q6_K group of `nb` super-blocks.
 ///
+/// The reference's `isum = Σ_s sc_s · (init_s + Σ q·y)` is taken as
+/// `Σ_s sc_s · Σ q·y`, with each scale riding in the `vpmaddwd` of the
+/// quant products (see [`dot16_by`]), plus `Σ_s sc_s · init_s` after the
+/// sub-block loop ([`q6k_starts`]): the same integers, without a `vpmulld`
+/// (two µops and ten cycles of latency on Intel cores) per sub-block and
+/// token.
+///
 /// # Safety
-/// AVX2, FMA and F16C; `group` holds `nb` Q6_K group-blocks and `acts`
-/// covers tokens `t0..t0 + T` (Q8_K, sixteen starts per block).
+/// AVX2, FMA and F16C (and AVX-VNNI with `V`); `group` holds `nb` Q6_K
+/// group-blocks and `acts` covers tokens `t0..t0 + T` (Q8_K, sixteen
+/// starts per block).
 #[inline(always)]
-unsafe fn tile_q6k_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: usize) -> Tile {
+unsafe fn tile_q6k_t<const T: usize, const V: bool>(
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+) -> Tile {
     // SAFETY: the CPU features and bounds are the caller's contract; every
     // group-block read lies at `b * Q6K_GROUP_BLOCK` with `b < nb`, the
     // scale loads read 8 bytes at `Q6K_SC_AT + 16 s + 8 h` and the `d`
@@ -111,22 +185,20 @@ unsafe fn tile_q6k_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: u
                 super::avx512_k::prefetch(gb.wrapping_add(192 * s + PREFETCH));
                 for (h, isum) in isum.iter_mut().enumerate() {
                     let q = unpack_sub(gb, s, h);
-                    let at = Q6K_SC_AT + GROUP * s + 8 * h;
-                    let sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(gb.add(at) as *const _));
+                    let sc2 = twice_signed(gb.add(Q6K_SC_AT + GROUP * s + 8 * h));
                     for (t, isum) in isum.iter_mut().enumerate() {
-                        let tok = t0 + t;
-                        let y = acts.quants(tok, b).as_ptr().add(16 * s);
-                        let init = _mm256_set1_epi32(*acts.inits(tok, b).get_unchecked(s));
-                        let sub = dot16(&q, y, init);
-                        *isum = _mm256_add_epi32(*isum, _mm256_mullo_epi32(sub, sc));
+                        let y = acts.quants(t0 + t, b).as_ptr().add(16 * s);
+                        *isum = dot16_by::<V>(&q, y, sc2, *isum);
                     }
                 }
             }
             for (h, (acc, isum)) in acc.iter_mut().zip(&isum).enumerate() {
+                let starts = q6k_starts::<T, V>(gb, acts, t0, b, h);
                 let dw = _mm256_cvtph_ps(_mm_loadu_si128(gb.add(Q6K_D_AT + 16 * h) as *const _));
                 for (t, acc) in acc.iter_mut().enumerate() {
+                    let isum = _mm256_add_epi32(isum[t], starts[t]);
                     let d = _mm256_mul_ps(dw, _mm256_set1_ps(acts.d(t0 + t, b)));
-                    let v = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t]));
+                    let v = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
                     // The reference subtracts the (zero) minimum term.
                     let v = _mm256_sub_ps(v, _mm256_setzero_ps());
                     *acc = _mm256_add_ps(*acc, v);
@@ -146,7 +218,17 @@ unsafe fn tile_q6k_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: u
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     // SAFETY: this function's features and contract are the callee's.
-    unsafe { by_height!(nt, tile_q6k_t::<_>(nb, group, acts, t0)) }
+    unsafe { by_height!(nt, tile_q6k_t::<_, false>(nb, group, acts, t0)) }
+}
+
+/// [`tile_q6k`] with AVX-VNNI's fused `vpdpwssd`.
+///
+/// # Safety
+/// As [`tile_q6k`], and the CPU must support AVX-VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub unsafe fn tile_q6k_vnni(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    // SAFETY: this function's features and contract are the callee's.
+    unsafe { by_height!(nt, tile_q6k_t::<_, true>(nb, group, acts, t0)) }
 }
 
 /// Eight bytes from `p` (one per row), each widened to both i16 halves of
@@ -209,7 +291,7 @@ fn q45k_bsums<const T: usize>(acts: &Acts, t0: usize, b: usize) -> [[i32; 4]; T]
 /// # Safety
 /// As [`tile_q45k_t`], with `b < nb` and `h0 + N <= 2`.
 #[inline(always)]
-unsafe fn q45k_sums<const T: usize, const N: usize, const FIFTH: bool>(
+unsafe fn q45k_sums<const T: usize, const N: usize, const FIFTH: bool, const V: bool>(
     gb: *const u8,
     acts: &Acts,
     t0: usize,
@@ -242,7 +324,7 @@ unsafe fn q45k_sums<const T: usize, const N: usize, const FIFTH: bool>(
                 let sc = twice(gb.add(q45k_sc_at(FIFTH) + GROUP * j + 8 * h));
                 for (t, isum) in isum.iter_mut().enumerate() {
                     let y = acts.quants(t0 + t, b).as_ptr().add(32 * j);
-                    *isum = dot32_by(&q, y, sc, *isum);
+                    *isum = dot32_by::<V>(&q, y, sc, *isum);
                 }
             }
         }
@@ -256,7 +338,7 @@ unsafe fn q45k_sums<const T: usize, const N: usize, const FIFTH: bool>(
 /// # Safety
 /// As [`tile_q45k_t`], with `b < nb` and `h < 2`.
 #[inline(always)]
-unsafe fn q45k_finish<const T: usize, const FIFTH: bool>(
+unsafe fn q45k_finish<const T: usize, const FIFTH: bool, const V: bool>(
     gb: *const u8,
     acts: &Acts,
     t0: usize,
@@ -286,8 +368,7 @@ unsafe fn q45k_finish<const T: usize, const FIFTH: bool>(
         for (t, acc) in acc.iter_mut().enumerate() {
             let mut msum = _mm256_setzero_si256();
             for (mn, &pair) in mn.iter().zip(&bsums[t]) {
-                let m = _mm256_madd_epi16(*mn, _mm256_set1_epi32(pair));
-                msum = _mm256_add_epi32(msum, m);
+                msum = madd_add::<V>(msum, *mn, _mm256_set1_epi32(pair));
             }
             let yd = _mm256_set1_ps(acts.d(t0 + t, b));
             let v = _mm256_sub_ps(
@@ -315,7 +396,7 @@ unsafe fn q45k_finish<const T: usize, const FIFTH: bool>(
 /// AVX2, FMA and F16C; `group` holds `nb` group-blocks and `acts` covers
 /// tokens `t0..t0 + T` (Q8_K, eight sub-block sums per block).
 #[inline(always)]
-unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool>(
+unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool, const V: bool>(
     nb: usize,
     group: &[u8],
     acts: &Acts,
@@ -331,18 +412,41 @@ unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool>(
         for b in 0..nb {
             let gb = group.as_ptr().add(b * gbytes);
             if T <= 2 {
-                let isum = q45k_sums::<T, 2, FIFTH>(gb, acts, t0, b, 0);
+                let isum = q45k_sums::<T, 2, FIFTH, V>(gb, acts, t0, b, 0);
                 for (h, (isum, acc)) in isum.iter().zip(&mut acc).enumerate() {
-                    q45k_finish::<T, FIFTH>(gb, acts, t0, b, h, isum, acc);
+                    q45k_finish::<T, FIFTH, V>(gb, acts, t0, b, h, isum, acc);
                 }
             } else {
                 for (h, acc) in acc.iter_mut().enumerate() {
-                    let [isum] = q45k_sums::<T, 1, FIFTH>(gb, acts, t0, b, h);
-                    q45k_finish::<T, FIFTH>(gb, acts, t0, b, h, &isum, acc);
+                    let [isum] = q45k_sums::<T, 1, FIFTH, V>(gb, acts, t0, b, h);
+                    q45k_finish::<T, FIFTH, V>(gb, acts, t0, b, h, &isum, acc);
                 }
             }
         }
         store(&acc)
+    }
+}
+
+/// Q4_K (`fifth` false) or Q5_K, with (`V`) or without AVX-VNNI.
+///
+/// # Safety
+/// As [`tile_q45k`] (and AVX-VNNI with `V`).
+#[inline(always)]
+unsafe fn tile_q45k_any<const V: bool>(
+    fifth: bool,
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+    nt: usize,
+) -> Tile {
+    // SAFETY: the caller's features and contract are the callee's.
+    unsafe {
+        if fifth {
+            by_height!(nt, tile_q45k_t::<_, true, V>(nb, group, acts, t0))
+        } else {
+            by_height!(nt, tile_q45k_t::<_, false, V>(nb, group, acts, t0))
+        }
     }
 }
 
@@ -362,11 +466,22 @@ pub unsafe fn tile_q45k(
     nt: usize,
 ) -> Tile {
     // SAFETY: this function's features and contract are the callee's.
-    unsafe {
-        if fifth {
-            by_height!(nt, tile_q45k_t::<_, true>(nb, group, acts, t0))
-        } else {
-            by_height!(nt, tile_q45k_t::<_, false>(nb, group, acts, t0))
-        }
-    }
+    unsafe { tile_q45k_any::<false>(fifth, nb, group, acts, t0, nt) }
+}
+
+/// [`tile_q45k`] with AVX-VNNI's fused `vpdpwssd`.
+///
+/// # Safety
+/// As [`tile_q45k`], and the CPU must support AVX-VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub unsafe fn tile_q45k_vnni(
+    fifth: bool,
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+    nt: usize,
+) -> Tile {
+    // SAFETY: this function's features and contract are the callee's.
+    unsafe { tile_q45k_any::<true>(fifth, nb, group, acts, t0, nt) }
 }

@@ -124,13 +124,17 @@ impl Acts<'_> {
     }
 }
 
-/// The fastest tile kernel of `isa`: the AVX-512 VNNI one with VNNI, the
-/// AVX2 one with AVX2 (FMA and F16C), the scalar reference otherwise.
+/// The fastest tile kernel of `isa`: the AVX-512 VNNI one with AVX-512
+/// VNNI, the AVX2 one fused by AVX-VNNI with that, the AVX2 one with AVX2
+/// (FMA and F16C), the scalar reference otherwise.
 pub(crate) fn tile_fn(isa: crate::Isa) -> TileFn {
     #[cfg(target_arch = "x86_64")]
     {
-        if isa.vnni() {
+        if isa.avx512() && isa.vnni() {
             return vnni_tile;
+        }
+        if isa.avx_vnni() {
+            return avx_vnni_tile;
         }
         if isa.avx2() {
             return avx2_tile;
@@ -161,6 +165,21 @@ fn avx2_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
             Kind::Legacy => avx2::tile(f, nb, group, acts, t0, nt),
             Kind::Q6K => avx2_k::tile_q6k(nb, group, acts, t0, nt),
             Kind::Q45K => avx2_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx_vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    check_tile(f, nb, group, acts, t0, nt);
+    // SAFETY: `tile_fn` hands this out only for `SimdLevel::Avx2Vnni`,
+    // which `Isa::new` grants only on a CPU with AVX2, FMA, F16C and
+    // AVX-VNNI; `check_tile` is the kernels' bounds contract.
+    unsafe {
+        match f.kind {
+            Kind::Legacy => avx2::tile_vnni(f, nb, group, acts, t0, nt),
+            Kind::Q6K => avx2_k::tile_q6k_vnni(nb, group, acts, t0, nt),
+            Kind::Q45K => avx2_k::tile_q45k_vnni(f.fifth, nb, group, acts, t0, nt),
         }
     }
 }
