@@ -42,12 +42,14 @@ if [ ! -x "$llama_bench" ]; then
     mkdir -p target/llama.cpp
     (
         cd target/llama.cpp
-        python3 -m pip download --no-deps --no-binary :all: --no-build-isolation \
+        # pip prepares the sdist's metadata while downloading it, which needs
+        # its build backend and cmake at hand.
+        python3 -m pip install -q cmake ninja scikit-build-core
+        python3 -m pip download --no-deps --no-binary llama-cpp-python --no-build-isolation \
             llama-cpp-python==0.3.36 -d . -q 2>/dev/null || true
         sdist=$(ls llama_cpp_python-0.3.36.tar.gz 2>/dev/null || true)
         [ -n "$sdist" ] || { echo "cannot download the llama-cpp-python sdist; set LLAMA_BENCH" >&2; exit 1; }
         tar xzf "$sdist"
-        python3 -m pip install -q cmake ninja
         cmake -S llama_cpp_python-0.3.36/vendor/llama.cpp -B build -G Ninja \
             -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
             -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF > cmake.log

@@ -24,12 +24,13 @@ pub struct Args {
     /// Tokens generated one at a time (0 skips the tg test).
     #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
     n_gen: usize,
-    /// Repetitions of each test.
     /// Tokens already in the cache when each test starts (llama-bench's
     /// `-d`): they are evaluated before the timing, so `tg128 @ d2048`
     /// measures decoding with 2048 tokens of context to attend over.
     #[arg(short = 'd', long = "n-depth", default_value_t = 0)]
     n_depth: usize,
+    /// Repetitions of each test (reported as mean ± standard deviation,
+    /// as llama-bench does).
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     reps: usize,
     /// Batched decoding instead, as llama-batched-bench measures it: for
