@@ -1,14 +1,13 @@
 //! A decode step allocates nothing once the first one has run: measured
-//! with a counting global allocator on a Qwen2-0.5B-shaped model (random
-//! weights, small vocabulary) loaded from a GGUF file.
+//! with the shared counting allocator (`minfer_testutil::counting`) on a
+//! Qwen2-0.5B-shaped model (random weights, small vocabulary) loaded from
+//! a GGUF file.
 //!
 //! This binary holds a single test so that nothing else allocates while
 //! the steps are counted.
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,35 +16,9 @@ use minfer_gguf::{GgufFile, GgufWriter};
 use minfer_graph::{Fusion, GraphCache, WeightStore};
 use minfer_kernels::blocks::f32_to_f16;
 use minfer_kernels::{GgmlType, Kernels};
+use minfer_testutil::counting::{count, Counting};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call is forwarded to the system allocator unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc`'s contract for it.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -159,7 +132,7 @@ fn decode_steps_after_the_first_allocate_nothing() {
 
     const STEPS: usize = 16;
     let decode = params(1, 1, n_ctx, fusion);
-    let mut allocs = [0u64; STEPS];
+    let mut allocs = [0usize; STEPS];
     let mut total = [Duration::ZERO; STEPS];
     let mut prepare = [Duration::ZERO; STEPS];
     let mut fill = [Duration::ZERO; STEPS];
@@ -167,14 +140,13 @@ fn decode_steps_after_the_first_allocate_nothing() {
     let mut kernels = [Duration::ZERO; STEPS];
     for s in 0..STEPS {
         let pos = prompt.len() + s;
-        let before = ALLOCATIONS.load(Ordering::SeqCst);
         let t = Instant::now();
-        inp.fill(std::slice::from_ref(&token), pos, 1);
-        let uid = cache.prepare(&decode, &weights, |b| build(b, &hp)).unwrap();
-        let logits = cache.execute(uid, &weights, &inp.step()).unwrap();
-        token = argmax(logits);
+        (token, allocs[s]) = count(|| {
+            inp.fill(std::slice::from_ref(&token), pos, 1);
+            let uid = cache.prepare(&decode, &weights, |b| build(b, &hp)).unwrap();
+            argmax(cache.execute(uid, &weights, &inp.step()).unwrap())
+        });
         total[s] = t.elapsed();
-        allocs[s] = ALLOCATIONS.load(Ordering::SeqCst) - before;
         let st = cache.last_step_timings();
         (prepare[s], fill[s], sched[s], kernels[s]) =
             (st.prepare, st.fill, st.sched_overhead(), st.kernels);
@@ -206,13 +178,15 @@ fn decode_steps_after_the_first_allocate_nothing() {
     let mut plain = [Duration::ZERO; STEPS];
     for (s, slot) in plain.iter_mut().enumerate() {
         let pos = prompt.len() + STEPS + s;
-        let before = ALLOCATIONS.load(Ordering::SeqCst);
         let t = Instant::now();
-        inp.fill(std::slice::from_ref(&token), pos, 1);
-        let uid = cache.prepare(&decode, &weights, |b| build(b, &hp)).unwrap();
-        token = argmax(cache.execute(uid, &weights, &inp.step()).unwrap());
+        let n;
+        (token, n) = count(|| {
+            inp.fill(std::slice::from_ref(&token), pos, 1);
+            let uid = cache.prepare(&decode, &weights, |b| build(b, &hp)).unwrap();
+            argmax(cache.execute(uid, &weights, &inp.step()).unwrap())
+        });
         *slot = t.elapsed();
-        assert_eq!(ALLOCATIONS.load(Ordering::SeqCst) - before, 0);
+        assert_eq!(n, 0);
     }
     eprintln!(
         "decode step without the timing path: median {:.2} ms",
