@@ -8,13 +8,12 @@
 use minfer_kernels::matmul::row_bytes;
 use minfer_kernels::packed::pack;
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef};
+use minfer_kernels::{matmul, ActScratch, Kernels, Layout, MatRef};
 use std::time::Instant;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
+mod common;
+
+use common::{matrices, median};
 
 fn main() {
     let threads: usize = std::env::args()
@@ -25,37 +24,10 @@ fn main() {
     let hot = std::env::args().nth(2).as_deref() == Some("hot");
     let kernels = Kernels::detect();
     let pool = ThreadPool::new(threads);
-    for (ty, rows, cols) in [
-        (GgmlType::Q5_0, 4864, 896),
-        (GgmlType::Q6_K, 896, 4864),
-        (GgmlType::Q8_0, 896, 128),
-        (GgmlType::Q4_1, 1536, 576),
-        (GgmlType::Q4_K, 8960, 1536),
-        (GgmlType::Q5_K, 1536, 8960),
-        (GgmlType::IQ4_NL, 4864, 896),
-    ] {
+    for (ty, rows, cols) in common::SHAPES {
         let bytes = rows * row_bytes(ty, cols).unwrap();
         let copies = if hot { 1 } else { (256 << 20) / bytes + 1 };
-        let mut seed = 1u32;
-        let mats: Vec<Vec<u8>> = (0..copies)
-            .map(|_| {
-                let mut d: Vec<u8> = (0..bytes)
-                    .map(|_| {
-                        seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                        (seed >> 24) as u8
-                    })
-                    .collect();
-                let bs = ty.type_size() as usize;
-                let d_at = if ty == GgmlType::Q6_K { 208 } else { 0 };
-                for blk in d.chunks_exact_mut(bs) {
-                    blk[d_at..d_at + 2].copy_from_slice(&minfer_kernels::blocks::f32_to_f16(0.01));
-                    if matches!(ty, GgmlType::Q4_1 | GgmlType::Q4_K | GgmlType::Q5_K) {
-                        blk[2..4].copy_from_slice(&minfer_kernels::blocks::f32_to_f16(0.01));
-                    }
-                }
-                d
-            })
-            .collect();
+        let mats = matrices(ty, rows, cols, copies);
         let packed: Vec<Vec<u8>> = mats
             .iter()
             .map(|m| pack(ty, rows, cols, m).unwrap())

@@ -14,35 +14,15 @@ use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, SimdLevel};
 use std::time::Instant;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
+mod common;
 
-/// `copies` random matrices of `ty` with small scales, so the sums stay
-/// finite.
+use common::median;
+
+/// `copies` packed matrices of `ty` (see [`common::matrices`]).
 fn matrices(ty: GgmlType, rows: usize, cols: usize, copies: usize) -> Vec<Vec<u8>> {
-    let bytes = rows * row_bytes(ty, cols).unwrap();
-    let mut seed = 1u32;
-    (0..copies)
-        .map(|_| {
-            let mut d: Vec<u8> = (0..bytes)
-                .map(|_| {
-                    seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                    (seed >> 24) as u8
-                })
-                .collect();
-            let bs = ty.type_size() as usize;
-            let d_at = if ty == GgmlType::Q6_K { 208 } else { 0 };
-            let small = minfer_kernels::blocks::f32_to_f16(0.01);
-            for blk in d.chunks_exact_mut(bs) {
-                blk[d_at..d_at + 2].copy_from_slice(&small);
-                if matches!(ty, GgmlType::Q4_1 | GgmlType::Q4_K | GgmlType::Q5_K) {
-                    blk[2..4].copy_from_slice(&small);
-                }
-            }
-            pack(ty, rows, cols, &d).unwrap()
-        })
+    common::matrices(ty, rows, cols, copies)
+        .iter()
+        .map(|m| pack(ty, rows, cols, m).unwrap())
         .collect()
 }
 
@@ -61,15 +41,7 @@ fn main() {
     let names: Vec<&str> = levels.iter().map(|l| l.name()).collect();
     println!("levels: {} (relative to {})", names.join(", "), names[0]);
     let pool = ThreadPool::new(threads);
-    for (ty, rows, cols) in [
-        (GgmlType::Q5_0, 4864, 896),
-        (GgmlType::Q6_K, 896, 4864),
-        (GgmlType::Q8_0, 896, 896),
-        (GgmlType::Q4_1, 1536, 576),
-        (GgmlType::Q4_K, 4864, 896),
-        (GgmlType::Q5_K, 896, 4864),
-        (GgmlType::IQ4_NL, 4864, 896),
-    ] {
+    for (ty, rows, cols) in common::SHAPES {
         let bytes = rows * row_bytes(ty, cols).unwrap();
         let streamed = if n_toks.iter().any(|&n| n < 4) {
             matrices(ty, rows, cols, (256 << 20) / bytes + 1)
