@@ -6,7 +6,10 @@
 //! `cargo run --release -p minfer-kernels --example tile_levels -- [THREADS] [N_TOK,...]`
 //! (default 1 thread; 1, 4 and 512 tokens). Weights are read from the
 //! caches at 4 and more tokens and streamed (enough copies to overflow
-//! them) at fewer.
+//! them) at fewer. With one thread (the products run on the calling
+//! thread) the rates are per second of that thread's CPU time, which
+//! another busy process on the machine does not inflate; with more, per
+//! second of wall time.
 
 use minfer_kernels::matmul::row_bytes;
 use minfer_kernels::packed::pack;
@@ -16,7 +19,7 @@ use std::time::Instant;
 
 mod common;
 
-use common::median;
+use common::{median, thread_cpu_seconds};
 
 /// `copies` packed matrices of `ty` (see [`common::matrices`]).
 fn matrices(ty: GgmlType, rows: usize, cols: usize, copies: usize) -> Vec<Vec<u8>> {
@@ -60,7 +63,7 @@ fn main() {
             let mut t = vec![Vec::new(); kernels.len()];
             for _round in 0..7 {
                 for (k, kernels) in kernels.iter().enumerate() {
-                    let t0 = Instant::now();
+                    let (t0, c0) = (Instant::now(), thread_cpu_seconds());
                     for i in 0..reps {
                         let w = MatRef {
                             ty,
@@ -71,7 +74,12 @@ fn main() {
                         };
                         matmul(kernels, &pool, &w, &x, n_tok, &mut out, &mut scratch).unwrap();
                     }
-                    t[k].push(t0.elapsed().as_secs_f64() / reps as f64);
+                    let spent = if threads == 1 {
+                        thread_cpu_seconds() - c0
+                    } else {
+                        t0.elapsed().as_secs_f64()
+                    };
+                    t[k].push(spent / reps as f64);
                 }
             }
             let m: Vec<f64> = t.into_iter().map(median).collect();

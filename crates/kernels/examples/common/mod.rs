@@ -1,6 +1,9 @@
 //! What the kernel benchmarks share: weight matrices of random quants with
 //! small scales, and the median of a run's timings.
 
+// Each example includes this module and uses part of it.
+#![allow(dead_code)]
+
 use minfer_kernels::matmul::row_bytes;
 use minfer_kernels::GgmlType;
 
@@ -48,4 +51,19 @@ pub fn matrices(ty: GgmlType, rows: usize, cols: usize, copies: usize) -> Vec<Ve
             d
         })
         .collect()
+}
+
+/// Seconds of CPU time the calling thread has used: on a shared machine,
+/// what a one-thread run costs regardless of how often it was preempted
+/// (wall time counts the other processes' turns too).
+pub fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a
+    // constant every Linux kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
