@@ -267,9 +267,9 @@ impl IqLevel for Avx2 {
     /// # Safety
     /// The CPU must support AVX2.
     #[inline(always)]
-    unsafe fn dot_acc(acc: __m256i, q: __m256i, y: __m256i, lo: i32, hi: i32) -> __m256i {
+    unsafe fn dot_acc(acc: __m256i, q: __m256i, y: __m256i, scales: __m256i) -> __m256i {
         // SAFETY: AVX2 is the caller's precondition; registers only.
-        unsafe { _mm256_add_epi32(acc, Avx2::scaled(q, y, lo, hi)) }
+        unsafe { _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), scales)) }
     }
 
     /// # Safety

@@ -135,16 +135,15 @@ impl<const V: bool> IqLevel for Avx512<V> {
     /// # Safety
     /// The CPU must support AVX2, and with `V` AVX-512 VNNI and VL.
     #[inline(always)]
-    unsafe fn dot_acc(acc: __m256i, q: __m256i, y: __m256i, lo: i32, hi: i32) -> __m256i {
+    unsafe fn dot_acc(acc: __m256i, q: __m256i, y: __m256i, scales: __m256i) -> __m256i {
         // SAFETY: the CPU features are the caller's precondition; registers
         // only.
         unsafe {
             let p16 = _mm256_maddubs_epi16(q, y);
-            let s = _mm256_set_m128i(_mm_set1_epi16(hi as i16), _mm_set1_epi16(lo as i16));
             if V {
-                _mm256_dpwssd_epi32(acc, p16, s)
+                _mm256_dpwssd_epi32(acc, p16, scales)
             } else {
-                _mm256_add_epi32(acc, _mm256_madd_epi16(p16, s))
+                _mm256_add_epi32(acc, _mm256_madd_epi16(p16, scales))
             }
         }
     }

@@ -38,15 +38,16 @@ use crate::iq_grids::*;
 /// The two primitives of a level for the grid types.
 pub(super) trait IqLevel {
     /// `acc` plus the scaled dot of a sub-block: unsigned weights `q` times
-    /// signed activations `y`, the first 16 products scaled by `lo`, the
-    /// last 16 by `hi`, as eight i32 lanes (each the scaled sum of four
-    /// neighbouring products). The pair sums of `vpmaddubsw` cannot
-    /// saturate: grid values are at most 62 and activations at most 127 in
-    /// magnitude, so a pair is at most 15 748.
+    /// signed activations `y`, each pair of neighbouring products scaled by
+    /// the 16-bit lane of `scales` it lands in (see [`scales16`]), as eight
+    /// i32 lanes (each the scaled sum of four neighbouring products). The
+    /// pair sums of `vpmaddubsw` cannot saturate: grid values are at most 62
+    /// and activations at most 127 in magnitude, so a pair is at most
+    /// 15 748.
     ///
     /// # Safety
     /// The CPU must support the level's instructions.
-    unsafe fn dot_acc(acc: __m256i, q: __m256i, y: __m256i, lo: i32, hi: i32) -> __m256i;
+    unsafe fn dot_acc(acc: __m256i, q: __m256i, y: __m256i, scales: __m256i) -> __m256i;
 
     /// `y` with byte `k` negated where bit `k` of `bits` is set. Bytes must
     /// not be -128 (activations never are: the quantizers produce values in
@@ -55,6 +56,66 @@ pub(super) trait IqLevel {
     /// # Safety
     /// The CPU must support the level's instructions.
     unsafe fn negate_where(y: __m256i, bits: u32) -> __m256i;
+}
+
+/// The scale vector of a sub-block for [`IqLevel::dot_acc`]: `lo` for its
+/// first 16 weights (the low 128 bits), `hi` for its last 16.
+///
+/// # Safety
+/// The CPU must support AVX.
+#[inline(always)]
+unsafe fn scales16(lo: i32, hi: i32) -> __m256i {
+    // SAFETY: AVX is the caller's precondition; registers only.
+    unsafe { _mm256_set_m128i(_mm_set1_epi16(hi as i16), _mm_set1_epi16(lo as i16)) }
+}
+
+/// The odd scales `2 * nibble + 1` of all eight sub-blocks of a type with
+/// two 4-bit scales per sub-block (low nibble: first 16 weights), as 16-bit
+/// lanes: sub-block `ib`'s first scale in lane `ib`, its second in lane
+/// `8 + ib`. [`pick_scales`] makes one sub-block's [`scales16`] from it with
+/// one shuffle, where building each from scalars would take three.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn nibble_scales(scales: [u8; 8]) -> __m256i {
+    let v = u64::from_le_bytes(scales);
+    // SAFETY: AVX2 is the caller's precondition; registers only.
+    unsafe {
+        let both = _mm_set_epi64x((v >> 4) as i64, v as i64);
+        let nibbles = _mm_and_si128(both, _mm_set1_epi8(0x0F));
+        let odd = _mm_add_epi8(_mm_add_epi8(nibbles, nibbles), _mm_set1_epi8(1));
+        _mm256_cvtepu8_epi16(odd)
+    }
+}
+
+/// Per sub-block `ib`, the byte shuffle that copies 16-bit lane `ib` of
+/// each 128-bit half to all eight lanes of that half.
+static PICK: [[u8; 32]; 8] = pick_table();
+
+const fn pick_table() -> [[u8; 32]; 8] {
+    let mut t = [[0u8; 32]; 8];
+    let mut ib = 0;
+    while ib < 8 {
+        let mut k = 0;
+        while k < 32 {
+            t[ib][k] = (2 * ib + k % 2) as u8;
+            k += 1;
+        }
+        ib += 1;
+    }
+    t
+}
+
+/// Sub-block `ib`'s [`scales16`] out of [`nibble_scales`].
+///
+/// # Safety
+/// The CPU must support AVX2; `ib` must be below 8.
+#[inline(always)]
+unsafe fn pick_scales(all: __m256i, ib: usize) -> __m256i {
+    // SAFETY: AVX2 is the caller's precondition; the load reads the 32
+    // bytes of `PICK[ib]` (bounds-checked index).
+    unsafe { _mm256_shuffle_epi8(all, load32(PICK[ib].as_ptr())) }
 }
 
 /// Four 8-value grid entries as one register (entry `l` in bytes
@@ -191,7 +252,7 @@ pub(super) unsafe fn iq2_xxs<D: IqLevel>(w: &[BlockIQ2XXS], a: &[BlockQ8K]) -> f
                 ]);
                 let yv = ksigned_acts(y, ib, codes(aux));
                 let ls = 2 * (aux >> 28) as i32 + 1;
-                sumi = D::dot_acc(sumi, g, yv, ls, ls);
+                sumi = D::dot_acc(sumi, g, yv, scales16(ls, ls));
             }
             acc = add_block(acc, x.d, y, hsum_i32(sumi));
         }
@@ -205,11 +266,12 @@ pub(super) unsafe fn iq2_xxs<D: IqLevel>(w: &[BlockIQ2XXS], a: &[BlockQ8K]) -> f
 /// The CPU must support AVX2 and the level of `D`.
 #[inline(always)]
 pub(super) unsafe fn iq2_xs<D: IqLevel>(w: &[BlockIQ2XS], a: &[BlockQ8K]) -> f32 {
-    // SAFETY: as in `iq2_xxs`.
+    // SAFETY: as in `iq2_xxs`, and `ib < 8` for `pick_scales`.
     unsafe {
         let mut acc = 0.0f32;
         for (x, y) in w.iter().zip(a) {
             let mut sumi = _mm256_setzero_si256();
+            let scales = nibble_scales(x.scales);
             for ib in 0..8 {
                 let q: [u16; 4] = std::array::from_fn(|l| le16(&x.qs, 2 * (4 * ib + l)));
                 let g = grid8x4([
@@ -220,9 +282,7 @@ pub(super) unsafe fn iq2_xs<D: IqLevel>(w: &[BlockIQ2XS], a: &[BlockQ8K]) -> f32
                 ]);
                 let c = q.map(|q| (q >> 9) as usize);
                 let yv = ksigned_acts(y, ib, c);
-                let sc = x.scales[ib];
-                let (lo, hi) = (2 * (sc & 0x0F) as i32 + 1, 2 * (sc >> 4) as i32 + 1);
-                sumi = D::dot_acc(sumi, g, yv, lo, hi);
+                sumi = D::dot_acc(sumi, g, yv, pick_scales(scales, ib));
             }
             acc = add_block(acc, x.d, y, hsum_i32(sumi));
         }
@@ -236,11 +296,12 @@ pub(super) unsafe fn iq2_xs<D: IqLevel>(w: &[BlockIQ2XS], a: &[BlockQ8K]) -> f32
 /// The CPU must support AVX2 and the level of `D`.
 #[inline(always)]
 pub(super) unsafe fn iq2_s<D: IqLevel>(w: &[BlockIQ2S], a: &[BlockQ8K]) -> f32 {
-    // SAFETY: as in `iq2_xxs`.
+    // SAFETY: as in `iq2_xs`.
     unsafe {
         let mut acc = 0.0f32;
         for (x, y) in w.iter().zip(a) {
             let mut sumi = _mm256_setzero_si256();
+            let scales = nibble_scales(x.scales);
             for ib in 0..8 {
                 let g = grid8x4([
                     IQ2S_GRID[iq2s_index(x, ib, 0)],
@@ -249,9 +310,7 @@ pub(super) unsafe fn iq2_s<D: IqLevel>(w: &[BlockIQ2S], a: &[BlockQ8K]) -> f32 {
                     IQ2S_GRID[iq2s_index(x, ib, 3)],
                 ]);
                 let yv = D::negate_where(acts(y, ib), le32(&x.qs, 32 + 4 * ib));
-                let sc = x.scales[ib];
-                let (lo, hi) = (2 * (sc & 0x0F) as i32 + 1, 2 * (sc >> 4) as i32 + 1);
-                sumi = D::dot_acc(sumi, g, yv, lo, hi);
+                sumi = D::dot_acc(sumi, g, yv, pick_scales(scales, ib));
             }
             acc = add_block(acc, x.d, y, hsum_i32(sumi));
         }
@@ -277,7 +336,7 @@ pub(super) unsafe fn iq3_xxs<D: IqLevel>(w: &[BlockIQ3XXS], a: &[BlockQ8K]) -> f
                 let aux = le32(&x.qs, 64 + 4 * ib);
                 let yv = ksigned_acts(y, ib, codes(aux));
                 let ls = 2 * (aux >> 28) as i32 + 1;
-                sumi = D::dot_acc(sumi, g, yv, ls, ls);
+                sumi = D::dot_acc(sumi, g, yv, scales16(ls, ls));
             }
             acc = add_block(acc, x.d, y, hsum_i32(sumi));
         }
@@ -306,7 +365,7 @@ pub(super) unsafe fn iq3_s<D: IqLevel>(w: &[BlockIQ3S], a: &[BlockQ8K]) -> f32 {
                 let g = grid4x8(&IQ3S_GRID, _mm256_or_si256(bytes8(&x.qs, 8 * ib), high));
                 let yv = D::negate_where(acts(y, ib), le32(&x.signs, 4 * ib));
                 let ls = iq3s_scale(x, ib);
-                sumi = D::dot_acc(sumi, g, yv, ls, ls);
+                sumi = D::dot_acc(sumi, g, yv, scales16(ls, ls));
             }
             acc = add_block(acc, x.d, y, hsum_i32(sumi));
         }
@@ -340,7 +399,7 @@ pub(super) unsafe fn iq1_s<D: IqLevel>(w: &[BlockIQ1S], a: &[BlockQ8K]) -> f32 {
                 let yv = acts(y, ib);
                 let ls = 2 * ((qh >> 12) & 7) as i32 + 1;
                 let (q, yv) = (_mm256_sign_epi8(g, g), _mm256_sign_epi8(yv, g));
-                sumi = D::dot_acc(sumi, q, yv, ls, ls);
+                sumi = D::dot_acc(sumi, q, yv, scales16(ls, ls));
             }
             acc = iq1s_combine(acc, f16_to_f32(x.d), y.d, hsum_i32(sumi), iq1s_sumi1(x, y));
         }
