@@ -23,7 +23,7 @@ const SHAPES: [(usize, usize); 5] = [
     (151936, 896),
 ];
 
-const TYPES: [GgmlType; 15] = [
+const TYPES: [GgmlType; 21] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -36,6 +36,12 @@ const TYPES: [GgmlType; 15] = [
     GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::IQ4_XS,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
+    GgmlType::IQ1_S,
     GgmlType::F16,
     GgmlType::BF16,
     GgmlType::F32,

@@ -11,7 +11,8 @@ use bytemuck::{Pod, Zeroable};
 
 /// Elements per block of the legacy types (Q4_0 … Q8_1, IQ4_NL).
 pub const QK: usize = 32;
-/// Elements per super-block of the K-quants and IQ4_XS.
+/// Elements per super-block of the K-quants and the IQ types other than
+/// IQ4_NL.
 pub const QK_K: usize = 256;
 
 /// Raw f16 bits as stored in a block.
@@ -200,6 +201,116 @@ block! {
     }
 }
 
+// The IQ2/IQ3/IQ1 super-blocks below index the codebooks of
+// `crate::iq_grids`: each group of 8 (or 4) weights is one grid entry, and a
+// sub-block of 32 weights has one scale. ggml declares some fields as
+// `uint16_t` arrays; here they are the same bytes, read little-endian, so
+// that every block keeps alignment 1.
+
+block! {
+    /// IQ2_XXS, 2.0625 bits per weight: per sub-block of 32, four 8-bit
+    /// indices into [`IQ2XXS_GRID`](crate::iq_grids::IQ2XXS_GRID), four
+    /// 7-bit sign codes and a 4-bit scale.
+    BlockIQ2XXS, 66, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// Per sub-block `ib`, 8 bytes (ggml's `uint16_t qs[32]`): bytes
+        /// `8ib..8ib + 4` are the grid indices of its four groups of 8;
+        /// bytes `8ib + 4..8ib + 8`, a little-endian `u32`, hold the four
+        /// 7-bit sign codes (bits `7l..7l + 7`, into
+        /// [`KSIGNS_IQ2XS`](crate::iq_grids::KSIGNS_IQ2XS)) and the scale
+        /// in bits 28..32.
+        qs: [u8; 64],
+    }
+}
+
+block! {
+    /// IQ2_XS, 2.3125 bits per weight: per group of 8 a 9-bit index into
+    /// [`IQ2XS_GRID`](crate::iq_grids::IQ2XS_GRID) and a 7-bit sign code; a
+    /// 4-bit scale per 16 weights.
+    BlockIQ2XS, 74, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// 32 little-endian `u16`, one per group of 8: the grid index in
+        /// the low 9 bits, the sign code in the high 7.
+        qs: [u8; 64],
+        /// Per sub-block of 32: the scale of its first 16 weights in the
+        /// low nibble, of its last 16 in the high nibble.
+        scales: [u8; 8],
+    }
+}
+
+block! {
+    /// IQ2_S, 2.5625 bits per weight: per group of 8 a 10-bit index into
+    /// [`IQ2S_GRID`](crate::iq_grids::IQ2S_GRID) and 8 explicit sign bits; a
+    /// 4-bit scale per 16 weights.
+    BlockIQ2S, 82, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// Bytes `0..32`: the low 8 bits of each group's grid index. Bytes
+        /// `32..64`: each group's sign byte (bit `j` negates weight `j`).
+        qs: [u8; 64],
+        /// Per sub-block of 32: bits `2l..2l + 2` are bits 8..10 of the
+        /// grid index of its group `l`.
+        qh: [u8; 8],
+        /// Per sub-block of 32: the scale of its first 16 weights in the
+        /// low nibble, of its last 16 in the high nibble.
+        scales: [u8; 8],
+    }
+}
+
+block! {
+    /// IQ3_XXS, 3.0625 bits per weight: per group of 4 an 8-bit index into
+    /// [`IQ3XXS_GRID`](crate::iq_grids::IQ3XXS_GRID); per sub-block of 32
+    /// four 7-bit sign codes and a 4-bit scale.
+    BlockIQ3XXS, 98, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// Bytes `0..64`: the grid indices, 8 per sub-block. Bytes
+        /// `64..96`: per sub-block `ib`, a little-endian `u32` at
+        /// `64 + 4ib` with the four 7-bit sign codes (bits `7l..7l + 7`)
+        /// and the scale in bits 28..32.
+        qs: [u8; 96],
+    }
+}
+
+block! {
+    /// IQ3_S, 3.4375 bits per weight: per group of 4 a 9-bit index into
+    /// [`IQ3S_GRID`](crate::iq_grids::IQ3S_GRID), explicit sign bits, and a
+    /// 4-bit scale per sub-block of 32.
+    BlockIQ3S, 110, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// The low 8 bits of the grid indices, 8 per sub-block.
+        qs: [u8; 64],
+        /// Per sub-block of 32: bit `k` is bit 8 of the index of its
+        /// group `k`.
+        qh: [u8; 8],
+        /// One bit per weight, in order (bit `j` of byte `i` negates
+        /// weight `8i + j`).
+        signs: [u8; 32],
+        /// Per pair of sub-blocks: the first one's scale in the low nibble,
+        /// the second one's in the high nibble.
+        scales: [u8; 4],
+    }
+}
+
+block! {
+    /// IQ1_S, 1.5625 bits per weight: per group of 8 an 11-bit index into
+    /// [`IQ1S_GRID`](crate::iq_grids::IQ1S_GRID) (values -1, 0, 1), per
+    /// sub-block of 32 a 3-bit scale and the sign of a ±1/8 shift.
+    BlockIQ1S, 50, {
+        /// Scale (f16).
+        d: F16Bits,
+        /// The low 8 bits of each group's grid index.
+        qs: [u8; 32],
+        /// 8 little-endian `u16`, one per sub-block: bits `3l..3l + 3` are
+        /// bits 8..11 of the index of its group `l`, bits 12..15 the scale,
+        /// bit 15 set for a shift of -1/8 (clear: +1/8).
+        qh: [u8; 16],
+    }
+}
+
 /// 8-bit activation super-block for the K-quant dot products. `bsums` holds
 /// the sums of each group of 16 quants, which the K-quant dots use to apply
 /// the sub-block minimums without touching the quants again.
@@ -241,6 +352,20 @@ pub fn as_blocks<T: Pod>(bytes: &[u8]) -> Option<&[T]> {
 /// Mutable version of [`as_blocks`].
 pub fn as_blocks_mut<T: Pod>(bytes: &mut [u8]) -> Option<&mut [T]> {
     bytemuck::try_cast_slice_mut(bytes).ok()
+}
+
+/// The little-endian `u32` at byte `at` of `b` (a field of a block that
+/// ggml declares as wider integers; callers pass offsets that leave four
+/// bytes).
+#[inline(always)]
+pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// The little-endian `u16` at byte `at` of `b` (see [`le32`]).
+#[inline(always)]
+pub(crate) fn le16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
 }
 
 /// Unpacks the 6-bit scale and min of sub-block `j` (0..8) of Q4_K/Q5_K.

@@ -9,7 +9,14 @@
 //! [`dequantize_row`] is the checked entry point for raw tensor bytes. The
 //! per-type functions take already-typed blocks and are what hot paths call
 //! once the lengths are known to be right; they process the whole blocks that
-//! fit in both slices and never panic.
+//! fit in both slices and never panic. The grid types (IQ2_XXS … IQ1_S) live
+//! in [`iq`](self::iq) and are re-exported here.
+
+mod iq;
+pub use iq::{
+    dequantize_iq1_s, dequantize_iq2_s, dequantize_iq2_xs, dequantize_iq2_xxs, dequantize_iq3_s,
+    dequantize_iq3_xxs,
+};
 
 use crate::blocks::{
     f16_to_f32, k_scale_min, BlockIQ4NL, BlockIQ4XS, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0,
@@ -38,6 +45,12 @@ pub fn is_supported(ty: GgmlType) -> bool {
             | Q8_K
             | IQ4_NL
             | IQ4_XS
+            | IQ2_XXS
+            | IQ2_XS
+            | IQ2_S
+            | IQ3_XXS
+            | IQ3_S
+            | IQ1_S
     )
 }
 
@@ -95,6 +108,12 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::Q6_K => dequantize_q6_k(as_blocks(src).ok_or_else(bad)?, dst),
         GgmlType::IQ4_NL => dequantize_iq4_nl(as_blocks(src).ok_or_else(bad)?, dst),
         GgmlType::IQ4_XS => dequantize_iq4_xs(as_blocks(src).ok_or_else(bad)?, dst),
+        GgmlType::IQ2_XXS => dequantize_iq2_xxs(as_blocks(src).ok_or_else(bad)?, dst),
+        GgmlType::IQ2_XS => dequantize_iq2_xs(as_blocks(src).ok_or_else(bad)?, dst),
+        GgmlType::IQ2_S => dequantize_iq2_s(as_blocks(src).ok_or_else(bad)?, dst),
+        GgmlType::IQ3_XXS => dequantize_iq3_xxs(as_blocks(src).ok_or_else(bad)?, dst),
+        GgmlType::IQ3_S => dequantize_iq3_s(as_blocks(src).ok_or_else(bad)?, dst),
+        GgmlType::IQ1_S => dequantize_iq1_s(as_blocks(src).ok_or_else(bad)?, dst),
         GgmlType::Q8_K => match as_blocks::<BlockQ8K>(src) {
             Some(blocks) => dequantize_q8_k(blocks, dst),
             // `BlockQ8K` has an f32 field, so a byte slice at an odd address
@@ -418,7 +437,7 @@ mod tests {
         let mut dst = [0.0f32; 256];
         for ty in [
             GgmlType::Q8_1,
-            GgmlType::IQ2_XXS,
+            GgmlType::IQ1_M,
             GgmlType::I32,
             GgmlType::MXFP4,
         ] {

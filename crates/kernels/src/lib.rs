@@ -12,6 +12,7 @@ pub mod dequant;
 pub mod dot;
 mod error;
 pub mod gelu;
+pub mod iq_grids;
 pub mod matmul;
 pub mod packed;
 pub mod pool;

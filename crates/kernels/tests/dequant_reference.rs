@@ -13,8 +13,9 @@ use std::process::Command;
 
 use minfer_gguf::GgufFile;
 use minfer_kernels::blocks::{
-    BlockIQ4NL, BlockIQ4XS, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
-    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, QK_K,
+    BlockIQ1S, BlockIQ2S, BlockIQ2XS, BlockIQ2XXS, BlockIQ3S, BlockIQ3XXS, BlockIQ4NL, BlockIQ4XS,
+    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8K, BlockQ8_0, QK_K,
 };
 use minfer_kernels::dequant::{dequantize_row, is_supported};
 use minfer_kernels::GgmlType;
@@ -264,6 +265,12 @@ fn f16_field_offsets(ty: GgmlType) -> Vec<usize> {
         GgmlType::Q6_K => vec![offset_of!(BlockQ6K, d)],
         GgmlType::IQ4_NL => vec![offset_of!(BlockIQ4NL, d)],
         GgmlType::IQ4_XS => vec![offset_of!(BlockIQ4XS, d)],
+        GgmlType::IQ2_XXS => vec![offset_of!(BlockIQ2XXS, d)],
+        GgmlType::IQ2_XS => vec![offset_of!(BlockIQ2XS, d)],
+        GgmlType::IQ2_S => vec![offset_of!(BlockIQ2S, d)],
+        GgmlType::IQ3_XXS => vec![offset_of!(BlockIQ3XXS, d)],
+        GgmlType::IQ3_S => vec![offset_of!(BlockIQ3S, d)],
+        GgmlType::IQ1_S => vec![offset_of!(BlockIQ1S, d)],
         other => panic!("no scale layout for {other}"),
     }
 }
@@ -313,7 +320,9 @@ fn random_row(rng: &mut StdRng, ty: GgmlType, n: usize) -> Vec<u8> {
 }
 
 /// Random blocks of every type we dequantize (gguf-py has no Q8_K decoder,
-/// so Q8_K is checked against its one-line definition instead).
+/// so Q8_K is checked against its one-line definition instead). For the
+/// grid types (IQ2_XXS … IQ1_S) random bytes are valid blocks: every index
+/// field addresses exactly its grid, every sign code its table.
 #[test]
 fn random_blocks_match_gguf_py() {
     let Some(py) = python_with_gguf() else {
@@ -456,4 +465,43 @@ fn reference_quantizers_match_gguf_py() {
         types.len()
     );
     assert_no_failures(failures);
+}
+
+/// `src/iq_grids.rs` is exactly what `scripts/gen_iq_grids.py` makes from
+/// gguf-py's tables today, so the grids the kernels use are the
+/// reference's (the dequantization comparison above then checks how they
+/// are indexed).
+#[test]
+fn iq_grid_tables_are_generated_from_gguf_py() {
+    let Some(py) = python_with_gguf() else {
+        return;
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(&py)
+        .arg(dir.join("scripts/gen_iq_grids.py"))
+        .arg("--stdout")
+        .output()
+        .expect("run gen_iq_grids.py");
+    assert!(
+        out.status.success(),
+        "gen_iq_grids.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let committed = std::fs::read_to_string(dir.join("src/iq_grids.rs")).unwrap();
+    let generated = String::from_utf8(out.stdout).unwrap();
+    if committed != generated {
+        let line = committed
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b)
+            .map_or(
+                committed.lines().count().min(generated.lines().count()),
+                |i| i,
+            );
+        panic!(
+            "src/iq_grids.rs differs from the generator's output from line {}; \
+             rerun `python3 crates/kernels/scripts/gen_iq_grids.py`",
+            line + 1
+        );
+    }
 }

@@ -25,6 +25,14 @@ fn weights(ty: GgmlType, nb: usize, rng: &mut StdRng) -> Vec<u8> {
         GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
         GgmlType::IQ4_XS => &[0],
+        // Every grid type keeps its one f16 scale first; any bits elsewhere
+        // are a valid block (each index field reaches exactly the grid).
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
+        | GgmlType::IQ1_S => &[0],
         GgmlType::F16 => {
             for h in b.chunks_exact_mut(2) {
                 h.copy_from_slice(&f32_to_f16(rng.gen_range(-2.0f32..2.0)));
@@ -108,7 +116,17 @@ fn activations(act: GgmlType, n: usize, rng: &mut StdRng) -> Vec<u8> {
     }
 }
 
-const TYPES: [GgmlType; 15] = [
+/// The grid types (Q8_K activations, no four-row form, not repacked).
+const IQ_TYPES: [GgmlType; 6] = [
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
+    GgmlType::IQ1_S,
+];
+
+const TYPES: [GgmlType; 21] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -121,6 +139,12 @@ const TYPES: [GgmlType; 15] = [
     GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::IQ4_XS,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
+    GgmlType::IQ1_S,
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -234,6 +258,84 @@ fn four_row_dots_equal_scalar_reference() {
     }
 }
 
+/// The scalar references of the grid types compute what they claim: the dot
+/// of the dequantized weights (bit-exact with gguf-py, see
+/// `dequant_reference.rs`) with the dequantized Q8_K activations, evaluated
+/// in f64. The reference sums exact integers and then rounds a handful of
+/// times per super-block, so the bound is a few f32 roundings of the sum of
+/// absolute products, `(4 + blocks) * 2^-24 * sum |w * a|`.
+#[test]
+fn grid_type_references_equal_the_dequantized_dot() {
+    let scalar = Kernels::new(SimdLevel::Scalar).unwrap();
+    let mut rng = StdRng::seed_from_u64(0x1C_0DE);
+    let mut worst = 0f64;
+    for ty in IQ_TYPES {
+        let reference = scalar.dot(ty).unwrap();
+        assert_eq!(reference.act, GgmlType::Q8_K, "{ty}");
+        for &nb in &[1usize, 2, 3, 8, 17, 36] {
+            let n = nb * 256;
+            for _ in 0..20 {
+                let w = weights(ty, nb, &mut rng);
+                let a = activations(GgmlType::Q8_K, n, &mut rng);
+                let mut wf = vec![0f32; n];
+                minfer_kernels::dequant::dequantize_row(ty, &w, &mut wf).unwrap();
+                let acts: &[BlockQ8K] = bytemuck::cast_slice(&a);
+                let (mut exact, mut abs) = (0f64, 0f64);
+                for (i, &wi) in wf.iter().enumerate() {
+                    let b = &acts[i / 256];
+                    let ai = b.d as f64 * b.qs[i % 256] as f64;
+                    exact += wi as f64 * ai;
+                    abs += (wi as f64 * ai).abs();
+                }
+                let got = (reference.dot)(n, &w, &a) as f64;
+                let bound = (4 + nb) as f64 * f64::powi(2.0, -24) * abs;
+                assert!(
+                    (got - exact).abs() <= bound,
+                    "{ty} n={n}: reference {got} vs dequantized dot {exact} (bound {bound:e})"
+                );
+                worst = worst.max((got - exact).abs() / abs.max(f64::MIN_POSITIVE));
+            }
+        }
+    }
+    eprintln!("largest error relative to sum |w*a|: {worst:e}");
+}
+
+/// Extreme blocks of the grid types: every field at its largest (all bits
+/// set: the last grid entries, all signs negative, the largest scales) or
+/// clear, against activations of ±127, where any saturating step of a SIMD
+/// kernel would show.
+#[test]
+fn grid_type_extreme_blocks_equal_scalar_reference() {
+    let scalar = Kernels::new(SimdLevel::Scalar).unwrap();
+    for level in SimdLevel::supported() {
+        let k = Kernels::new(level).unwrap();
+        for ty in IQ_TYPES {
+            let size = ty.type_size() as usize;
+            for fill in [0xFFu8, 0x00, 0xAA] {
+                let mut w = vec![fill; 2 * size];
+                for blk in w.chunks_exact_mut(size) {
+                    blk[..2].copy_from_slice(&f32_to_f16(0.75));
+                }
+                for q in [127i8, -127] {
+                    let b = BlockQ8K {
+                        d: 0.5,
+                        qs: [q; 256],
+                        bsums: [16 * q as i16; 16],
+                    };
+                    let a = bytemuck::cast_slice(&[b, b]).to_vec();
+                    let want = (scalar.dot(ty).unwrap().dot)(512, &w, &a);
+                    let got = (k.dot(ty).unwrap().dot)(512, &w, &a);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{ty} at {level}, fill {fill:#x}, q {q}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn every_required_type_has_a_simd_kernel() {
     for level in SimdLevel::supported() {
@@ -266,6 +368,16 @@ fn every_required_type_has_a_simd_kernel() {
         ] {
             assert_eq!(k.dot(ty).unwrap().level, SimdLevel::Avx2, "{ty} at {level}");
         }
+        // The grid types have a kernel of every level, but IQ3_XXS, whose
+        // AVX-512 form measured slower, runs its AVX2 one at that level.
+        for ty in IQ_TYPES {
+            let want = if ty == GgmlType::IQ3_XXS {
+                SimdLevel::Avx2
+            } else {
+                level
+            };
+            assert_eq!(k.dot(ty).unwrap().level, want, "{ty} at {level}");
+        }
     }
 }
 
@@ -273,7 +385,14 @@ fn every_required_type_has_a_simd_kernel() {
 fn unsupported_levels_and_types_are_errors() {
     assert!(SimdLevel::parse("sse9").is_err());
     let k = Kernels::new(SimdLevel::Scalar).unwrap();
-    assert!(k.dot(GgmlType::IQ2_XXS).is_err());
+    // Types without a dot product are typed errors at every level.
+    for level in SimdLevel::supported() {
+        let k = Kernels::new(level).unwrap();
+        for ty in [GgmlType::IQ1_M, GgmlType::TQ1_0, GgmlType::MXFP4] {
+            assert!(k.dot(ty).is_err(), "{ty} at {level}");
+        }
+    }
+    assert!(k.dot(GgmlType::Q8_K).is_err());
     for level in SimdLevel::ALL {
         assert_eq!(Kernels::new(level).is_ok(), level.is_supported());
     }

@@ -195,6 +195,59 @@ fn k_quant_matrices_from_real_shapes() {
     }
 }
 
+/// The grid types (random bytes are valid blocks; the f16 scale comes
+/// first): every level and thread count gives the scalar bits for five
+/// tokens (these types have no four-row kernel, so each token takes the
+/// single-row one), and the result is the f64 product of the dequantized
+/// weights up to rounding.
+#[test]
+fn grid_type_matrices_agree_across_levels_and_threads() {
+    let mut rng = StdRng::seed_from_u64(4);
+    for ty in [
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ2_S,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ3_S,
+        GgmlType::IQ1_S,
+    ] {
+        let (rows, cols, n_tok) = (37, 768, 5);
+        let rb = row_bytes(ty, cols).unwrap();
+        let mut data: Vec<u8> = (0..rows * rb).map(|_| rng.gen()).collect();
+        for blk in data.chunks_exact_mut(ty.type_size() as usize) {
+            blk[..2].copy_from_slice(&half_bits(rng.gen_range(0.001..0.01)));
+        }
+        let w = MatRef {
+            ty,
+            rows,
+            cols,
+            data: &data,
+            layout: Layout::Rows,
+        };
+        let x: Vec<f32> = (0..n_tok * cols)
+            .map(|_| rng.gen_range(-1.0..1.0))
+            .collect();
+        let base = run(SimdLevel::Scalar, 1, &w, &x, n_tok);
+        for level in SimdLevel::supported() {
+            for threads in [1, 2, 3] {
+                let got = run(level, threads, &w, &x, n_tok);
+                assert!(
+                    got.iter()
+                        .zip(&base)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{ty} {level} x{threads}"
+                );
+            }
+        }
+        let seen = as_seen_by_kernels(ty, &x, cols);
+        let reference = matmul_reference(&w, &seen, n_tok).unwrap();
+        let scale = abs_dot_scale(&w, &seen, n_tok);
+        for ((a, b), s) in base.iter().zip(&reference).zip(&scale) {
+            assert!(close(*a, *b, *s), "{ty}: {a} vs exact {b}");
+        }
+    }
+}
+
 fn half_bits(v: f32) -> [u8; 2] {
     minfer_kernels::blocks::f32_to_f16(v)
 }
@@ -235,7 +288,7 @@ fn bad_shapes_are_errors() {
         Err(KernelError::NotBlockAligned { .. })
     ));
     let iq = MatRef {
-        ty: GgmlType::IQ2_XXS,
+        ty: GgmlType::IQ1_M,
         rows: 1,
         cols: 256,
         data: &data,

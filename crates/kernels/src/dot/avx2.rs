@@ -9,6 +9,7 @@ use std::arch::x86_64::*;
 
 use super::scalar::{self, k_combine};
 use super::x86::{self, hsum_i32, load32, nibbles, q5_bytes, ScaledDot};
+use super::x86_iq::{self, IqLevel};
 use crate::blocks::*;
 
 /// Signed × signed byte dot into eight i32 lanes (each lane the sum of four
@@ -261,6 +262,56 @@ macro_rules! k_kernels {
 k_kernels!(q4_k, dot_q4_k, dot4_q4_k, BlockQ4K);
 k_kernels!(q5_k, dot_q5_k, dot4_q5_k, BlockQ5K);
 k_kernels!(q6_k, dot_q6_k, dot4_q6_k, BlockQ6K);
+
+impl IqLevel for Avx2 {
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn dot_acc(acc: __m256i, q: __m256i, y: __m256i, scales: __m256i) -> __m256i {
+        // SAFETY: AVX2 is the caller's precondition; registers only.
+        unsafe { _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), scales)) }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn negate_where(y: __m256i, bits: u32) -> __m256i {
+        // SAFETY: AVX2 is the caller's precondition; registers only.
+        unsafe {
+            // Two's complement negation where the mask is all ones:
+            // (y ^ -1) - (-1) = -y; (y ^ 0) - 0 = y.
+            let m = x86::bits_to_bytes(bits);
+            _mm256_sub_epi8(_mm256_xor_si256(y, m), m)
+        }
+    }
+}
+
+/// Defines the AVX2 entry point of each grid type on its generic body in
+/// `x86_iq`.
+macro_rules! iq_kernels {
+    ($($body:ident, $one:ident, $wt:ty;)*) => {$(
+        /// One weight row against one activation row, bit-exact with the
+        /// scalar reference of the type.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2, FMA and F16C.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $one(w: &[$wt], a: &[BlockQ8K]) -> f32 {
+            // SAFETY: the body needs AVX2 (`Avx2`'s primitives too), which
+            // this function's precondition covers.
+            unsafe { x86_iq::$body::<Avx2>(w, a) }
+        }
+    )*};
+}
+
+iq_kernels! {
+    iq2_xxs, dot_iq2_xxs, BlockIQ2XXS;
+    iq2_xs, dot_iq2_xs, BlockIQ2XS;
+    iq2_s, dot_iq2_s, BlockIQ2S;
+    iq3_xxs, dot_iq3_xxs, BlockIQ3XXS;
+    iq3_s, dot_iq3_s, BlockIQ3S;
+    iq1_s, dot_iq1_s, BlockIQ1S;
+}
 
 /// IQ4_XS × Q8_K, bit-exact with [`scalar::dot_iq4_xs`].
 ///

@@ -1,13 +1,15 @@
 //! Dot products of one weight row with one quantized activation row,
 //! following llama.cpp's pairing: legacy types and IQ4_NL with Q8_0 (Q8_1
-//! for the types with a minimum), K-quants and IQ4_XS with Q8_K, float
-//! types with f32.
+//! for the types with a minimum), K-quants, IQ4_XS and the grid types
+//! (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S) with Q8_K, float types
+//! with f32.
 //!
 //! [`DotKernel`]s are handed out by [`Kernels`], which is created once for a
 //! SIMD level that the CPU supports; that check is what makes the SIMD
 //! function pointers safe to call.
 
 pub mod scalar;
+pub mod scalar_iq;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -15,6 +17,8 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_iq;
 
 use crate::blocks::*;
 use crate::error::KernelError;
@@ -92,6 +96,7 @@ pub fn act_type(ty: GgmlType) -> Option<GgmlType> {
         Q4_0 | Q5_0 | Q8_0 | IQ4_NL => Q8_0,
         Q4_1 | Q5_1 => Q8_1,
         Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS => Q8_K,
+        IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S => Q8_K,
         F32 | F16 | BF16 => F32,
         _ => return None,
     })
@@ -106,8 +111,11 @@ fn blocks<T: bytemuck::Pod>(b: &[u8]) -> &[T] {
 
 macro_rules! scalar_fn {
     ($name:ident, $wt:ty, $at:ty) => {
+        scalar_fn!(scalar, $name, $wt, $at);
+    };
+    ($module:ident, $name:ident, $wt:ty, $at:ty) => {
         pub(super) fn $name(_n: usize, w: &[u8], a: &[u8]) -> f32 {
-            scalar::$name(blocks::<$wt>(w), blocks::<$at>(a))
+            $module::$name(blocks::<$wt>(w), blocks::<$at>(a))
         }
     };
 }
@@ -129,6 +137,12 @@ mod scalar_entry {
     scalar_fn!(dot_f32, f32, f32);
     scalar_fn!(dot_f16, F16Bits, f32);
     scalar_fn!(dot_bf16, [u8; 2], f32);
+    scalar_fn!(scalar_iq, dot_iq2_xxs, BlockIQ2XXS, BlockQ8K);
+    scalar_fn!(scalar_iq, dot_iq2_xs, BlockIQ2XS, BlockQ8K);
+    scalar_fn!(scalar_iq, dot_iq2_s, BlockIQ2S, BlockQ8K);
+    scalar_fn!(scalar_iq, dot_iq3_xxs, BlockIQ3XXS, BlockQ8K);
+    scalar_fn!(scalar_iq, dot_iq3_s, BlockIQ3S, BlockQ8K);
+    scalar_fn!(scalar_iq, dot_iq1_s, BlockIQ1S, BlockQ8K);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -199,6 +213,12 @@ mod avx2_entry {
     simd_fn!(avx2, dot_iq4_xs, BlockIQ4XS, BlockQ8K);
     simd_fn!(avx2, dot_f32, f32, f32);
     simd_fn!(avx2, dot_f16, F16Bits, f32);
+    simd_fn!(avx2, dot_iq2_xxs, BlockIQ2XXS, BlockQ8K);
+    simd_fn!(avx2, dot_iq2_xs, BlockIQ2XS, BlockQ8K);
+    simd_fn!(avx2, dot_iq2_s, BlockIQ2S, BlockQ8K);
+    simd_fn!(avx2, dot_iq3_xxs, BlockIQ3XXS, BlockQ8K);
+    simd_fn!(avx2, dot_iq3_s, BlockIQ3S, BlockQ8K);
+    simd_fn!(avx2, dot_iq1_s, BlockIQ1S, BlockQ8K);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -210,6 +230,16 @@ mod avx512_entry {
     simd_fn!(avx512, dot_q4_k_vnni, BlockQ4K, BlockQ8K);
     simd_fn!(avx512, dot_q5_k_vnni, BlockQ5K, BlockQ8K);
     simd_fn!(avx512, dot_q6_k_vnni, BlockQ6K, BlockQ8K);
+    simd_fn!(avx512, dot_iq2_xxs, BlockIQ2XXS, BlockQ8K);
+    simd_fn!(avx512, dot_iq2_xs, BlockIQ2XS, BlockQ8K);
+    simd_fn!(avx512, dot_iq2_s, BlockIQ2S, BlockQ8K);
+    simd_fn!(avx512, dot_iq3_s, BlockIQ3S, BlockQ8K);
+    simd_fn!(avx512, dot_iq1_s, BlockIQ1S, BlockQ8K);
+    simd_fn!(avx512, dot_iq2_xxs_vnni, BlockIQ2XXS, BlockQ8K);
+    simd_fn!(avx512, dot_iq2_xs_vnni, BlockIQ2XS, BlockQ8K);
+    simd_fn!(avx512, dot_iq2_s_vnni, BlockIQ2S, BlockQ8K);
+    simd_fn!(avx512, dot_iq3_s_vnni, BlockIQ3S, BlockQ8K);
+    simd_fn!(avx512, dot_iq1_s_vnni, BlockIQ1S, BlockQ8K);
 }
 
 fn scalar_kernel(ty: GgmlType) -> Option<DotFn> {
@@ -228,6 +258,12 @@ fn scalar_kernel(ty: GgmlType) -> Option<DotFn> {
         Q5_K => dot_q5_k,
         Q6_K => dot_q6_k,
         IQ4_XS => dot_iq4_xs,
+        IQ2_XXS => dot_iq2_xxs,
+        IQ2_XS => dot_iq2_xs,
+        IQ2_S => dot_iq2_s,
+        IQ3_XXS => dot_iq3_xxs,
+        IQ3_S => dot_iq3_s,
+        IQ1_S => dot_iq1_s,
         F32 => dot_f32,
         F16 => dot_f16,
         BF16 => dot_bf16,
@@ -250,14 +286,21 @@ fn avx2_kernel(ty: GgmlType) -> Option<DotFn> {
         Q5_K => dot_q5_k,
         Q6_K => dot_q6_k,
         IQ4_XS => dot_iq4_xs,
+        IQ2_XXS => dot_iq2_xxs,
+        IQ2_XS => dot_iq2_xs,
+        IQ2_S => dot_iq2_s,
+        IQ3_XXS => dot_iq3_xxs,
+        IQ3_S => dot_iq3_s,
+        IQ1_S => dot_iq1_s,
         F32 => dot_f32,
         F16 => dot_f16,
         _ => return None,
     })
 }
 
-/// The AVX-512 kernel of `ty`, where one beats AVX2 (the K-quants; legacy
-/// types run their AVX2 kernels at this level, see the `avx512` module).
+/// The AVX-512 kernel of `ty`, where one beats AVX2 (the K-quants and the
+/// grid types but IQ3_XXS; the others run their AVX2 kernels at this level,
+/// see the `avx512` module).
 #[cfg(target_arch = "x86_64")]
 fn avx512_kernel(ty: GgmlType, vnni: bool) -> Option<DotFn> {
     use avx512_entry::*;
@@ -269,6 +312,16 @@ fn avx512_kernel(ty: GgmlType, vnni: bool) -> Option<DotFn> {
         (Q4_K, true) => dot_q4_k_vnni,
         (Q5_K, true) => dot_q5_k_vnni,
         (Q6_K, true) => dot_q6_k_vnni,
+        (IQ2_XXS, false) => dot_iq2_xxs,
+        (IQ2_XS, false) => dot_iq2_xs,
+        (IQ2_S, false) => dot_iq2_s,
+        (IQ3_S, false) => dot_iq3_s,
+        (IQ1_S, false) => dot_iq1_s,
+        (IQ2_XXS, true) => dot_iq2_xxs_vnni,
+        (IQ2_XS, true) => dot_iq2_xs_vnni,
+        (IQ2_S, true) => dot_iq2_s_vnni,
+        (IQ3_S, true) => dot_iq3_s_vnni,
+        (IQ1_S, true) => dot_iq1_s_vnni,
         _ => return None,
     })
 }

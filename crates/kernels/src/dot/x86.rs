@@ -91,12 +91,13 @@ pub(super) unsafe fn nibbles(qs: &[u8; 16]) -> __m256i {
     }
 }
 
-/// Expands 32 bits into 32 bytes, 0xFF where the bit is set.
+/// Expands 32 bits into 32 bytes, 0xFF where the bit is set (byte `k`
+/// from bit `k`).
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[inline(always)]
-unsafe fn bits_to_bytes(bits: u32) -> __m256i {
+pub(super) unsafe fn bits_to_bytes(bits: u32) -> __m256i {
     // SAFETY: AVX2 is the caller's precondition; registers only.
     unsafe {
         let shuf = _mm256_set_epi64x(
