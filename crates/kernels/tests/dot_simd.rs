@@ -374,7 +374,7 @@ fn every_required_type_has_a_simd_kernel() {
             let want = if ty == GgmlType::IQ3_XXS {
                 SimdLevel::Avx2
             } else {
-                level
+                k_level
             };
             assert_eq!(k.dot(ty).unwrap().level, want, "{ty} at {level}");
         }
