@@ -33,6 +33,7 @@ fn main() {
         (GgmlType::Q4_K, 8960, 1536),
         (GgmlType::Q5_K, 1536, 8960),
         (GgmlType::IQ4_NL, 4864, 896),
+        (GgmlType::IQ4_XS, 896, 4864),
     ] {
         let bytes = rows * row_bytes(ty, cols).unwrap();
         let copies = if hot { 1 } else { (256 << 20) / bytes + 1 };

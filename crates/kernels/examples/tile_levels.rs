@@ -69,6 +69,7 @@ fn main() {
         (GgmlType::Q4_K, 4864, 896),
         (GgmlType::Q5_K, 896, 4864),
         (GgmlType::IQ4_NL, 4864, 896),
+        (GgmlType::IQ4_XS, 896, 4864),
     ] {
         let bytes = rows * row_bytes(ty, cols).unwrap();
         let streamed = if n_toks.iter().any(|&n| n < 4) {

@@ -99,7 +99,7 @@ unsafe fn dot16_by<const V: bool>(
 /// # Safety
 /// AVX2; 8 bytes from `p` are readable.
 #[inline(always)]
-unsafe fn twice_signed(p: *const u8) -> __m256i {
+pub(super) unsafe fn twice_signed(p: *const u8) -> __m256i {
     // SAFETY: the load reads `p..p + 8`, the caller's guarantee.
     unsafe {
         let x = _mm_loadl_epi64(p as *const _);

@@ -39,6 +39,7 @@ macro_rules! by_legacy_format {
 
 pub mod layout;
 pub mod layout_k;
+pub mod layout_k23;
 pub mod scalar;
 
 #[cfg(target_arch = "x86_64")]
@@ -46,9 +47,13 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k;
 #[cfg(target_arch = "x86_64")]
+mod avx2_k23;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_k;
+#[cfg(target_arch = "x86_64")]
+mod avx512_k23;
 
 use std::ops::Range;
 
@@ -165,6 +170,7 @@ fn avx2_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
             Kind::Legacy => avx2::tile(f, nb, group, acts, t0, nt),
             Kind::Q6K => avx2_k::tile_q6k(nb, group, acts, t0, nt),
             Kind::Q45K => avx2_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),
+            Kind::IQ4XS => avx2_k23::tile_iq4xs(nb, group, acts, t0, nt),
         }
     }
 }
@@ -180,6 +186,7 @@ fn avx_vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt
             Kind::Legacy => avx2::tile_vnni(f, nb, group, acts, t0, nt),
             Kind::Q6K => avx2_k::tile_q6k_vnni(nb, group, acts, t0, nt),
             Kind::Q45K => avx2_k::tile_q45k_vnni(f.fifth, nb, group, acts, t0, nt),
+            Kind::IQ4XS => avx2_k23::tile_iq4xs_vnni(nb, group, acts, t0, nt),
         }
     }
 }
@@ -198,6 +205,7 @@ fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
             Kind::Legacy => avx512::tile(f, nb, group, acts, t0, nt),
             Kind::Q6K => avx512_k::tile_q6k(nb, group, acts, t0, nt),
             Kind::Q45K => avx512_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),
+            Kind::IQ4XS => avx512_k23::tile_iq4xs(nb, group, acts, t0, nt),
         }
     }
 }
@@ -260,12 +268,14 @@ pub(crate) fn matmul(
 
 /// Integer start values per block: one for the legacy types, one per
 /// 16-quant sub-block for Q6_K (`-32 * bsum`), one per 32-quant sub-block
-/// for Q4_K/Q5_K (the activation sums their mins multiply).
+/// for Q4_K/Q5_K (the activation sums their mins multiply) and for IQ4_XS
+/// (`-128 * bsum`, which takes back out the 128 its VNNI kernels add to
+/// the codebook values).
 fn inits_per_block(f: &Format) -> usize {
     match f.kind {
         Kind::Legacy => 1,
         Kind::Q6K => 16,
-        Kind::Q45K => 8,
+        Kind::Q45K | Kind::IQ4XS => 8,
     }
 }
 
@@ -280,7 +290,7 @@ fn prepare<'s>(
     scratch: &'s mut ActScratch,
 ) -> Result<Acts<'s>, KernelError> {
     let (act, qs_at) = match (f.kind, f.min) {
-        (Kind::Q6K | Kind::Q45K, _) => (GgmlType::Q8_K, 4),
+        (Kind::Q6K | Kind::Q45K | Kind::IQ4XS, _) => (GgmlType::Q8_K, 4),
         (Kind::Legacy, true) => (GgmlType::Q8_1, 4),
         (Kind::Legacy, false) => (GgmlType::Q8_0, 2),
     };
@@ -308,13 +318,17 @@ fn prepare<'s>(
     for (i, b) in qs.chunks_exact(blk).enumerate() {
         let init = &mut init[inits * i..inits * (i + 1)];
         match f.kind {
-            Kind::Q45K => {
+            Kind::Q45K | Kind::IQ4XS => {
                 d[i] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                // Per 32-quant sub-block, its two 16-quant `bsums`.
+                // Per 32-quant sub-block, its two 16-quant `bsums` (times
+                // the offset for IQ4_XS; Q4_K/Q5_K's is 0 and they take
+                // the sums as they are, for their mins).
+                let by = if f.kind == Kind::IQ4XS { -f.offset } else { 1 };
                 for (j, v) in init.iter_mut().enumerate() {
                     let at = 4 + QK_K + 4 * j;
-                    *v = i16::from_le_bytes([b[at], b[at + 1]]) as i32
-                        + i16::from_le_bytes([b[at + 2], b[at + 3]]) as i32;
+                    *v = by
+                        * (i16::from_le_bytes([b[at], b[at + 1]]) as i32
+                            + i16::from_le_bytes([b[at + 2], b[at + 3]]) as i32);
                 }
             }
             Kind::Q6K => {
