@@ -33,12 +33,20 @@ fn matrices(ty: GgmlType, rows: usize, cols: usize, copies: usize) -> Vec<Vec<u8
                 })
                 .collect();
             let bs = ty.type_size() as usize;
-            let d_at = if ty == GgmlType::Q6_K { 208 } else { 0 };
+            let d_at = match ty {
+                GgmlType::Q6_K => 208,
+                GgmlType::Q3_K => 108,
+                GgmlType::Q2_K => 80,
+                _ => 0,
+            };
             let small = minfer_kernels::blocks::f32_to_f16(0.01);
             for blk in d.chunks_exact_mut(bs) {
                 blk[d_at..d_at + 2].copy_from_slice(&small);
                 if matches!(ty, GgmlType::Q4_1 | GgmlType::Q4_K | GgmlType::Q5_K) {
                     blk[2..4].copy_from_slice(&small);
+                }
+                if ty == GgmlType::Q2_K {
+                    blk[82..84].copy_from_slice(&small);
                 }
             }
             pack(ty, rows, cols, &d).unwrap()
@@ -70,6 +78,8 @@ fn main() {
         (GgmlType::Q5_K, 896, 4864),
         (GgmlType::IQ4_NL, 4864, 896),
         (GgmlType::IQ4_XS, 896, 4864),
+        (GgmlType::Q3_K, 896, 4864),
+        (GgmlType::Q2_K, 896, 4864),
     ] {
         let bytes = rows * row_bytes(ty, cols).unwrap();
         let streamed = if n_toks.iter().any(|&n| n < 4) {

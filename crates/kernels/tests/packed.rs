@@ -12,7 +12,7 @@ use minfer_kernels::{
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
-const PACKABLE: [GgmlType; 10] = [
+const PACKABLE: [GgmlType; 12] = [
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q4_0,
@@ -23,6 +23,8 @@ const PACKABLE: [GgmlType; 10] = [
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::Q3_K,
+    GgmlType::Q2_K,
 ];
 
 /// Elements per block of a packable type.
@@ -38,16 +40,28 @@ fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> Ve
     let mut data = vec![0u8; rows * rb];
     if matches!(
         ty,
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_NL | GgmlType::IQ4_XS
+        GgmlType::Q4_K
+            | GgmlType::Q5_K
+            | GgmlType::Q6_K
+            | GgmlType::IQ4_NL
+            | GgmlType::IQ4_XS
+            | GgmlType::Q3_K
+            | GgmlType::Q2_K
     ) {
         // No quantizer here: random quants and scales, sane f16 factors
         // (Q6_K's `d` at the end, Q4_K/Q5_K's `d` and `dmin` first,
-        // IQ4_NL's and IQ4_XS's `d` first).
+        // IQ4_NL's and IQ4_XS's `d` first, Q3_K's `d` and Q2_K's `d` and
+        // `dmin` last).
         rng.fill(&mut data[..]);
         let bs = ty.type_size() as usize;
         for blk in data.chunks_exact_mut(bs) {
             if ty == GgmlType::Q6_K {
                 blk[208..210].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+            } else if ty == GgmlType::Q3_K {
+                blk[108..110].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+            } else if ty == GgmlType::Q2_K {
+                blk[80..82].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+                blk[82..84].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
             } else if matches!(ty, GgmlType::IQ4_NL | GgmlType::IQ4_XS) {
                 blk[0..2].copy_from_slice(&half(rng.gen_range(-0.05..0.05)));
             } else {
@@ -110,9 +124,9 @@ proptest! {
         let data = random_matrix(ty, rows, cols, &mut rng);
         let packed = pack(ty, rows, cols, &data).unwrap();
         // The unpacked sub-block scales: 4 more bytes per row and
-        // super-block for Q4_K/Q5_K, 2 for IQ4_XS.
+        // super-block for Q4_K/Q5_K and Q3_K, 2 for IQ4_XS.
         let grow = match ty {
-            GgmlType::Q4_K | GgmlType::Q5_K => 4 * rows * (cols / 256),
+            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q3_K => 4 * rows * (cols / 256),
             GgmlType::IQ4_XS => 2 * rows * (cols / 256),
             _ => 0,
         };
@@ -163,6 +177,9 @@ fn extreme_quants_and_activations_stay_exact() {
             // other block, at 31); 0xFF: 113 with 31; 0x0F: -127 with the
             // scales' low bits set and high clear (-17).
             GgmlType::IQ4_XS => &[0xFF, 0x00, 0x0F],
+            // 0x00: every Q3_K quant -4 with every scale -32; 0xFF: 3
+            // with 31.
+            GgmlType::Q3_K => &[0xFF, 0x00],
             _ => &[0xFF],
         };
         for &fill in fills {
@@ -171,6 +188,11 @@ fn extreme_quants_and_activations_stay_exact() {
             for (i, blk) in data.chunks_exact_mut(bs).enumerate() {
                 match ty {
                     GgmlType::Q6_K => blk[208..210].copy_from_slice(&half(0.01)),
+                    GgmlType::Q3_K => blk[108..110].copy_from_slice(&half(0.01)),
+                    GgmlType::Q2_K => {
+                        blk[80..82].copy_from_slice(&half(0.01));
+                        blk[82..84].copy_from_slice(&half(0.02));
+                    }
                     GgmlType::Q4_K | GgmlType::Q5_K => {
                         blk[0..2].copy_from_slice(&half(0.01));
                         blk[2..4].copy_from_slice(&half(0.02));
@@ -239,7 +261,11 @@ fn shapes_without_the_layout_are_refused() {
         "Q6_K rows of whole super-blocks only"
     );
     assert!(packable(GgmlType::Q4_K, 32, 256));
-    assert!(!packable(GgmlType::Q2_K, 32, 256), "no interleaved Q2_K");
+    assert!(packable(GgmlType::Q2_K, 32, 256));
+    assert!(
+        !packable(GgmlType::IQ2_XXS, 32, 256),
+        "no interleaved IQ2_XXS"
+    );
     let data = vec![0u8; 24 * 28 * 22];
     assert!(matches!(
         pack(GgmlType::Q5_0, 24, 896, &data),

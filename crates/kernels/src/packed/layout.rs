@@ -45,6 +45,10 @@ pub enum Kind {
     Q45K,
     /// IQ4_XS (see [`super::layout_k23`]).
     IQ4XS,
+    /// Q3_K (see [`super::layout_k23`]).
+    Q3K,
+    /// Q2_K (see [`super::layout_k23`]).
+    Q2K,
 }
 
 /// Where the parts of one interleaved group-block lie, per weight type.
@@ -110,6 +114,14 @@ impl Format {
                 codebook: true,
                 ..f(true, false, false, 128)
             },
+            Q3_K => Format {
+                kind: Kind::Q3K,
+                ..f(false, false, false, 4)
+            },
+            Q2_K => Format {
+                kind: Kind::Q2K,
+                ..f(false, false, true, 0)
+            },
             _ => return None,
         })
     }
@@ -145,6 +157,8 @@ impl Format {
             Kind::Q6K => super::layout_k::Q6K_GROUP_BLOCK,
             Kind::Q45K => super::layout_k::q45k_group_block(self.fifth),
             Kind::IQ4XS => super::layout_k23::IQ4XS_GROUP_BLOCK,
+            Kind::Q3K => super::layout_k23::Q3K_GROUP_BLOCK,
+            Kind::Q2K => super::layout_k23::Q2K_GROUP_BLOCK,
         }
     }
 
@@ -154,8 +168,8 @@ impl Format {
     }
 
     /// Bytes of a `rows × cols` matrix in the interleaved layout (the
-    /// file's size, but for Q4_K/Q5_K and IQ4_XS, whose unpacked scales
-    /// take 4 and 2 more bytes per row and super-block).
+    /// file's size, but for Q4_K/Q5_K, Q3_K and IQ4_XS, whose unpacked
+    /// scales take 4, 4 and 2 more bytes per row and super-block).
     pub fn packed_len(&self, rows: usize, cols: usize) -> usize {
         rows / GROUP * (cols / self.block_quants()) * self.group_block_bytes()
     }
@@ -164,7 +178,7 @@ impl Format {
     pub const fn block_quants(&self) -> usize {
         match self.kind {
             Kind::Legacy => QK,
-            Kind::Q6K | Kind::Q45K | Kind::IQ4XS => QK_K,
+            Kind::Q6K | Kind::Q45K | Kind::IQ4XS | Kind::Q3K | Kind::Q2K => QK_K,
         }
     }
 }
@@ -365,6 +379,8 @@ pub fn pack_groups(
                     (Kind::IQ4XS, _) => {
                         super::layout_k23::iq4xs_put(bytemuck::from_bytes(blk), r, out)
                     }
+                    (Kind::Q3K, _) => super::layout_k23::q3k_put(bytemuck::from_bytes(blk), r, out),
+                    (Kind::Q2K, _) => super::layout_k23::q2k_put(bytemuck::from_bytes(blk), r, out),
                     (Kind::Legacy, _) => {}
                 }
                 if f.kind != Kind::Legacy {
@@ -498,6 +514,8 @@ fn unpack_block(f: &Format, nb: usize, packed: &[u8], r: usize, b: usize, dst: &
         (Kind::IQ4XS, _) => {
             return super::layout_k23::iq4xs_get(src, j, bytemuck::from_bytes_mut(dst))
         }
+        (Kind::Q3K, _) => return super::layout_k23::q3k_get(src, j, bytemuck::from_bytes_mut(dst)),
+        (Kind::Q2K, _) => return super::layout_k23::q2k_get(src, j, bytemuck::from_bytes_mut(dst)),
         (Kind::Legacy, _) => {}
     }
     let mut x = Fields {

@@ -171,6 +171,7 @@ fn avx2_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
             Kind::Q6K => avx2_k::tile_q6k(nb, group, acts, t0, nt),
             Kind::Q45K => avx2_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),
             Kind::IQ4XS => avx2_k23::tile_iq4xs(nb, group, acts, t0, nt),
+            Kind::Q3K | Kind::Q2K => avx2_k23::tile_q23k(f.min, nb, group, acts, t0, nt),
         }
     }
 }
@@ -187,6 +188,7 @@ fn avx_vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt
             Kind::Q6K => avx2_k::tile_q6k_vnni(nb, group, acts, t0, nt),
             Kind::Q45K => avx2_k::tile_q45k_vnni(f.fifth, nb, group, acts, t0, nt),
             Kind::IQ4XS => avx2_k23::tile_iq4xs_vnni(nb, group, acts, t0, nt),
+            Kind::Q3K | Kind::Q2K => avx2_k23::tile_q23k_vnni(f.min, nb, group, acts, t0, nt),
         }
     }
 }
@@ -206,6 +208,7 @@ fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
             Kind::Q6K => avx512_k::tile_q6k(nb, group, acts, t0, nt),
             Kind::Q45K => avx512_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),
             Kind::IQ4XS => avx512_k23::tile_iq4xs(nb, group, acts, t0, nt),
+            Kind::Q3K | Kind::Q2K => avx512_k23::tile_q23k(f.min, nb, group, acts, t0, nt),
         }
     }
 }
@@ -267,14 +270,15 @@ pub(crate) fn matmul(
 }
 
 /// Integer start values per block: one for the legacy types, one per
-/// 16-quant sub-block for Q6_K (`-32 * bsum`), one per 32-quant sub-block
+/// 16-quant sub-block for Q6_K (`-32 * bsum`) and Q3_K (`-4 * bsum`) and
+/// for Q2_K (`bsum`, which its mins multiply), one per 32-quant sub-block
 /// for Q4_K/Q5_K (the activation sums their mins multiply) and for IQ4_XS
 /// (`-128 * bsum`, which takes back out the 128 its VNNI kernels add to
 /// the codebook values).
 fn inits_per_block(f: &Format) -> usize {
     match f.kind {
         Kind::Legacy => 1,
-        Kind::Q6K => 16,
+        Kind::Q6K | Kind::Q3K | Kind::Q2K => 16,
         Kind::Q45K | Kind::IQ4XS => 8,
     }
 }
@@ -290,9 +294,9 @@ fn prepare<'s>(
     scratch: &'s mut ActScratch,
 ) -> Result<Acts<'s>, KernelError> {
     let (act, qs_at) = match (f.kind, f.min) {
-        (Kind::Q6K | Kind::Q45K | Kind::IQ4XS, _) => (GgmlType::Q8_K, 4),
         (Kind::Legacy, true) => (GgmlType::Q8_1, 4),
         (Kind::Legacy, false) => (GgmlType::Q8_0, 2),
+        _ => (GgmlType::Q8_K, 4),
     };
     let inits = inits_per_block(f);
     let quants = f.block_quants();
@@ -331,12 +335,14 @@ fn prepare<'s>(
                             + i16::from_le_bytes([b[at + 2], b[at + 3]]) as i32);
                 }
             }
-            Kind::Q6K => {
+            Kind::Q6K | Kind::Q3K | Kind::Q2K => {
                 d[i] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                // `bsums` follow the 256 quants: sixteen i16.
+                // `bsums` follow the 256 quants: sixteen i16. Q2_K's mins
+                // take them as they are (it has no offset).
+                let by = if f.min { 1 } else { -f.offset };
                 for (s, v) in init.iter_mut().enumerate() {
                     let at = 4 + QK_K + 2 * s;
-                    *v = -f.offset * i16::from_le_bytes([b[at], b[at + 1]]) as i32;
+                    *v = by * i16::from_le_bytes([b[at], b[at + 1]]) as i32;
                 }
             }
             Kind::Legacy => {
