@@ -3,8 +3,8 @@
 //! each level's speed relative to the first: what a new tile form (AVX-VNNI
 //! against plain AVX2, say) buys, on one layer's shapes of Qwen2.5-0.5B.
 //!
-//! `cargo run --release -p minfer-kernels --example tile_levels -- [THREADS] [N_TOK,...]`
-//! (default 1 thread; 1, 4 and 512 tokens). Weights are read from the
+//! `cargo run --release -p minfer-kernels --example tile_levels -- [THREADS] [N_TOK,...] [TYPE,...]`
+//! (default 1 thread; 1, 4 and 512 tokens; every type). Weights are read from the
 //! caches at 4 and more tokens and streamed (enough copies to overflow
 //! them) at fewer.
 
@@ -61,6 +61,10 @@ fn main() {
         .next()
         .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 4, 512]);
+    // On a shared machine a run over every type takes long: a subset.
+    let only: Option<Vec<String>> = args
+        .next()
+        .map(|s| s.split(',').map(|t| t.to_ascii_uppercase()).collect());
     let levels: Vec<SimdLevel> = SimdLevel::supported()
         .into_iter()
         .filter(|&l| l != SimdLevel::Scalar)
@@ -74,13 +78,17 @@ fn main() {
         (GgmlType::Q6_K, 896, 4864),
         (GgmlType::Q8_0, 896, 896),
         (GgmlType::Q4_1, 1536, 576),
-        (GgmlType::Q4_K, 4864, 896),
+        // Whole super-blocks per row: the FFN's down shape.
+        (GgmlType::Q4_K, 896, 4864),
         (GgmlType::Q5_K, 896, 4864),
         (GgmlType::IQ4_NL, 4864, 896),
         (GgmlType::IQ4_XS, 896, 4864),
         (GgmlType::Q3_K, 896, 4864),
         (GgmlType::Q2_K, 896, 4864),
     ] {
+        if only.as_ref().is_some_and(|o| !o.contains(&ty.to_string())) {
+            continue;
+        }
         let bytes = rows * row_bytes(ty, cols).unwrap();
         let streamed = if n_toks.iter().any(|&n| n < 4) {
             matrices(ty, rows, cols, (256 << 20) / bytes + 1)

@@ -79,9 +79,10 @@ pub type TileFn =
 
 /// The quantized activations of one product, with per-block values the
 /// kernels need widened once: the scale `d`, for Q8_1 the `s`, and the
-/// integer start `-offset * sum(y)` (per block, or per 16-quant sub-block
-/// for Q6_K) that turns the unsigned stored quants' sums into the signed
-/// ones.
+/// integer start `-offset * sum(y)` (per block, or per sub-block for
+/// Q6_K, Q3_K and IQ4_XS) that turns the unsigned stored quants' sums into
+/// the signed ones; for Q4_K/Q5_K and Q2_K, the sub-blocks' `sum(y)`
+/// their mins multiply.
 pub struct Acts<'a> {
     qs: &'a [u8],
     a_row: usize,
@@ -115,13 +116,14 @@ impl Acts<'_> {
         self.s[t * self.nb + b]
     }
 
-    /// The block's integer start value (the first one, for Q6_K).
+    /// The block's integer start value (the first one, for the K-quants).
     #[inline(always)]
     pub fn init(&self, t: usize, b: usize) -> i32 {
         self.init[(t * self.nb + b) * self.inits]
     }
 
-    /// The block's integer start values, one per sub-block for Q6_K.
+    /// The block's integer start values, one per sub-block for the
+    /// K-quants and IQ4_XS (see `inits_per_block`).
     #[inline(always)]
     pub fn inits(&self, t: usize, b: usize) -> &[i32] {
         let at = (t * self.nb + b) * self.inits;
