@@ -3,8 +3,8 @@
 //! each level's speed relative to the first: what a new tile form (AVX-VNNI
 //! against plain AVX2, say) buys, on one layer's shapes of Qwen2.5-0.5B.
 //!
-//! `cargo run --release -p minfer-kernels --example tile_levels -- [THREADS] [N_TOK,...]`
-//! (default 1 thread; 1, 4 and 512 tokens). Weights are read from the
+//! `cargo run --release -p minfer-kernels --example tile_levels -- [THREADS] [N_TOK,...] [TYPE,...]`
+//! (default 1 thread; 1, 4 and 512 tokens; every type). Weights are read from the
 //! caches at 4 and more tokens and streamed (enough copies to overflow
 //! them) at fewer. With one thread (the products run on the calling
 //! thread) the rates are per second of that thread's CPU time, which
@@ -36,6 +36,10 @@ fn main() {
         .next()
         .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 4, 512]);
+    // On a shared machine a run over every type takes long: a subset.
+    let only: Option<Vec<String>> = args
+        .next()
+        .map(|s| s.split(',').map(|t| t.to_ascii_uppercase()).collect());
     let levels: Vec<SimdLevel> = SimdLevel::supported()
         .into_iter()
         .filter(|&l| l != SimdLevel::Scalar)
@@ -45,6 +49,9 @@ fn main() {
     println!("levels: {} (relative to {})", names.join(", "), names[0]);
     let pool = ThreadPool::new(threads);
     for (ty, rows, cols) in common::SHAPES {
+        if only.as_ref().is_some_and(|o| !o.contains(&ty.to_string())) {
+            continue;
+        }
         let bytes = rows * row_bytes(ty, cols).unwrap();
         let streamed = if n_toks.iter().any(|&n| n < 4) {
             matrices(ty, rows, cols, (256 << 20) / bytes + 1)

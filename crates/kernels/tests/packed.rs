@@ -12,7 +12,7 @@ use minfer_kernels::{
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
-const PACKABLE: [GgmlType; 9] = [
+const PACKABLE: [GgmlType; 12] = [
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q4_0,
@@ -22,6 +22,9 @@ const PACKABLE: [GgmlType; 9] = [
     GgmlType::Q8_0,
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+    GgmlType::Q3_K,
+    GgmlType::Q2_K,
 ];
 
 /// Elements per block of a packable type.
@@ -37,17 +40,29 @@ fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> Ve
     let mut data = vec![0u8; rows * rb];
     if matches!(
         ty,
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_NL
+        GgmlType::Q4_K
+            | GgmlType::Q5_K
+            | GgmlType::Q6_K
+            | GgmlType::IQ4_NL
+            | GgmlType::IQ4_XS
+            | GgmlType::Q3_K
+            | GgmlType::Q2_K
     ) {
         // No quantizer here: random quants and scales, sane f16 factors
         // (Q6_K's `d` at the end, Q4_K/Q5_K's `d` and `dmin` first,
-        // IQ4_NL's `d` first).
+        // IQ4_NL's and IQ4_XS's `d` first, Q3_K's `d` and Q2_K's `d` and
+        // `dmin` last).
         rng.fill(&mut data[..]);
         let bs = ty.type_size() as usize;
         for blk in data.chunks_exact_mut(bs) {
             if ty == GgmlType::Q6_K {
                 blk[208..210].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
-            } else if ty == GgmlType::IQ4_NL {
+            } else if ty == GgmlType::Q3_K {
+                blk[108..110].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+            } else if ty == GgmlType::Q2_K {
+                blk[80..82].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+                blk[82..84].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+            } else if matches!(ty, GgmlType::IQ4_NL | GgmlType::IQ4_XS) {
                 blk[0..2].copy_from_slice(&half(rng.gen_range(-0.05..0.05)));
             } else {
                 blk[0..2].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
@@ -108,7 +123,13 @@ proptest! {
         let mut rng = StdRng::seed_from_u64(seed);
         let data = random_matrix(ty, rows, cols, &mut rng);
         let packed = pack(ty, rows, cols, &data).unwrap();
-        let grow = if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) { 4 * rows * (cols / 256) } else { 0 };
+        // The unpacked sub-block scales: 4 more bytes per row and
+        // super-block for Q4_K/Q5_K and Q3_K, 2 for IQ4_XS.
+        let grow = match ty {
+            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q3_K => 4 * rows * (cols / 256),
+            GgmlType::IQ4_XS => 2 * rows * (cols / 256),
+            _ => 0,
+        };
         prop_assert_eq!(packed.len(), data.len() + grow);
         let rb = row_bytes(ty, cols).unwrap();
         let mut row = vec![0u8; rb];
@@ -137,8 +158,9 @@ proptest! {
 }
 
 /// The largest integer sums the SIMD kernels can meet: every quant at its
-/// extreme (all bits set, and for Q8_0 also -128, for IQ4_NL the -127 of
-/// index 0) against activations that
+/// extreme (all bits set, and for Q8_0 also -128, for IQ4_NL and IQ4_XS the
+/// -127 of index 0; IQ4_XS's scales at both ends, 31 and -32) against
+/// activations that
 /// all quantize to +127 or -127. The AVX2 kernels sum byte products in
 /// 16-bit lanes, exact only while these stay in range.
 #[test]
@@ -151,14 +173,26 @@ fn extreme_quants_and_activations_stay_exact() {
             GgmlType::Q8_0 => &[0xFF, 0x80, 0x7F],
             // Codebook index 0 is its largest magnitude, -127.
             GgmlType::IQ4_NL => &[0xFF, 0x00, 0x0F],
+            // 0x00: index 0 (-127) with every scale at -32 (and, in every
+            // other block, at 31); 0xFF: 113 with 31; 0x0F: -127 with the
+            // scales' low bits set and high clear (-17).
+            GgmlType::IQ4_XS => &[0xFF, 0x00, 0x0F],
+            // 0x00: every Q3_K quant -4 with every scale -32; 0xFF: 3
+            // with 31.
+            GgmlType::Q3_K => &[0xFF, 0x00],
             _ => &[0xFF],
         };
         for &fill in fills {
             let mut data = vec![fill; rows * row_bytes(ty, cols).unwrap()];
             // Finite, positive block factors where the type keeps them.
-            for blk in data.chunks_exact_mut(bs) {
+            for (i, blk) in data.chunks_exact_mut(bs).enumerate() {
                 match ty {
                     GgmlType::Q6_K => blk[208..210].copy_from_slice(&half(0.01)),
+                    GgmlType::Q3_K => blk[108..110].copy_from_slice(&half(0.01)),
+                    GgmlType::Q2_K => {
+                        blk[80..82].copy_from_slice(&half(0.01));
+                        blk[82..84].copy_from_slice(&half(0.02));
+                    }
                     GgmlType::Q4_K | GgmlType::Q5_K => {
                         blk[0..2].copy_from_slice(&half(0.01));
                         blk[2..4].copy_from_slice(&half(0.02));
@@ -166,6 +200,13 @@ fn extreme_quants_and_activations_stay_exact() {
                     GgmlType::Q4_1 | GgmlType::Q5_1 => {
                         blk[0..2].copy_from_slice(&half(0.01));
                         blk[2..4].copy_from_slice(&half(-0.3));
+                    }
+                    GgmlType::IQ4_XS => {
+                        blk[0..2].copy_from_slice(&half(0.01));
+                        if i % 2 == 1 {
+                            // `scales_h` and `scales_l` all set: 31.
+                            blk[2..8].fill(0xFF);
+                        }
                     }
                     _ => blk[0..2].copy_from_slice(&half(0.01)),
                 }
@@ -220,7 +261,11 @@ fn shapes_without_the_layout_are_refused() {
         "Q6_K rows of whole super-blocks only"
     );
     assert!(packable(GgmlType::Q4_K, 32, 256));
-    assert!(!packable(GgmlType::Q2_K, 32, 256), "no interleaved Q2_K");
+    assert!(packable(GgmlType::Q2_K, 32, 256));
+    assert!(
+        !packable(GgmlType::IQ2_XXS, 32, 256),
+        "no interleaved IQ2_XXS"
+    );
     let data = vec![0u8; 24 * 28 * 22];
     assert!(matches!(
         pack(GgmlType::Q5_0, 24, 896, &data),

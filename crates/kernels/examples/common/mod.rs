@@ -9,7 +9,7 @@ use minfer_kernels::GgmlType;
 
 /// The weight types measured, each at one of Qwen2.5-0.5B's (or, for the
 /// types it lacks, Qwen2.5-1.5B's) matrix shapes: `(type, rows, cols)`.
-pub const SHAPES: [(GgmlType, usize, usize); 7] = [
+pub const SHAPES: [(GgmlType, usize, usize); 10] = [
     (GgmlType::Q5_0, 4864, 896),
     (GgmlType::Q6_K, 896, 4864),
     (GgmlType::Q8_0, 896, 128),
@@ -17,6 +17,9 @@ pub const SHAPES: [(GgmlType, usize, usize); 7] = [
     (GgmlType::Q4_K, 8960, 1536),
     (GgmlType::Q5_K, 1536, 8960),
     (GgmlType::IQ4_NL, 4864, 896),
+    (GgmlType::IQ4_XS, 896, 4864),
+    (GgmlType::Q3_K, 896, 4864),
+    (GgmlType::Q2_K, 896, 4864),
 ];
 
 /// The median of `v` (the upper one of an even count).
@@ -41,11 +44,19 @@ pub fn matrices(ty: GgmlType, rows: usize, cols: usize, copies: usize) -> Vec<Ve
                 })
                 .collect();
             let bs = ty.type_size() as usize;
-            let d_at = if ty == GgmlType::Q6_K { 208 } else { 0 };
+            let d_at = match ty {
+                GgmlType::Q6_K => 208,
+                GgmlType::Q3_K => 108,
+                GgmlType::Q2_K => 80,
+                _ => 0,
+            };
             for blk in d.chunks_exact_mut(bs) {
                 blk[d_at..d_at + 2].copy_from_slice(&small);
                 if matches!(ty, GgmlType::Q4_1 | GgmlType::Q4_K | GgmlType::Q5_K) {
                     blk[2..4].copy_from_slice(&small);
+                }
+                if ty == GgmlType::Q2_K {
+                    blk[82..84].copy_from_slice(&small);
                 }
             }
             d

@@ -577,7 +577,7 @@ pub unsafe fn tile_vnni(
 /// # Safety
 /// AVX2.
 #[inline(always)]
-unsafe fn codebook() -> __m256i {
+pub(super) unsafe fn codebook() -> __m256i {
     // SAFETY: the caller's precondition; the load reads the 16-byte table.
     unsafe {
         let t = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const _);

@@ -72,7 +72,7 @@ unsafe fn unpack_sub(gb: *const u8, s: usize, h: usize) -> [__m256i; 4] {
 /// # Safety
 /// AVX2 (and AVX-VNNI with `V`); 16 bytes from `y` are readable.
 #[inline(always)]
-unsafe fn dot16_by<const V: bool>(
+pub(super) unsafe fn dot16_by<const V: bool>(
     q: &[__m256i; 4],
     y: *const u8,
     sc2: __m256i,
@@ -99,7 +99,7 @@ unsafe fn dot16_by<const V: bool>(
 /// # Safety
 /// AVX2; 8 bytes from `p` are readable.
 #[inline(always)]
-unsafe fn twice_signed(p: *const u8) -> __m256i {
+pub(super) unsafe fn twice_signed(p: *const u8) -> __m256i {
     // SAFETY: the load reads `p..p + 8`, the caller's guarantee.
     unsafe {
         let x = _mm_loadl_epi64(p as *const _);
@@ -265,7 +265,7 @@ unsafe fn widen(a: *const u8, b: *const u8) -> __m256i {
 /// Two i16 values in one i32 (`lo` in the low half), the broadcast operand
 /// of a `vpmaddwd` pair product. Both must fit an i16.
 #[inline(always)]
-fn pair16(lo: i32, hi: i32) -> i32 {
+pub(super) fn pair16(lo: i32, hi: i32) -> i32 {
     debug_assert!(i16::try_from(lo).is_ok() && i16::try_from(hi).is_ok());
     ((lo as u32 & 0xFFFF) | ((hi as u32) << 16)) as i32
 }

@@ -33,7 +33,8 @@ use crate::error::KernelError;
 pub const GROUP: usize = 16;
 
 /// The family of a packed format: the legacy 32-quant blocks described
-/// here, or Q6_K's super-blocks (see [`super::layout_k`]).
+/// here, or the K-quants' super-blocks (see [`super::layout_k`] and
+/// [`super::layout_k23`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     /// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL.
@@ -42,6 +43,12 @@ pub enum Kind {
     Q6K,
     /// Q4_K and Q5_K (`fifth` tells them apart).
     Q45K,
+    /// IQ4_XS (see [`super::layout_k23`]).
+    IQ4XS,
+    /// Q3_K (see [`super::layout_k23`]).
+    Q3K,
+    /// Q2_K (see [`super::layout_k23`]).
+    Q2K,
 }
 
 /// Where the parts of one interleaved group-block lie, per weight type.
@@ -59,7 +66,8 @@ pub struct Format {
     pub min: bool,
     /// What the stored unsigned quants exceed the signed ones by (0 for
     /// the types with a minimum, whose quants are unsigned already, and
-    /// for IQ4_NL).
+    /// for IQ4_NL). For IQ4_XS, what its VNNI kernels add to the codebook
+    /// values to make them unsigned bytes (128).
     pub offset: i32,
     /// The nibbles index IQ4_NL's codebook ([`KVALUES_IQ4NL`]) instead of
     /// being the quants themselves; laid out as Q4_0's.
@@ -101,6 +109,19 @@ impl Format {
                 kind: Kind::Q45K,
                 ..f(true, true, true, 0)
             },
+            IQ4_XS => Format {
+                kind: Kind::IQ4XS,
+                codebook: true,
+                ..f(true, false, false, 128)
+            },
+            Q3_K => Format {
+                kind: Kind::Q3K,
+                ..f(false, false, false, 4)
+            },
+            Q2_K => Format {
+                kind: Kind::Q2K,
+                ..f(false, false, true, 0)
+            },
             _ => return None,
         })
     }
@@ -135,6 +156,9 @@ impl Format {
             Kind::Legacy => self.m_at() + if self.min { 2 * GROUP } else { 0 },
             Kind::Q6K => super::layout_k::Q6K_GROUP_BLOCK,
             Kind::Q45K => super::layout_k::q45k_group_block(self.fifth),
+            Kind::IQ4XS => super::layout_k23::IQ4XS_GROUP_BLOCK,
+            Kind::Q3K => super::layout_k23::Q3K_GROUP_BLOCK,
+            Kind::Q2K => super::layout_k23::Q2K_GROUP_BLOCK,
         }
     }
 
@@ -144,8 +168,8 @@ impl Format {
     }
 
     /// Bytes of a `rows × cols` matrix in the interleaved layout (the
-    /// file's size, but for Q4_K/Q5_K, whose unpacked scales take 4 more
-    /// bytes per row and super-block).
+    /// file's size, but for Q4_K/Q5_K, Q3_K and IQ4_XS, whose unpacked
+    /// scales take 4, 4 and 2 more bytes per row and super-block).
     pub fn packed_len(&self, rows: usize, cols: usize) -> usize {
         rows / GROUP * (cols / self.block_quants()) * self.group_block_bytes()
     }
@@ -154,7 +178,7 @@ impl Format {
     pub const fn block_quants(&self) -> usize {
         match self.kind {
             Kind::Legacy => QK,
-            Kind::Q6K | Kind::Q45K => QK_K,
+            Kind::Q6K | Kind::Q45K | Kind::IQ4XS | Kind::Q3K | Kind::Q2K => QK_K,
         }
     }
 }
@@ -352,6 +376,11 @@ pub fn pack_groups(
                     (Kind::Q45K, true) => {
                         super::layout_k::q5k_put(bytemuck::from_bytes(blk), r, out)
                     }
+                    (Kind::IQ4XS, _) => {
+                        super::layout_k23::iq4xs_put(bytemuck::from_bytes(blk), r, out)
+                    }
+                    (Kind::Q3K, _) => super::layout_k23::q3k_put(bytemuck::from_bytes(blk), r, out),
+                    (Kind::Q2K, _) => super::layout_k23::q2k_put(bytemuck::from_bytes(blk), r, out),
                     (Kind::Legacy, _) => {}
                 }
                 if f.kind != Kind::Legacy {
@@ -482,6 +511,11 @@ fn unpack_block(f: &Format, nb: usize, packed: &[u8], r: usize, b: usize, dst: &
         (Kind::Q45K, true) => {
             return super::layout_k::q5k_get(src, j, bytemuck::from_bytes_mut(dst))
         }
+        (Kind::IQ4XS, _) => {
+            return super::layout_k23::iq4xs_get(src, j, bytemuck::from_bytes_mut(dst))
+        }
+        (Kind::Q3K, _) => return super::layout_k23::q3k_get(src, j, bytemuck::from_bytes_mut(dst)),
+        (Kind::Q2K, _) => return super::layout_k23::q2k_get(src, j, bytemuck::from_bytes_mut(dst)),
         (Kind::Legacy, _) => {}
     }
     let mut x = Fields {

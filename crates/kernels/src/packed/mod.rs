@@ -39,6 +39,7 @@ macro_rules! by_legacy_format {
 
 pub mod layout;
 pub mod layout_k;
+pub mod layout_k23;
 pub mod scalar;
 
 #[cfg(target_arch = "x86_64")]
@@ -46,9 +47,13 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k;
 #[cfg(target_arch = "x86_64")]
+mod avx2_k23;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_k;
+#[cfg(target_arch = "x86_64")]
+mod avx512_k23;
 
 use std::ops::Range;
 
@@ -74,9 +79,10 @@ pub type TileFn =
 
 /// The quantized activations of one product, with per-block values the
 /// kernels need widened once: the scale `d`, for Q8_1 the `s`, and the
-/// integer start `-offset * sum(y)` (per block, or per 16-quant sub-block
-/// for Q6_K) that turns the unsigned stored quants' sums into the signed
-/// ones.
+/// integer start `-offset * sum(y)` (per block, or per sub-block for
+/// Q6_K, Q3_K and IQ4_XS) that turns the unsigned stored quants' sums into
+/// the signed ones; for Q4_K/Q5_K and Q2_K, the sub-blocks' `sum(y)`
+/// their mins multiply.
 pub struct Acts<'a> {
     qs: &'a [u8],
     a_row: usize,
@@ -110,13 +116,14 @@ impl Acts<'_> {
         self.s[t * self.nb + b]
     }
 
-    /// The block's integer start value (the first one, for Q6_K).
+    /// The block's integer start value (the first one, for the K-quants).
     #[inline(always)]
     pub fn init(&self, t: usize, b: usize) -> i32 {
         self.init[(t * self.nb + b) * self.inits]
     }
 
-    /// The block's integer start values, one per sub-block for Q6_K.
+    /// The block's integer start values, one per sub-block for the
+    /// K-quants and IQ4_XS (see `inits_per_block`).
     #[inline(always)]
     pub fn inits(&self, t: usize, b: usize) -> &[i32] {
         let at = (t * self.nb + b) * self.inits;
@@ -165,6 +172,8 @@ fn avx2_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
             Kind::Legacy => avx2::tile(f, nb, group, acts, t0, nt),
             Kind::Q6K => avx2_k::tile_q6k(nb, group, acts, t0, nt),
             Kind::Q45K => avx2_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),
+            Kind::IQ4XS => avx2_k23::tile_iq4xs(nb, group, acts, t0, nt),
+            Kind::Q3K | Kind::Q2K => avx2_k23::tile_q23k(f.min, nb, group, acts, t0, nt),
         }
     }
 }
@@ -180,6 +189,8 @@ fn avx_vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt
             Kind::Legacy => avx2::tile_vnni(f, nb, group, acts, t0, nt),
             Kind::Q6K => avx2_k::tile_q6k_vnni(nb, group, acts, t0, nt),
             Kind::Q45K => avx2_k::tile_q45k_vnni(f.fifth, nb, group, acts, t0, nt),
+            Kind::IQ4XS => avx2_k23::tile_iq4xs_vnni(nb, group, acts, t0, nt),
+            Kind::Q3K | Kind::Q2K => avx2_k23::tile_q23k_vnni(f.min, nb, group, acts, t0, nt),
         }
     }
 }
@@ -198,6 +209,8 @@ fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
             Kind::Legacy => avx512::tile(f, nb, group, acts, t0, nt),
             Kind::Q6K => avx512_k::tile_q6k(nb, group, acts, t0, nt),
             Kind::Q45K => avx512_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),
+            Kind::IQ4XS => avx512_k23::tile_iq4xs(nb, group, acts, t0, nt),
+            Kind::Q3K | Kind::Q2K => avx512_k23::tile_q23k(f.min, nb, group, acts, t0, nt),
         }
     }
 }
@@ -259,13 +272,16 @@ pub(crate) fn matmul(
 }
 
 /// Integer start values per block: one for the legacy types, one per
-/// 16-quant sub-block for Q6_K (`-32 * bsum`), one per 32-quant sub-block
-/// for Q4_K/Q5_K (the activation sums their mins multiply).
+/// 16-quant sub-block for Q6_K (`-32 * bsum`) and Q3_K (`-4 * bsum`) and
+/// for Q2_K (`bsum`, which its mins multiply), one per 32-quant sub-block
+/// for Q4_K/Q5_K (the activation sums their mins multiply) and for IQ4_XS
+/// (`-128 * bsum`, which takes back out the 128 its VNNI kernels add to
+/// the codebook values).
 fn inits_per_block(f: &Format) -> usize {
     match f.kind {
         Kind::Legacy => 1,
-        Kind::Q6K => 16,
-        Kind::Q45K => 8,
+        Kind::Q6K | Kind::Q3K | Kind::Q2K => 16,
+        Kind::Q45K | Kind::IQ4XS => 8,
     }
 }
 
@@ -280,9 +296,9 @@ fn prepare<'s>(
     scratch: &'s mut ActScratch,
 ) -> Result<Acts<'s>, KernelError> {
     let (act, qs_at) = match (f.kind, f.min) {
-        (Kind::Q6K | Kind::Q45K, _) => (GgmlType::Q8_K, 4),
         (Kind::Legacy, true) => (GgmlType::Q8_1, 4),
         (Kind::Legacy, false) => (GgmlType::Q8_0, 2),
+        _ => (GgmlType::Q8_K, 4),
     };
     let inits = inits_per_block(f);
     let quants = f.block_quants();
@@ -308,21 +324,27 @@ fn prepare<'s>(
     for (i, b) in qs.chunks_exact(blk).enumerate() {
         let init = &mut init[inits * i..inits * (i + 1)];
         match f.kind {
-            Kind::Q45K => {
+            Kind::Q45K | Kind::IQ4XS => {
                 d[i] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                // Per 32-quant sub-block, its two 16-quant `bsums`.
+                // Per 32-quant sub-block, its two 16-quant `bsums` (times
+                // the offset for IQ4_XS; Q4_K/Q5_K's is 0 and they take
+                // the sums as they are, for their mins).
+                let by = if f.kind == Kind::IQ4XS { -f.offset } else { 1 };
                 for (j, v) in init.iter_mut().enumerate() {
                     let at = 4 + QK_K + 4 * j;
-                    *v = i16::from_le_bytes([b[at], b[at + 1]]) as i32
-                        + i16::from_le_bytes([b[at + 2], b[at + 3]]) as i32;
+                    *v = by
+                        * (i16::from_le_bytes([b[at], b[at + 1]]) as i32
+                            + i16::from_le_bytes([b[at + 2], b[at + 3]]) as i32);
                 }
             }
-            Kind::Q6K => {
+            Kind::Q6K | Kind::Q3K | Kind::Q2K => {
                 d[i] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                // `bsums` follow the 256 quants: sixteen i16.
+                // `bsums` follow the 256 quants: sixteen i16. Q2_K's mins
+                // take them as they are (it has no offset).
+                let by = if f.min { 1 } else { -f.offset };
                 for (s, v) in init.iter_mut().enumerate() {
                     let at = 4 + QK_K + 2 * s;
-                    *v = -f.offset * i16::from_le_bytes([b[at], b[at + 1]]) as i32;
+                    *v = by * i16::from_le_bytes([b[at], b[at + 1]]) as i32;
                 }
             }
             Kind::Legacy => {

@@ -8,6 +8,10 @@ use super::layout::{Format, Kind, GROUP};
 use super::layout_k::{
     q45k_d, q45k_quant, q45k_scale_min, q6k_d, q6k_quant, q6k_scale, Q6K_GROUP_BLOCK,
 };
+use super::layout_k23::{
+    iq4xs_d, iq4xs_index, iq4xs_scale_at, q2k_d, q2k_quant, q2k_scale_min, q3k_d, q3k_quant,
+    q3k_scale, IQ4XS_GROUP_BLOCK, Q2K_GROUP_BLOCK, Q3K_GROUP_BLOCK,
+};
 use super::{Acts, Tile, TILE};
 use crate::blocks::{f16_to_f32, KVALUES_IQ4NL};
 use crate::dot::scalar::k_combine;
@@ -43,6 +47,9 @@ pub fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usi
     match f.kind {
         Kind::Q6K => return tile_q6k(nb, group, acts, t0, nt),
         Kind::Q45K => return tile_q45k(f, nb, group, acts, t0, nt),
+        Kind::IQ4XS => return tile_iq4xs(nb, group, acts, t0, nt),
+        Kind::Q3K => return tile_q3k(nb, group, acts, t0, nt),
+        Kind::Q2K => return tile_q2k(nb, group, acts, t0, nt),
         Kind::Legacy => {}
     }
     let gbytes = f.group_block_bytes();
@@ -125,6 +132,98 @@ fn tile_q45k(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
                     msum += m * bsum;
                 }
                 let (d, dmin) = q45k_d(f.fifth, gb, r);
+                let yd = acts.d(tok, b);
+                acc = k_combine(acc, f16_to_f32(d) * yd, isum, f16_to_f32(dmin) * yd, msum);
+            }
+            *out = acc;
+        }
+    }
+    out
+}
+
+/// IQ4_XS: per super-block the exact `isum = Σ_j sc_j · Σ kv·y` (the
+/// codebook values themselves, so the activations' starts go unused),
+/// then `acc + ((d·yd)·isum − 0·0)`, as the row-wise reference.
+fn tile_iq4xs(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    let gbytes = IQ4XS_GROUP_BLOCK;
+    let mut out = [[0.0f32; GROUP]; TILE];
+    for (t, out) in out.iter_mut().enumerate().take(nt) {
+        let tok = t0 + t;
+        for (r, out) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for b in 0..nb {
+                let gb = &group[b * gbytes..(b + 1) * gbytes];
+                let y = acts.quants(tok, b);
+                let mut isum = 0i32;
+                for j in 0..8 {
+                    let mut sub = 0i32;
+                    for (e, &y) in y.iter().enumerate().skip(32 * j).take(32) {
+                        let kv = KVALUES_IQ4NL[iq4xs_index(gb, r, e)] as i32;
+                        sub += kv * (y as i8) as i32;
+                    }
+                    isum += iq4xs_scale_at(gb, r, j) * sub;
+                }
+                let d = f16_to_f32(iq4xs_d(gb, r)) * acts.d(tok, b);
+                acc = k_combine(acc, d, isum, 0.0, 0);
+            }
+            *out = acc;
+        }
+    }
+    out
+}
+
+/// Q3_K: per super-block the exact sum over sub-blocks of
+/// `scale · (Σ u·y − 4 · bsum)` (`u = q + 4`, the stored quant; the
+/// reference's `Σ q·y`), then `acc + ((d·yd)·isum − 0·0)`.
+fn tile_q3k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    let mut out = [[0.0f32; GROUP]; TILE];
+    for (t, out) in out.iter_mut().enumerate().take(nt) {
+        let tok = t0 + t;
+        for (r, out) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for b in 0..nb {
+                let gb = &group[b * Q3K_GROUP_BLOCK..(b + 1) * Q3K_GROUP_BLOCK];
+                let y = acts.quants(tok, b);
+                let mut isum = 0i32;
+                for (s, init) in acts.inits(tok, b).iter().enumerate() {
+                    let mut sub = *init;
+                    for (e, &y) in y.iter().enumerate().skip(16 * s).take(16) {
+                        sub += q3k_quant(gb, r, e) as i32 * (y as i8) as i32;
+                    }
+                    isum += q3k_scale(gb, r, s) * sub;
+                }
+                let d = f16_to_f32(q3k_d(gb, r)) * acts.d(tok, b);
+                acc = k_combine(acc, d, isum, 0.0, 0);
+            }
+            *out = acc;
+        }
+    }
+    out
+}
+
+/// Q2_K: per super-block the exact `isum = Σ_s sc_s · Σ q·y` and
+/// `msum = Σ_s min_s · bsum_s`, then `acc + ((d·yd)·isum − (dmin·yd)·msum)`,
+/// as the row-wise reference.
+fn tile_q2k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    let mut out = [[0.0f32; GROUP]; TILE];
+    for (t, out) in out.iter_mut().enumerate().take(nt) {
+        let tok = t0 + t;
+        for (r, out) in out.iter_mut().enumerate() {
+            let mut acc = 0.0f32;
+            for b in 0..nb {
+                let gb = &group[b * Q2K_GROUP_BLOCK..(b + 1) * Q2K_GROUP_BLOCK];
+                let y = acts.quants(tok, b);
+                let (mut isum, mut msum) = (0i32, 0i32);
+                for (s, bsum) in acts.inits(tok, b).iter().enumerate() {
+                    let mut sub = 0i32;
+                    for (e, &y) in y.iter().enumerate().skip(16 * s).take(16) {
+                        sub += q2k_quant(gb, r, e) as i32 * (y as i8) as i32;
+                    }
+                    let (sc, m) = q2k_scale_min(gb, r, s);
+                    isum += sc * sub;
+                    msum += m * bsum;
+                }
+                let (d, dmin) = q2k_d(gb, r);
                 let yd = acts.d(tok, b);
                 acc = k_combine(acc, f16_to_f32(d) * yd, isum, f16_to_f32(dmin) * yd, msum);
             }
