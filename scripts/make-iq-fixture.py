@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes GGUF fixtures for the grid types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
-IQ3_S, IQ1_S), which gguf-py can decode but not encode.
+IQ3_S, IQ1_S) and for IQ4_XS, Q3_K and Q2_K, which gguf-py can decode but
+not encode.
 
 usage: make-iq-fixture.py TYPE OUT.gguf OUT_F32.gguf
 
@@ -15,7 +16,9 @@ valid blocks of these types (every index field reaches exactly its grid), and
 each block's f16 scale is set so that the matrix's products have the RMS of
 those of the Q8_0 matrix it replaces (its RMS, times sqrt(old row length /
 new row length)), give or take a random factor in [0.5, 1.5] per block.
-TYPE may also be Q6_K, made the same way, as a control.
+The same holds for IQ4_XS, Q3_K and Q2_K (their f16 scale fields, `d` and
+Q2_K's `dmin`, are set as above). TYPE may also be Q6_K, made the same
+way, as a control.
 
 OUT.gguf holds the blocks; OUT_F32.gguf is the same model with those
 matrices stored as F32, gguf-py's dequantization of the very same blocks.
@@ -47,14 +50,19 @@ TYPES = {
     "IQ3_XXS": gguf.LlamaFileType.MOSTLY_IQ3_XXS,
     "IQ3_S": gguf.LlamaFileType.MOSTLY_IQ3_S,
     "IQ1_S": gguf.LlamaFileType.MOSTLY_IQ1_S,
+    # The types with Q8_K activations that the engine repacks into its
+    # interleaved layout at load, run the same way.
+    "IQ4_XS": gguf.LlamaFileType.MOSTLY_IQ4_XS,
+    "Q3_K": gguf.LlamaFileType.MOSTLY_Q3_K_S,
+    "Q2_K": gguf.LlamaFileType.MOSTLY_Q2_K,
     # The control: a type with long-established kernels and the same
     # activation format (Q8_K), made the same way, shows what quantizing
     # the activations alone costs this model.
     "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K,
 }
 # Byte offsets of the f16 scale fields in a block (all other bytes are
-# random).
-SCALES = {"Q6_K": (208,)}
+# random); the first field is `d`, Q2_K's second its `dmin`.
+SCALES = {"Q6_K": (208,), "Q3_K": (108,), "Q2_K": (80, 82)}
 N_EMBD, N_FF = 256, 512
 MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 

@@ -1,6 +1,7 @@
 //! Models whose weight matrices are of the grid types (IQ2_XXS, IQ2_XS,
-//! IQ2_S, IQ3_XXS, IQ3_S, IQ1_S) run through the engine and compute what
-//! their weights say.
+//! IQ2_S, IQ3_XXS, IQ3_S, IQ1_S) or of the Q8_K-activation types the
+//! engine repacks into its interleaved layout at load (IQ4_XS, Q3_K, Q2_K)
+//! run through the engine and compute what their weights say.
 //!
 //! gguf-py cannot quantize these types, so `scripts/make-iq-fixture.py`
 //! makes the files: the repository's random-weight qwen3, widened to rows of
@@ -37,9 +38,9 @@ use std::sync::Arc;
 use minfer_engine::{Engine, EngineConfig, SimdLevel};
 use minfer_models::Model;
 
-/// The control first, then the grid types.
-const TYPES: [&str; 7] = [
-    "Q6_K", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S",
+/// The control first, then the grid types, then the repacked types.
+const TYPES: [&str; 10] = [
+    "Q6_K", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ4_XS", "Q3_K", "Q2_K",
 ];
 
 /// Mean |logit difference| over every row compared, relative to the twin's
