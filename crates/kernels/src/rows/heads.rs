@@ -20,7 +20,7 @@ const WIDE_HEADS: usize = 8;
 /// Checks the shapes shared by the multi-head loops and returns the head
 /// count: `values` is whole heads of `hd` values, and each head's `n`
 /// per-row values lie `stride` apart in a buffer of `spaced` values.
-fn check_heads(
+pub(super) fn check_heads(
     values: usize,
     hd: usize,
     n: usize,
@@ -228,6 +228,18 @@ pub trait HeadRows: Copy {
         outs: &mut [f32],
         hd: usize,
     ) -> Result<(), KernelError>;
+
+    /// [`RowKernels::f16_cols`] for rows of this type.
+    ///
+    /// # Errors
+    /// As [`RowKernels::f16_cols`].
+    fn cols(
+        rk: RowKernels,
+        rows: Rows<'_, Self>,
+        hd: usize,
+        cols: &mut [f32],
+        ld: usize,
+    ) -> Result<(), KernelError>;
 }
 
 impl HeadRows for u16 {
@@ -252,6 +264,16 @@ impl HeadRows for u16 {
         hd: usize,
     ) -> Result<(), KernelError> {
         rk.axpy_rows_f16_heads(weights, stride, rows, outs, hd)
+    }
+
+    fn cols(
+        rk: RowKernels,
+        rows: Rows<'_, u16>,
+        hd: usize,
+        cols: &mut [f32],
+        ld: usize,
+    ) -> Result<(), KernelError> {
+        rk.f16_cols(rows, hd, cols, ld)
     }
 }
 
@@ -290,5 +312,15 @@ impl HeadRows for f32 {
             rk.axpy_rows_f32(w, rows, &mut outs[g * hd..(g + 1) * hd])?;
         }
         Ok(())
+    }
+
+    fn cols(
+        rk: RowKernels,
+        rows: Rows<'_, f32>,
+        hd: usize,
+        cols: &mut [f32],
+        ld: usize,
+    ) -> Result<(), KernelError> {
+        rk.f32_cols(rows, hd, cols, ld)
     }
 }

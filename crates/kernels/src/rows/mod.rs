@@ -23,6 +23,7 @@
 
 use std::sync::OnceLock;
 
+mod cols;
 mod heads;
 
 pub use heads::HeadRows;
