@@ -6,7 +6,9 @@
 //! [`KvCells`](crate::kv::KvCells)), so several sequences can share one
 //! batch and one region, and cells past a sequence's cursor are never read.
 
+mod blocks;
 mod items;
+mod one;
 mod scratch;
 mod tile;
 mod validate;

@@ -7,6 +7,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use minfer_kernels::blocks::QK;
 use minfer_kernels::RowKernels;
 
+use super::blocks::block_values;
+
 /// The most query tokens one work item takes together: the fixed bound of
 /// the per-item arrays, never allocated.
 pub(super) const MAX_TILE: usize = 16;
@@ -34,12 +36,14 @@ pub(super) struct ThreadBuf {
     pub(super) k: Vec<f32>,
     /// A head of V, likewise.
     pub(super) v: Vec<f32>,
+    /// A block of keys widened to f32, read by every query of a tile.
+    pub(super) block: Vec<f32>,
 }
 
 /// Preallocated working memory of [`attention`](super::attention): per
 /// thread, room for the scores of a tile of queries over windows of up to
-/// `n_ctx` cells, and for one head of K and of V decoded from a quantized
-/// region.
+/// `n_ctx` cells, for a block of keys widened to f32, and for one head of
+/// K and of V decoded from a quantized region.
 #[derive(Debug)]
 pub struct AttnScratch {
     /// One buffer per pool thread. A chunk locks whichever is free (at most
@@ -71,6 +75,7 @@ impl AttnScratch {
                     scores: vec![0.0; n_ctx],
                     k: vec![0.0; head],
                     v: vec![0.0; head],
+                    block: vec![0.0; block_values(head_dim_max)],
                 })
             })
             .collect();
