@@ -293,3 +293,147 @@ pub(crate) mod x86 {
         }
     }
 }
+
+/// The AVX-512 form of the softmax: sixteen values a step, their
+/// exponentials computed as two registers of eight f64 lanes with the
+/// operations of [`exp`], the table read with two-register permutes
+/// instead of a gather. Lane `l` of the one f64 accumulator is partial sum
+/// `l`, fed the values `l` and `l + 8` of each step in that order, so the
+/// sums are [`softmax_scalar`]'s.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_512 {
+    use std::arch::x86_64::*;
+
+    use super::*;
+
+    /// `TAB[idx]` for eight indices below 32.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F.
+    #[inline(always)]
+    unsafe fn table(idx: __m512i) -> __m512i {
+        // SAFETY: the caller's precondition; the loads read the 32 entries
+        // of `TAB`, eight at a time.
+        unsafe {
+            let t = TAB.as_ptr().cast::<__m512i>();
+            let lo =
+                _mm512_permutex2var_epi64(_mm512_loadu_si512(t), idx, _mm512_loadu_si512(t.add(1)));
+            let hi = _mm512_permutex2var_epi64(
+                _mm512_loadu_si512(t.add(2)),
+                idx,
+                _mm512_loadu_si512(t.add(3)),
+            );
+            let upper = _mm512_test_epi64_mask(idx, _mm512_set1_epi64(16));
+            _mm512_mask_blend_epi64(upper, lo, hi)
+        }
+    }
+
+    /// Eight lanes of [`exp`](super::exp) without its special cases, in
+    /// f64 (the operations of `super::x86`'s four-lane form).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F.
+    #[inline(always)]
+    unsafe fn exp8(x: __m256) -> __m256 {
+        // SAFETY: the caller's precondition; registers and `TAB` only.
+        unsafe {
+            let xd = _mm512_cvtps_pd(x);
+            let n = _mm512_set1_pd(INV_LN2_N);
+            let shift = _mm512_set1_pd(SHIFT);
+            let kd = _mm512_add_pd(_mm512_mul_pd(n, xd), shift);
+            let ki = _mm512_castpd_si512(kd);
+            let kd = _mm512_sub_pd(kd, shift);
+            let r = _mm512_fmsub_pd(n, xd, kd);
+            let t = table(_mm512_and_si512(ki, _mm512_set1_epi64(31)));
+            let s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64::<47>(ki)));
+            let p = _mm512_fmadd_pd(_mm512_set1_pd(C0), r, _mm512_set1_pd(C1));
+            let q = _mm512_fmadd_pd(_mm512_set1_pd(C2), r, _mm512_set1_pd(1.0));
+            let y = _mm512_fmadd_pd(p, _mm512_mul_pd(r, r), q);
+            _mm512_cvtpd_ps(_mm512_mul_pd(y, s))
+        }
+    }
+
+    /// The high eight lanes of `x`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F.
+    #[inline(always)]
+    unsafe fn high(x: __m512) -> __m256 {
+        // SAFETY: registers only.
+        unsafe { _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(x))) }
+    }
+
+    /// Sixteen lanes of [`exp`](super::exp), bit for bit: lanes that need
+    /// a special case (|x| ≥ 88, infinities, NaN) send all sixteen through
+    /// the scalar function.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F.
+    #[inline(always)]
+    unsafe fn exp16(x: __m512) -> __m512 {
+        // SAFETY: the caller's precondition; `lanes` holds sixteen values.
+        unsafe {
+            let top = _mm512_and_si512(
+                _mm512_srli_epi32::<20>(_mm512_castps_si512(x)),
+                _mm512_set1_epi32(0x7ff),
+            );
+            let special = _mm512_cmpgt_epi32_mask(top, _mm512_set1_epi32(TOP_SPECIAL as i32 - 1));
+            if special != 0 {
+                let mut lanes = [0.0f32; 16];
+                _mm512_storeu_ps(lanes.as_mut_ptr(), x);
+                for v in &mut lanes {
+                    *v = super::exp(*v);
+                }
+                return _mm512_loadu_ps(lanes.as_ptr());
+            }
+            let lo = _mm512_castps256_ps512(exp8(_mm512_castps512_ps256(x)));
+            let hi = _mm256_castps_pd(exp8(high(x)));
+            _mm512_castpd_ps(_mm512_insertf64x4::<1>(_mm512_castps_pd(lo), hi))
+        }
+    }
+
+    /// [`softmax_scalar`](super::softmax_scalar), sixteen at a time.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F, AVX2 and FMA.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub unsafe fn softmax(row: &mut [f32]) {
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let n = row.len();
+        let mut sum = _mm512_setzero_pd();
+        let mv = _mm512_set1_ps(max);
+        let mut i = 0;
+        while i + 16 <= n {
+            // SAFETY: `i + 16 <= n`; unaligned accesses.
+            unsafe {
+                let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(row.as_ptr().add(i)), mv));
+                _mm512_storeu_ps(row.as_mut_ptr().add(i), e);
+                sum = _mm512_add_pd(sum, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+                sum = _mm512_add_pd(sum, _mm512_cvtps_pd(high(e)));
+            }
+            i += 16;
+        }
+        let mut sums = [0.0f64; 8];
+        // SAFETY: `sums` holds eight f64.
+        unsafe { _mm512_storeu_pd(sums.as_mut_ptr(), sum) };
+        // Value `i + k` goes to partial sum `(i + k) % 8`, `i` a multiple
+        // of sixteen.
+        for (k, v) in row[i..].iter_mut().enumerate() {
+            *v = super::exp(*v - max);
+            sums[k % 8] += f64::from(*v);
+        }
+        let inv = (1.0 / combine_f64(&sums)) as f32;
+        let iv = _mm512_set1_ps(inv);
+        let mut c = row.chunks_exact_mut(16);
+        for v in &mut c {
+            // SAFETY: the chunk holds sixteen values.
+            unsafe {
+                let p = v.as_mut_ptr();
+                _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), iv));
+            }
+        }
+        for v in c.into_remainder() {
+            *v *= inv;
+        }
+    }
+}

@@ -92,7 +92,11 @@ fn silu_swiglu_and_softmax_paths_give_the_same_bits() {
             .filter(|v| v.is_finite())
             .map(|v| v.clamp(-60.0, 60.0))
             .collect();
-        for row in sm.chunks_mut(37) {
+        // Rows of 37 and 31: sixteen-value steps with tails under and
+        // over eight.
+        let half = sm.len() / 2;
+        let (a, b) = sm.split_at_mut(half);
+        for row in a.chunks_mut(37).chain(b.chunks_mut(31)) {
             rk.softmax(row);
         }
         for (i, (&a, &b)) in s.iter().zip(&x).enumerate() {
@@ -128,6 +132,27 @@ fn softmax_rows_sum_to_one_and_match_f64() {
             for (a, b) in y.iter().zip(&e) {
                 assert!((*a as f64 - b / sum).abs() <= 1e-6 * (b / sum) + 1e-12);
             }
+        }
+    }
+}
+
+/// Long rows, whose f64 sums round (so the order of the partial sums
+/// shows), give every path the scalar reference's bits.
+#[test]
+fn long_softmax_rows_give_the_same_bits_on_every_path() {
+    let mut rng = StdRng::seed_from_u64(0x50f7);
+    for n in [15usize, 16, 17, 40, 100, 4097, 8207] {
+        let x: Vec<f32> = (0..n).map(|_| rng.gen_range(-30.0f32..30.0)).collect();
+        let mut want = x.clone();
+        RowKernels::SCALAR.softmax(&mut want);
+        for rk in RowKernels::supported() {
+            let mut got = x.clone();
+            rk.softmax(&mut got);
+            let bad = got
+                .iter()
+                .zip(&want)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+            assert!(bad.is_none(), "{rk:?}, {n} values: value {bad:?} differs");
         }
     }
 }

@@ -1,9 +1,10 @@
 //! The attention loops for several query heads that read the same rows
 //! (the heads of one KV group): every head gets exactly what the one-head
 //! routines give it, but each row is loaded and converted once for up to
-//! four heads (AVX-512) or two (AVX2), and the heads' running sums are
-//! independent chains that keep the vector units busy where one head's
-//! sums would wait on each other.
+//! four heads (AVX-512; eight for the weighted sum, 32 outputs of each at
+//! a time) or two (AVX2), and the heads' running sums are independent
+//! chains that keep the vector units busy where one head's sums would wait
+//! on each other.
 
 use super::{RowKernels, Rows};
 use crate::error::KernelError;
@@ -12,10 +13,14 @@ use crate::error::KernelError;
 /// the 32 AVX-512 registers).
 const MAX_HEADS: usize = 4;
 
+/// Heads one call of the weighted sum takes when a group has more than
+/// [`MAX_HEADS`]: 32 outputs of eight heads fill 16 registers.
+const WIDE_HEADS: usize = 8;
+
 /// Checks the shapes shared by the multi-head loops and returns the head
 /// count: `values` is whole heads of `hd` values, and each head's `n`
 /// per-row values lie `stride` apart in a buffer of `spaced` values.
-fn check_heads(
+pub(super) fn check_heads(
     values: usize,
     hd: usize,
     n: usize,
@@ -139,6 +144,27 @@ impl RowKernels {
         let heads = check_heads(outs.len(), hd, rows.idx.len(), stride, weights.len())?;
         let n = rows.idx.len();
         #[cfg(target_arch = "x86_64")]
+        if self.wide && heads > MAX_HEADS && hd.is_multiple_of(32) && readable(&rows, hd) {
+            for (c, o) in outs.chunks_mut(WIDE_HEADS * hd).enumerate() {
+                let w = &weights[c * WIDE_HEADS * stride..];
+                // SAFETY: as in `dot_rows_f16_heads`.
+                unsafe {
+                    use super::wide::axpy_heads32;
+                    match o.len() / hd {
+                        1 => axpy_heads32::<u16, 1>(w, stride, &rows, o, hd),
+                        2 => axpy_heads32::<u16, 2>(w, stride, &rows, o, hd),
+                        3 => axpy_heads32::<u16, 3>(w, stride, &rows, o, hd),
+                        4 => axpy_heads32::<u16, 4>(w, stride, &rows, o, hd),
+                        5 => axpy_heads32::<u16, 5>(w, stride, &rows, o, hd),
+                        6 => axpy_heads32::<u16, 6>(w, stride, &rows, o, hd),
+                        7 => axpy_heads32::<u16, 7>(w, stride, &rows, o, hd),
+                        _ => axpy_heads32::<u16, 8>(w, stride, &rows, o, hd),
+                    }
+                }
+            }
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
         if self.wide && hd.is_multiple_of(64) && readable(&rows, hd) {
             for (c, o) in outs.chunks_mut(MAX_HEADS * hd).enumerate() {
                 let w = &weights[c * MAX_HEADS * stride..];
@@ -202,6 +228,18 @@ pub trait HeadRows: Copy {
         outs: &mut [f32],
         hd: usize,
     ) -> Result<(), KernelError>;
+
+    /// [`RowKernels::f16_cols`] for rows of this type.
+    ///
+    /// # Errors
+    /// As [`RowKernels::f16_cols`].
+    fn cols(
+        rk: RowKernels,
+        rows: Rows<'_, Self>,
+        hd: usize,
+        cols: &mut [f32],
+        ld: usize,
+    ) -> Result<(), KernelError>;
 }
 
 impl HeadRows for u16 {
@@ -226,6 +264,16 @@ impl HeadRows for u16 {
         hd: usize,
     ) -> Result<(), KernelError> {
         rk.axpy_rows_f16_heads(weights, stride, rows, outs, hd)
+    }
+
+    fn cols(
+        rk: RowKernels,
+        rows: Rows<'_, u16>,
+        hd: usize,
+        cols: &mut [f32],
+        ld: usize,
+    ) -> Result<(), KernelError> {
+        rk.f16_cols(rows, hd, cols, ld)
     }
 }
 
@@ -264,5 +312,15 @@ impl HeadRows for f32 {
             rk.axpy_rows_f32(w, rows, &mut outs[g * hd..(g + 1) * hd])?;
         }
         Ok(())
+    }
+
+    fn cols(
+        rk: RowKernels,
+        rows: Rows<'_, f32>,
+        hd: usize,
+        cols: &mut [f32],
+        ld: usize,
+    ) -> Result<(), KernelError> {
+        rk.f32_cols(rows, hd, cols, ld)
     }
 }

@@ -23,6 +23,7 @@
 
 use std::sync::OnceLock;
 
+mod cols;
 mod heads;
 
 pub use heads::HeadRows;
@@ -317,6 +318,13 @@ impl RowKernels {
     /// Softmax of one row in place (see
     /// [`crate::activation::softmax_scalar`] for the order of the sums).
     pub fn softmax(self, row: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and FMA.
+            unsafe { crate::activation::x86_512::softmax(row) };
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: as in `swiglu`.

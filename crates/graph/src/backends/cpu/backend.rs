@@ -44,10 +44,10 @@ pub struct CpuBackend {
     pool: TypedPool,
     kv: Vec<LayerKv>,
     act: ActScratch,
-    /// Sized for the largest `(n_ctx, head_dim, query heads per KV head)`
-    /// any graph has needed (`attn_size`).
+    /// Sized for the largest `(n_ctx, head_dim, query heads per KV head,
+    /// query tokens per tile)` any graph has needed (`attn_size`).
     attn: AttnScratch,
-    attn_size: (usize, usize, usize),
+    attn_size: (usize, usize, usize, usize),
     rope_scratch: Vec<f32>,
     /// The filled prefix of the window-cells input of the running step.
     window_len: usize,
@@ -82,7 +82,7 @@ impl CpuBackend {
             kv: Vec::new(),
             act: ActScratch::default(),
             attn: AttnScratch::new(n_threads, 0, 0).with_row_kernels(kernels.rows()),
-            attn_size: (0, 0, 0),
+            attn_size: (0, 0, 0, 0),
             rope_scratch: Vec::new(),
             window_len: 0,
             trace_key: None,
@@ -174,6 +174,8 @@ impl CpuBackend {
     fn size_scratch(&mut self, view: &GraphView) {
         let g = view.graph;
         let (mut rope, mut head_dim, mut group, mut packed_values) = (0, 0, 0, 0);
+        // The most queries one attention node of the graph has.
+        let mut queries = 0;
         for range in view.splits {
             for node in &g.nodes[range.clone()] {
                 match &node.op {
@@ -183,6 +185,7 @@ impl CpuBackend {
                     Op::Attention(p) => {
                         head_dim = head_dim.max(p.head_dim);
                         group = group.max(p.n_head / p.n_head_kv.max(1));
+                        queries = queries.max(g.nodes[node.srcs[0]].shape[1]);
                     }
                     Op::MatMul => {
                         let Op::Weight(id) = g.nodes[node.srcs[0]].op else {
@@ -206,15 +209,16 @@ impl CpuBackend {
         self.act.reserve_packed(packed_values);
         if head_dim > 0 {
             let n_ctx = view.params.compute.n_ctx as usize;
-            let (have_ctx, have_hd, have_group) = self.attn_size;
-            if have_ctx < n_ctx || have_hd < head_dim || have_group < group {
-                let size = (
-                    have_ctx.max(n_ctx),
-                    have_hd.max(head_dim),
-                    have_group.max(group),
-                );
+            let (have_ctx, have_hd, have_group, have_tile) = self.attn_size;
+            let (n_ctx, group) = (have_ctx.max(n_ctx), have_group.max(group));
+            // The tile is chosen for the grown context and group, so that
+            // its memory stays bounded however the graphs come.
+            let tile = AttnScratch::tile_for(n_ctx, group, queries.max(have_tile));
+            if (n_ctx, group) != (have_ctx, have_group) || have_hd < head_dim || have_tile != tile {
+                let size = (n_ctx, have_hd.max(head_dim), group, tile);
                 self.attn = AttnScratch::new(self.threads.n_threads(), size.0, size.1)
                     .with_group(size.2)
+                    .with_tile(size.3)
                     .with_row_kernels(self.kernels.rows());
                 self.attn_size = size;
             }

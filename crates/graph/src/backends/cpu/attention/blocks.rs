@@ -1,0 +1,208 @@
+//! The loops of a chain of query tokens over blocks of keys.
+//!
+//! A chain's windows are ranges of one list of cells (its base). The base
+//! is walked in blocks of keys, once to score and once, after each query's
+//! softmax, to sum V; within a block, every token takes the part inside
+//! its own window. A block is small enough to stay in L1 while every query
+//! of the chain reads it.
+//!
+//! V rows are always read in place, by the multi-head loops that load and
+//! widen a row once for several heads. K rows are too for a lone token;
+//! two tokens or more first widen each K block to f32 column by column,
+//! once for all of them, which lets every query score sixteen rows a
+//! register with no transpose of partial sums (and one column load serve
+//! several heads). Either way a score is the dot kernel's bits for that row
+//! and each output element is summed over the keys in window order, so the
+//! results do not depend on the path.
+
+use std::ops::Range;
+
+use minfer_kernels::HeadRows;
+
+use super::scratch::{ThreadBuf, MAX_TILE};
+use super::tile::{head_rows, Head, Tile};
+use crate::kv::KvRegion;
+
+/// Keys per block when a lone token reads the rows in place: 64 rows of
+/// one KV head (8 KiB of f16 at a head of 64) stay in L1 while its heads
+/// read them.
+const KEY_BLOCK: usize = 64;
+
+/// The f32 values of a widened block: 16 KiB, so that the block and the
+/// queries reading it fit L1.
+const BLOCK_VALUES: usize = 4096;
+
+/// Keys per widened block for heads of `hd` values: [`BLOCK_VALUES`] in
+/// all, between 16 and [`KEY_BLOCK`] keys.
+fn block_keys(hd: usize) -> usize {
+    (BLOCK_VALUES / hd.max(1)).clamp(16, KEY_BLOCK)
+}
+
+/// The f32 values a thread's block buffer needs for heads of up to
+/// `head_dim_max` values.
+pub(super) fn block_values(head_dim_max: usize) -> usize {
+    BLOCK_VALUES.max(16 * head_dim_max)
+}
+
+/// The blocks of up to `len` keys over the union of the windows.
+fn blocks(ranges: &[Range<usize>], len: usize) -> impl Iterator<Item = Range<usize>> {
+    let lo = ranges.iter().map(|r| r.start).min().unwrap_or(0);
+    let hi = ranges.iter().map(|r| r.end).max().unwrap_or(0);
+    (lo..hi).step_by(len).map(move |b0| b0..(b0 + len).min(hi))
+}
+
+/// The part of window `r` inside `block`.
+fn part(r: &Range<usize>, block: &Range<usize>) -> Range<usize> {
+    block.start.max(r.start)..block.end.min(r.end)
+}
+
+/// The keys of `block` inside some window: what a widened block holds.
+fn span(ranges: &[Range<usize>], block: &Range<usize>) -> Range<usize> {
+    let parts = ranges
+        .iter()
+        .map(|r| part(r, block))
+        .filter(|p| !p.is_empty());
+    let lo = parts.clone().map(|p| p.start).min().unwrap_or(block.start);
+    let hi = parts.map(|p| p.end).max().unwrap_or(block.start);
+    lo..hi
+}
+
+/// A chain's shared state between its loops.
+struct Chain<'a, 't> {
+    tile: &'a mut Tile<'t>,
+    head: Head,
+    /// Token `i`'s scores: a row per head, as long as its window, from
+    /// `at[i]`.
+    at: [usize; MAX_TILE + 1],
+}
+
+impl Chain<'_, '_> {
+    fn ranges(&self) -> &[Range<usize>] {
+        &self.tile.ranges[..self.tile.len]
+    }
+
+    /// Scores of block `block` read in place.
+    fn score_rows<T: HeadRows>(
+        &self,
+        block: &Range<usize>,
+        k: (&[T], &KvRegion),
+        scores: &mut [f32],
+    ) -> bool {
+        let Head {
+            hd,
+            start,
+            scale,
+            rk,
+        } = self.head;
+        self.ranges().iter().enumerate().all(|(i, r)| {
+            let keys = part(r, block);
+            if keys.is_empty() {
+                return true;
+            }
+            let rows = head_rows(k.0, k.1, start, &self.tile.base[keys.clone()]);
+            let s = &mut scores[self.at[i] + keys.start - r.start..self.at[i + 1]];
+            T::dot_heads(rk, self.tile.qs[i], hd, rows, scale, s, r.len()).is_ok()
+        })
+    }
+
+    /// Scores of block `block` widened column by column into `cols`.
+    fn score_cols<T: HeadRows>(
+        &self,
+        block: &Range<usize>,
+        k: (&[T], &KvRegion),
+        scores: &mut [f32],
+        cols: &mut [f32],
+    ) -> bool {
+        let Head {
+            hd,
+            start,
+            scale,
+            rk,
+        } = self.head;
+        let span = span(self.ranges(), block);
+        let ld = span.len();
+        let rows = head_rows(k.0, k.1, start, &self.tile.base[span.clone()]);
+        if ld == 0 || T::cols(rk, rows, hd, cols, ld).is_err() {
+            return ld == 0;
+        }
+        self.ranges().iter().enumerate().all(|(i, r)| {
+            let keys = part(r, block);
+            if keys.is_empty() {
+                return true;
+            }
+            let local = keys.start - span.start..keys.end - span.start;
+            let s = &mut scores[self.at[i] + keys.start - r.start..self.at[i + 1]];
+            let qs = self.tile.qs[i];
+            rk.dot_cols_heads(qs, hd, cols, ld, local, scale, s, r.len())
+                .is_ok()
+        })
+    }
+
+    /// The V sums of block `block` read in place.
+    fn sum_rows<T: HeadRows>(
+        &mut self,
+        block: &Range<usize>,
+        v: (&[T], &KvRegion),
+        weights: &[f32],
+    ) -> bool {
+        let Head { hd, start, rk, .. } = self.head;
+        let tile = &mut *self.tile;
+        let ranges = &tile.ranges[..tile.len];
+        ranges.iter().enumerate().all(|(i, r)| {
+            let keys = part(r, block);
+            if keys.is_empty() {
+                return true;
+            }
+            let rows = head_rows(v.0, v.1, start, &tile.base[keys.clone()]);
+            let w = &weights[self.at[i] + keys.start - r.start..self.at[i + 1]];
+            T::axpy_heads(rk, w, r.len(), rows, tile.outs[i], hd).is_ok()
+        })
+    }
+}
+
+/// Every query of `tile` over its window, with the result of a head
+/// attending alone for each query head: the keys are scored block by
+/// block, each token's heads into their own rows of the scores, then each
+/// row gets its softmax, then the V rows are summed block by block in the
+/// same way. Returns `false` if a cell could not be read, which validation
+/// rules out.
+pub(super) fn attend_tile<T: HeadRows>(
+    tile: &mut Tile,
+    head: Head,
+    (k, v): (&[T], &[T]),
+    region: (&KvRegion, &KvRegion),
+    buf: &mut ThreadBuf,
+) -> bool {
+    let hd = head.hd;
+    let mut at = [0usize; MAX_TILE + 1];
+    for (i, r) in tile.ranges[..tile.len].iter().enumerate() {
+        at[i + 1] = at[i] + tile.qs[i].len() / hd * r.len();
+    }
+    let widen = tile.len >= 2;
+    let len = if widen { block_keys(hd) } else { KEY_BLOCK };
+    let mut chain = Chain { tile, head, at };
+    let ThreadBuf { scores, block, .. } = buf;
+    for b in blocks(chain.ranges(), len) {
+        let ok = if widen {
+            chain.score_cols(&b, (k, region.0), scores, block)
+        } else {
+            chain.score_rows(&b, (k, region.0), scores)
+        };
+        if !ok {
+            return false;
+        }
+    }
+    for (i, r) in chain.ranges().iter().enumerate() {
+        if !r.is_empty() {
+            for s in scores[at[i]..at[i + 1]].chunks_exact_mut(r.len()) {
+                head.rk.softmax(s);
+            }
+        }
+    }
+    // A token with an empty window gets zeros, as a head alone does.
+    for o in &mut chain.tile.outs[..chain.tile.len] {
+        o.fill(0.0);
+    }
+    let ranges: [Range<usize>; MAX_TILE] = chain.tile.ranges.clone();
+    blocks(&ranges[..chain.tile.len], KEY_BLOCK).all(|b| chain.sum_rows(&b, (v, region.1), scores))
+}

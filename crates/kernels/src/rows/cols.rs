@@ -1,0 +1,462 @@
+//! Blocks of rows widened to f32 once and then read by many queries: the
+//! key blocks that a tile of attention queries shares.
+//!
+//! Scoring a query against f16 rows in place costs a conversion per value
+//! and, to keep each row's eight partial sums in the lanes of a register,
+//! a transpose of the sums per eight rows. When many queries read the same
+//! block, both are better paid once for the block: [`RowKernels::f16_cols`]
+//! widens the rows and stores them column by column (value `e` of every
+//! row side by side), and [`RowKernels::dot_cols_heads`] then scores
+//! sixteen rows per register with no transpose at all: partial sum `l` of
+//! sixteen rows is one register, fed the values `l, l + 8, …` of each row
+//! in order, and the eight registers are combined lane by lane in the
+//! fixed order of [`dot_f32`](super::dot_f32). Every score is bit for bit
+//! what the row loops give the same row.
+
+use std::ops::Range;
+
+use super::{combine, half_to_f32, RowKernels, Rows};
+use crate::error::KernelError;
+
+/// Checks a column block of `hd` values per row, `ld` apart, against a
+/// buffer of `len` values, for rows below `end`.
+fn check_cols(hd: usize, ld: usize, end: usize, len: usize) -> Result<(), KernelError> {
+    if end > ld {
+        return Err(KernelError::BadLength {
+            what: "rows of a column block",
+            expected: ld,
+            got: end,
+        });
+    }
+    let need = hd.checked_sub(1).map_or(0, |h| h * ld + end);
+    if len < need {
+        return Err(KernelError::BadLength {
+            what: "column block",
+            expected: need,
+            got: len,
+        });
+    }
+    Ok(())
+}
+
+/// The scalar form of [`RowKernels::f16_cols`] and its f32 form, from
+/// row `from` of the set on.
+fn cols_with<T: Copy>(
+    rows: &Rows<'_, T>,
+    from: usize,
+    hd: usize,
+    cols: &mut [f32],
+    ld: usize,
+    conv: impl Fn(T) -> f32,
+) -> Result<(), KernelError> {
+    for (j, &i) in rows.idx.iter().enumerate().skip(from) {
+        for (e, &x) in rows.row(i, hd)?.iter().enumerate() {
+            cols[e * ld + j] = conv(x);
+        }
+    }
+    Ok(())
+}
+
+/// The scalar score of row `j` of a column block: partial sum `e % 8`
+/// takes `q[e] * row[e]` in increasing `e`, as [`dot_f32`](super::dot_f32)
+/// does, so the result is that function's bits.
+#[inline(always)]
+fn dot_col(q: &[f32], cols: &[f32], ld: usize, j: usize) -> f32 {
+    let mut acc = [0.0f32; 8];
+    for (e, &x) in q.iter().enumerate() {
+        acc[e % 8] += x * cols[e * ld + j];
+    }
+    combine(&acc)
+}
+
+impl RowKernels {
+    /// Widens the rows of `rows` (`hd` halves each) to f32 and stores them
+    /// column by column: value `e` of row `j` of the set at
+    /// `cols[e * ld + j]`. Exact.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when the set has more than `ld` rows or
+    /// `cols` cannot hold `hd` columns of them; [`KernelError::RowOutOfRange`]
+    /// when a row is negative or reaches past `rows.data`.
+    pub fn f16_cols(
+        self,
+        rows: Rows<'_, u16>,
+        hd: usize,
+        cols: &mut [f32],
+        ld: usize,
+    ) -> Result<(), KernelError> {
+        check_cols(hd, ld, rows.idx.len(), cols.len())?;
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is only set when the CPU has AVX2 and F16C;
+            // the block's shape was checked above.
+            done = unsafe { x86::cols::<u16>(&rows, hd, cols, ld) };
+        }
+        cols_with(&rows, done, hd, cols, ld, half_to_f32)
+    }
+
+    /// [`f16_cols`](RowKernels::f16_cols) for rows of f32 values.
+    ///
+    /// # Errors
+    /// As [`f16_cols`](RowKernels::f16_cols).
+    pub fn f32_cols(
+        self,
+        rows: Rows<'_, f32>,
+        hd: usize,
+        cols: &mut [f32],
+        ld: usize,
+    ) -> Result<(), KernelError> {
+        check_cols(hd, ld, rows.idx.len(), cols.len())?;
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_cols`.
+            done = unsafe { x86::cols::<f32>(&rows, hd, cols, ld) };
+        }
+        cols_with(&rows, done, hd, cols, ld, |x| x)
+    }
+
+    /// Scores of several query heads against the rows `rows` of a column
+    /// block (as [`f16_cols`](RowKernels::f16_cols) stores them, `hd`
+    /// values per row, columns `ld` apart): for head `g` of `qs` (heads of
+    /// `hd` values, one after another), `scores[g * stride + j -
+    /// rows.start] = scale * dot(q_g, row_j)`, bit for bit what
+    /// [`dot_rows_f32`](RowKernels::dot_rows_f32) gives that head and row.
+    /// On AVX-512 each column load serves up to three heads.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when `qs` is not whole heads, `rows`
+    /// reaches past `ld`, `cols` cannot hold the columns, `stride` is
+    /// shorter than `rows` or `scores` cannot hold every head's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dot_cols_heads(
+        self,
+        qs: &[f32],
+        hd: usize,
+        cols: &[f32],
+        ld: usize,
+        rows: Range<usize>,
+        scale: f32,
+        scores: &mut [f32],
+        stride: usize,
+    ) -> Result<(), KernelError> {
+        check_cols(hd, ld, rows.end, cols.len())?;
+        let n = rows.end.saturating_sub(rows.start);
+        let heads = super::heads::check_heads(qs.len(), hd, n, stride, scores.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.wide && hd > 0 {
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2; the shapes were checked above.
+            unsafe { x86::dot_cols16(qs, hd, cols, ld, rows, scale, scores, stride) };
+            return Ok(());
+        }
+        for g in 0..heads {
+            let q = &qs[g * hd..(g + 1) * hd];
+            let s = &mut scores[g * stride..g * stride + n];
+            let mut done = 0;
+            #[cfg(target_arch = "x86_64")]
+            if self.simd {
+                // SAFETY: `simd` is only set when the CPU has AVX2; the
+                // shapes were checked above.
+                done = unsafe { x86::dot_cols8(q, cols, ld, rows.clone(), scale, s) };
+            }
+            for (s, j) in s[done..].iter_mut().zip(rows.start + done..rows.end) {
+                *s = scale * dot_col(q, cols, ld, j);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The x86 forms. Lengths are checked by the callers.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+    use std::ops::Range;
+
+    use super::Rows;
+
+    /// Eight row values at `p` as f32.
+    pub(super) trait Load8: Sized {
+        /// # Safety
+        /// The CPU has AVX and F16C; eight values are readable at `p`.
+        unsafe fn load8(p: *const Self) -> __m256;
+    }
+
+    impl Load8 for u16 {
+        #[inline(always)]
+        unsafe fn load8(p: *const u16) -> __m256 {
+            // SAFETY: the caller's contract; widened exactly.
+            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+        }
+    }
+
+    impl Load8 for f32 {
+        #[inline(always)]
+        unsafe fn load8(p: *const f32) -> __m256 {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_loadu_ps(p) }
+        }
+    }
+
+    /// Widens and transposes eight rows by eight values at a time into the
+    /// column block; returns how many rows (a multiple of eight) it stored,
+    /// all `hd` values of each when `hd` is a multiple of eight. With
+    /// another `hd` it stores nothing and leaves every row to the caller.
+    ///
+    /// # Safety
+    /// The CPU has AVX and F16C; the set has at most `ld` rows and `cols`
+    /// holds `hd` columns of `ld` values (the last one as far as the set
+    /// reaches).
+    #[target_feature(enable = "avx,avx2,f16c")]
+    pub(super) unsafe fn cols<T: Load8>(
+        rows: &Rows<'_, T>,
+        hd: usize,
+        cols: &mut [f32],
+        ld: usize,
+    ) -> usize {
+        if !hd.is_multiple_of(8) || rows.idx.iter().any(|&i| rows.row(i, hd).is_err()) {
+            return 0;
+        }
+        let n8 = rows.idx.len() / 8 * 8;
+        let out = cols.as_mut_ptr();
+        for j0 in (0..n8).step_by(8) {
+            let mut r = [std::ptr::null::<T>(); 8];
+            for (k, r) in r.iter_mut().enumerate() {
+                *r = rows
+                    .row(rows.idx[j0 + k], hd)
+                    .map_or(std::ptr::null(), <[T]>::as_ptr);
+            }
+            for c in (0..hd).step_by(8) {
+                // SAFETY: every row was checked readable with `hd` values
+                // and `c + 8 <= hd`; the stores write eight values at
+                // `(c + k) * ld + j0`, with `j0 + 8 <= n8 <= ld`, inside the
+                // block.
+                unsafe {
+                    let x = [
+                        T::load8(r[0].add(c)),
+                        T::load8(r[1].add(c)),
+                        T::load8(r[2].add(c)),
+                        T::load8(r[3].add(c)),
+                        T::load8(r[4].add(c)),
+                        T::load8(r[5].add(c)),
+                        T::load8(r[6].add(c)),
+                        T::load8(r[7].add(c)),
+                    ];
+                    let t = transpose8(x);
+                    for (k, t) in t.iter().enumerate() {
+                        _mm256_storeu_ps(out.add((c + k) * ld + j0), *t);
+                    }
+                }
+            }
+        }
+        n8
+    }
+
+    /// An 8×8 transpose: lane `k` of result `l` is lane `l` of `x[k]`.
+    #[inline(always)]
+    unsafe fn transpose8(x: [__m256; 8]) -> [__m256; 8] {
+        // SAFETY: register operations only; the caller has AVX.
+        unsafe {
+            let [a0, a1, a2, a3, a4, a5, a6, a7] = x;
+            let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+            let (t2, t3) = (_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+            let (t4, t5) = (_mm256_unpacklo_ps(a4, a5), _mm256_unpackhi_ps(a4, a5));
+            let (t6, t7) = (_mm256_unpacklo_ps(a6, a7), _mm256_unpackhi_ps(a6, a7));
+            let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+            let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+            let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+            let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+            let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+            let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+            let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+            [
+                _mm256_permute2f128_ps::<0x20>(u0, u4),
+                _mm256_permute2f128_ps::<0x20>(u1, u5),
+                _mm256_permute2f128_ps::<0x20>(u2, u6),
+                _mm256_permute2f128_ps::<0x20>(u3, u7),
+                _mm256_permute2f128_ps::<0x31>(u0, u4),
+                _mm256_permute2f128_ps::<0x31>(u1, u5),
+                _mm256_permute2f128_ps::<0x31>(u2, u6),
+                _mm256_permute2f128_ps::<0x31>(u3, u7),
+            ]
+        }
+    }
+
+    /// Scores of eight rows from `j0` on (AVX2): register `l` of `acc`
+    /// holds partial sum `l` of the eight rows.
+    ///
+    /// # Safety
+    /// The CPU has AVX2; `q.len()` columns of `ld` values hold rows
+    /// `j0..j0 + 8`; eight scores are writable at `s`.
+    #[inline(always)]
+    unsafe fn dot8_at(q: &[f32], cols: *const f32, ld: usize, j0: usize, scale: f32, s: *mut f32) {
+        // SAFETY: the caller's contract: every load reads eight values of
+        // column `e < q.len()` from row `j0`.
+        unsafe {
+            let hd = q.len();
+            let mut acc = [_mm256_setzero_ps(); 8];
+            let mut e = 0;
+            while e + 8 <= hd {
+                for (l, a) in acc.iter_mut().enumerate() {
+                    let k = _mm256_loadu_ps(cols.add((e + l) * ld + j0));
+                    let qv = _mm256_set1_ps(*q.get_unchecked(e + l));
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, k));
+                }
+                e += 8;
+            }
+            for (l, a) in acc.iter_mut().enumerate().take(hd - e) {
+                let k = _mm256_loadu_ps(cols.add((e + l) * ld + j0));
+                let qv = _mm256_set1_ps(*q.get_unchecked(e + l));
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, k));
+            }
+            let [a0, a1, a2, a3, a4, a5, a6, a7] = acc;
+            let v = _mm256_add_ps(
+                _mm256_add_ps(_mm256_add_ps(a0, a4), _mm256_add_ps(a2, a6)),
+                _mm256_add_ps(_mm256_add_ps(a1, a5), _mm256_add_ps(a3, a7)),
+            );
+            _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_set1_ps(scale), v));
+        }
+    }
+
+    /// Scores of the rows of `rows` eight at a time (AVX2); returns how
+    /// many rows (a multiple of eight) it scored, from `rows.start` on.
+    ///
+    /// # Safety
+    /// The CPU has AVX2; `q.len()` columns of `ld` values hold the rows,
+    /// and `scores` holds one value per row.
+    #[target_feature(enable = "avx,avx2")]
+    pub(super) unsafe fn dot_cols8(
+        q: &[f32],
+        cols: &[f32],
+        ld: usize,
+        rows: Range<usize>,
+        scale: f32,
+        scores: &mut [f32],
+    ) -> usize {
+        let n8 = (rows.end - rows.start) / 8 * 8;
+        for d in (0..n8).step_by(8) {
+            // SAFETY: rows `rows.start + d..+ 8` lie inside `rows`, and
+            // scores `d..d + 8` inside `scores`.
+            unsafe {
+                let s = scores.as_mut_ptr().add(d);
+                dot8_at(q, cols.as_ptr(), ld, rows.start + d, scale, s);
+            }
+        }
+        n8
+    }
+
+    /// Scores of every row of `rows` for every head of `qs` (AVX-512):
+    /// sixteen rows a register, the heads three or two at a time so that
+    /// each column load feeds several of them; the last rows under a lane
+    /// mask, so nothing past the rows is read or written.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F; `hd` columns of `ld` values hold the rows,
+    /// `qs` is whole heads of `hd > 0` values and `scores` holds every
+    /// head's scores, `stride` apart.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx,avx2")]
+    pub(super) unsafe fn dot_cols16(
+        qs: &[f32],
+        hd: usize,
+        cols: &[f32],
+        ld: usize,
+        rows: Range<usize>,
+        scale: f32,
+        scores: &mut [f32],
+        stride: usize,
+    ) {
+        let heads = qs.len() / hd;
+        let n = rows.end - rows.start;
+        let mut g = 0;
+        while g < heads {
+            // Threes, then twos: 7 heads go 3 + 2 + 2, never leaving one
+            // head to load every column for itself.
+            let left = heads - g;
+            let h = if left == 4 || left == 2 {
+                2
+            } else {
+                left.min(3)
+            };
+            let mut d = 0;
+            while d < n {
+                let mask = ((1u32 << (n - d).min(16)) - 1) as __mmask16;
+                // SAFETY: the masked loads read rows below `rows.end` of
+                // columns below `hd`; the masked stores write scores below
+                // `n` of heads `g..g + h`.
+                unsafe {
+                    let p = cols.as_ptr().add(rows.start + d);
+                    let s = scores.as_mut_ptr().add(g * stride + d);
+                    let q = qs.as_ptr().add(g * hd);
+                    match h {
+                        3 => dot16::<3>(q, hd, p, ld, mask, scale, s, stride),
+                        2 => dot16::<2>(q, hd, p, ld, mask, scale, s, stride),
+                        _ => dot16::<1>(q, hd, p, ld, mask, scale, s, stride),
+                    }
+                }
+                d += 16;
+            }
+            g += h;
+        }
+    }
+
+    /// `H` heads (at `q`, `hd` values each) against up to sixteen rows at
+    /// `p` (the lanes of `mask`): partial sum `l` of head `g` is register
+    /// `acc[g][l]`, fed the values `l, l + 8, …` in order; the scaled
+    /// scores go to `s + g * stride` under the mask.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F; `H * hd` values are readable at `q`, the
+    /// masked lanes of `hd` columns `ld` apart from `p`, and the masked
+    /// lanes at `s + g * stride` are writable for `g < H`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn dot16<const H: usize>(
+        q: *const f32,
+        hd: usize,
+        p: *const f32,
+        ld: usize,
+        mask: __mmask16,
+        scale: f32,
+        s: *mut f32,
+        stride: usize,
+    ) {
+        // SAFETY: the caller's contract; every load reads the masked lanes
+        // of a column below `hd` or a value of a head below `H`.
+        unsafe {
+            let mut acc = [[_mm512_setzero_ps(); 8]; H];
+            let mut e = 0;
+            // Eight columns at a time, so that `l` indexes the partial sums
+            // with constants once the inner loop is unrolled.
+            while e + 8 <= hd {
+                for l in 0..8 {
+                    let k = _mm512_maskz_loadu_ps(mask, p.add((e + l) * ld));
+                    for (g, acc) in acc.iter_mut().enumerate() {
+                        let qv = _mm512_set1_ps(*q.add(g * hd + e + l));
+                        acc[l] = _mm512_add_ps(acc[l], _mm512_mul_ps(qv, k));
+                    }
+                }
+                e += 8;
+            }
+            for l in 0..hd - e {
+                let k = _mm512_maskz_loadu_ps(mask, p.add((e + l) * ld));
+                for (g, acc) in acc.iter_mut().enumerate() {
+                    let qv = _mm512_set1_ps(*q.add(g * hd + e + l));
+                    acc[l] = _mm512_add_ps(acc[l], _mm512_mul_ps(qv, k));
+                }
+            }
+            let sc = _mm512_set1_ps(scale);
+            for (g, a) in acc.iter().enumerate() {
+                let [a0, a1, a2, a3, a4, a5, a6, a7] = *a;
+                let v = _mm512_add_ps(
+                    _mm512_add_ps(_mm512_add_ps(a0, a4), _mm512_add_ps(a2, a6)),
+                    _mm512_add_ps(_mm512_add_ps(a1, a5), _mm512_add_ps(a3, a7)),
+                );
+                _mm512_mask_storeu_ps(s.add(g * stride), mask, _mm512_mul_ps(sc, v));
+            }
+        }
+    }
+}
