@@ -123,8 +123,8 @@ pub(super) unsafe fn dot32_small<const V: bool>(
 /// `init + w · Σ q·y`, as [`dot32_small`] but widened by `vpmaddwd`
 /// against `w`, a lane's weight twice as i16: that multiplies each pair of
 /// i16 sums by the weight and adds them, exactly while
-/// `2 * |w| * 31,496` fits an i32 (any i16 weight does). With `V` the
-/// widening and the add are one `vpdpwssd`.
+/// `2 * |w| * 31,496` fits an i32 (any i16 weight does). The same code
+/// with or without AVX-VNNI (see [`madd2_add`]).
 ///
 /// # Safety
 /// AVX2 (and AVX-VNNI with `V`); 32 bytes from `y` are readable.
@@ -144,7 +144,7 @@ pub(super) unsafe fn dot32_by<const V: bool>(
                 *p = _mm256_add_epi16(*p, _mm256_maddubs_epi16(*q, y));
             }
         }
-        madd2_add::<V>(init, p[0], p[1], w)
+        madd2_add(init, p[0], p[1], w)
     }
 }
 
@@ -165,23 +165,20 @@ pub(super) unsafe fn madd_add<const V: bool>(acc: __m256i, p: __m256i, w: __m256
     }
 }
 
-/// `acc + vpmaddwd(p0, w) + vpmaddwd(p1, w)`, with the two products summed
-/// before they meet `acc`, so a running sum waits on one add per call
-/// rather than on a chain of two `vpdpwssd` (five cycles each). The same
-/// integers either way.
+/// `acc + vpmaddwd(p0, w) + vpmaddwd(p1, w)`, the two products summed
+/// before they meet `acc`, so a running sum waits on one add per call.
+/// Two `vpmaddwd` side by side, not a `vpdpwssd` after a `vpmaddwd`, even
+/// under AVX-VNNI: the fused form chains the two (ten cycles instead of
+/// six) and measured 4-8 % slower in the K-quant tiles on an Intel Xeon
+/// with AVX-VNNI (`tile_levels`, thread CPU time).
 ///
 /// # Safety
-/// AVX2 (and AVX-VNNI with `V`).
+/// AVX2.
 #[inline(always)]
-pub(super) unsafe fn madd2_add<const V: bool>(
-    acc: __m256i,
-    p0: __m256i,
-    p1: __m256i,
-    w: __m256i,
-) -> __m256i {
+pub(super) unsafe fn madd2_add(acc: __m256i, p0: __m256i, p1: __m256i, w: __m256i) -> __m256i {
     // SAFETY: the caller's precondition; registers only.
     unsafe {
-        let both = madd_add::<V>(_mm256_madd_epi16(p0, w), p1, w);
+        let both = _mm256_add_epi32(_mm256_madd_epi16(p0, w), _mm256_madd_epi16(p1, w));
         _mm256_add_epi32(acc, both)
     }
 }

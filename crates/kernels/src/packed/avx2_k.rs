@@ -9,9 +9,10 @@
 //! Q4_K/Q5_K take four. Both widen against the sub-block scale itself
 //! (Q6_K's signed, Q4_K/Q5_K's 6-bit), which saves a `vpmulld` per
 //! sub-block and token, and take the scaled integer starts (Q6_K) or
-//! mins (Q4_K/Q5_K) after the sub-block loop. With AVX-VNNI the widening
-//! and its add are one `vpdpwssd`. The integer sums and the float steps
-//! are the AVX-512 kernels', lane by lane.
+//! mins (Q4_K/Q5_K) after the sub-block loop. With AVX-VNNI only those
+//! after-loop sums fuse into `vpdpwssd` (see `avx2::madd2_add` for why the
+//! quant loop does not). The integer sums and the float steps are the
+//! AVX-512 kernels', lane by lane.
 //!
 //! Everything here needs AVX2, FMA and F16C; the dispatcher only hands
 //! these kernels out after checking the CPU.
@@ -88,7 +89,7 @@ pub(super) unsafe fn dot16_by<const V: bool>(
             _mm256_maddubs_epi16(q[2], bcast4(y.add(8))),
             _mm256_maddubs_epi16(q[3], bcast4(y.add(12))),
         );
-        madd2_add::<V>(acc, p0, p1, sc2)
+        madd2_add(acc, p0, p1, sc2)
     }
 }
 

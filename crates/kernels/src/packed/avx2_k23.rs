@@ -85,7 +85,7 @@ unsafe fn dot32_signed_by(
             let y1 = _mm256_sign_epi8(bcast4(y.add(8 * k + 4)), s[2 * k + 1]);
             let p0 = _mm256_maddubs_epi16(a[2 * k], y0);
             let p1 = _mm256_maddubs_epi16(a[2 * k + 1], y1);
-            acc = madd2_add::<false>(acc, p0, p1, sc2);
+            acc = madd2_add(acc, p0, p1, sc2);
         }
         acc
     }
