@@ -216,7 +216,7 @@ mod x86 {
         cols: &mut [f32],
         ld: usize,
     ) -> usize {
-        if !hd.is_multiple_of(8) || rows.idx.iter().any(|&i| rows.row(i, hd).is_err()) {
+        if !hd.is_multiple_of(8) || !rows.all_readable(hd) {
             return 0;
         }
         let n8 = rows.idx.len() / 8 * 8;

@@ -131,6 +131,20 @@ pub struct Rows<'a, T> {
 }
 
 impl<'a, T> Rows<'a, T> {
+    /// Whether every row of the set is readable with `len` values, the
+    /// precondition of the SIMD loops that skip per-row checks. Row ends
+    /// grow with the index, so the smallest index not being negative and
+    /// the largest row ending inside `data` covers the set: one check
+    /// instead of one per row.
+    #[inline]
+    fn all_readable(&self, len: usize) -> bool {
+        let (lo, hi) = self
+            .idx
+            .iter()
+            .fold((i32::MAX, i32::MIN), |(l, h), &i| (l.min(i), h.max(i)));
+        self.idx.is_empty() || (lo >= 0 && self.row(hi, len).is_ok())
+    }
+
     /// Row `i` of the matrix, `len` values from the offset.
     #[inline(always)]
     fn row(&self, i: i32, len: usize) -> Result<&'a [T], KernelError> {

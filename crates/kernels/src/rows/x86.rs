@@ -286,7 +286,7 @@ macro_rules! row_loops {
             if n > 0
                 && n.is_multiple_of(64)
                 && weights.len() == rows.idx.len()
-                && rows.idx.iter().all(|&i| rows.row(i, n).is_ok())
+                && rows.all_readable(n)
             {
                 // SAFETY: the caller's features; every row holds `n`
                 // values, a multiple of 64.
