@@ -255,6 +255,16 @@ impl RowKernels {
         self.simd
     }
 
+    /// Whether this is the AVX-512 path, the one whose 32 registers let
+    /// [`dot_cols_heads`](RowKernels::dot_cols_heads) score sixteen rows
+    /// for several heads at once: on it, widening a block into columns
+    /// pays for itself once a few queries read the block; on AVX2 (sixteen
+    /// registers, eight rows of one head at a time) the column loop is no
+    /// faster than the row loops.
+    pub fn is_wide(self) -> bool {
+        self.wide
+    }
+
     /// Converts f16 bits to f32 (exact).
     ///
     /// # Errors
