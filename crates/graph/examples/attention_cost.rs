@@ -4,10 +4,11 @@
 //! of tile 1.
 //!
 //! `cargo run --release -p minfer-graph --example attention_cost -- \
-//!   [N_HEAD N_HEAD_KV HEAD_DIM] [DEPTH] [PROMPT] [THREADS] [TILES,..] [ROUNDS] [SLIDING]`
+//!   [N_HEAD N_HEAD_KV HEAD_DIM] [DEPTH] [PROMPT] [THREADS] [TILES,..] [ROUNDS] [SLIDING] [LEVEL]`
 //!
 //! Defaults: Qwen2.5-0.5B's heads (14, 2, 64), depth 8192, a prompt
-//! chunk of 512, 2 threads, tiles 1,4,8,16, 5 rounds, no sliding window.
+//! chunk of 512, 2 threads, tiles 1,4,8,16, 5 rounds, no sliding window,
+//! the best row kernels (or `avx2`, `scalar`).
 
 use std::time::Instant;
 
@@ -15,6 +16,7 @@ use minfer_graph::backends::cpu::{attention, attention_sliding, kv_store, AttnSc
 use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
 use minfer_graph::{AttnParams, KvFormat};
 use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::{RowKernels, SimdLevel};
 
 /// A cheap deterministic fill in [-1, 1).
 fn fill(n: usize, seed: u64) -> Vec<f32> {
@@ -48,6 +50,11 @@ fn main() {
     });
     let rounds = num(7, 5);
     let sliding = num(8, 0) as u32;
+    let rk = match args.get(9).map(String::as_str) {
+        Some("avx2") => RowKernels::for_level(SimdLevel::Avx2),
+        Some("scalar") => RowKernels::SCALAR,
+        _ => RowKernels::detect(),
+    };
     let n_ctx = depth + prompt;
     let row = n_head_kv * hd;
     let mut k = KvRegion::new(KvFormat::F16, row, n_ctx).unwrap();
@@ -83,6 +90,7 @@ fn main() {
             AttnScratch::new(threads, n_ctx, hd)
                 .with_group(group)
                 .with_tile(t)
+                .with_row_kernels(rk)
         })
         .collect();
     let mut outs = vec![vec![0.0f32; q.len()]; tiles.len()];

@@ -3,7 +3,7 @@
 //! heads per load) against widening the block once and scoring it by
 //! columns, the softmax and the V sums. CPU time of the calling thread.
 //!
-//! `cargo run --release -p minfer-kernels --example cols_cost -- [HEAD_DIM] [HEADS] [ROUNDS]`
+//! `cargo run --release -p minfer-kernels --example cols_cost -- [HEAD_DIM] [HEADS] [ROUNDS] [avx2|scalar]`
 
 use minfer_kernels::{HeadRows, RowKernels, Rows};
 
@@ -32,7 +32,11 @@ fn main() {
     let mut scores = vec![0.0f32; heads * n];
     let mut cols = vec![0.0f32; hd * n];
     let mut outs = vec![0.0f32; heads * hd];
-    let rk = RowKernels::detect();
+    let rk = match args.get(3).map(String::as_str) {
+        Some("avx2") => RowKernels::for_level(minfer_kernels::SimdLevel::Avx2),
+        Some("scalar") => RowKernels::SCALAR,
+        _ => RowKernels::detect(),
+    };
     let per = |ns: u64| ns as f64 / (rounds * n * heads) as f64;
     let report = |name: &str, f: &mut dyn FnMut()| {
         let c0 = cpu_ns();

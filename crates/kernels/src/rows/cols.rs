@@ -216,7 +216,7 @@ mod x86 {
         cols: &mut [f32],
         ld: usize,
     ) -> usize {
-        if !hd.is_multiple_of(8) || rows.idx.iter().any(|&i| rows.row(i, hd).is_err()) {
+        if !hd.is_multiple_of(8) || !rows.all_readable(hd) {
             return 0;
         }
         let n8 = rows.idx.len() / 8 * 8;
@@ -391,10 +391,13 @@ mod x86 {
                     let p = cols.as_ptr().add(rows.start + d);
                     let s = scores.as_mut_ptr().add(g * stride + d);
                     let q = qs.as_ptr().add(g * hd);
-                    match h {
-                        3 => dot16::<3>(q, hd, p, ld, mask, scale, s, stride),
-                        2 => dot16::<2>(q, hd, p, ld, mask, scale, s, stride),
-                        _ => dot16::<1>(q, hd, p, ld, mask, scale, s, stride),
+                    match (h, mask == u16::MAX) {
+                        (3, true) => dot16::<3, false>(q, hd, p, ld, mask, scale, s, stride),
+                        (2, true) => dot16::<2, false>(q, hd, p, ld, mask, scale, s, stride),
+                        (_, true) => dot16::<1, false>(q, hd, p, ld, mask, scale, s, stride),
+                        (3, false) => dot16::<3, true>(q, hd, p, ld, mask, scale, s, stride),
+                        (2, false) => dot16::<2, true>(q, hd, p, ld, mask, scale, s, stride),
+                        _ => dot16::<1, true>(q, hd, p, ld, mask, scale, s, stride),
                     }
                 }
                 d += 16;
@@ -403,10 +406,29 @@ mod x86 {
         }
     }
 
+    /// The lanes of `mask` at `p`: a plain load when all sixteen are
+    /// wanted (`masked` false), which needs no mask operation.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F; the lanes of `mask` at `p` are readable, and
+    /// all sixteen when `masked` is false.
+    #[inline(always)]
+    unsafe fn load(mask: __mmask16, p: *const f32, masked: bool) -> __m512 {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if masked {
+                _mm512_maskz_loadu_ps(mask, p)
+            } else {
+                _mm512_loadu_ps(p)
+            }
+        }
+    }
+
     /// `H` heads (at `q`, `hd` values each) against up to sixteen rows at
     /// `p` (the lanes of `mask`): partial sum `l` of head `g` is register
     /// `acc[g][l]`, fed the values `l, l + 8, …` in order; the scaled
-    /// scores go to `s + g * stride` under the mask.
+    /// scores go to `s + g * stride` under the mask. `MASKED` false says
+    /// the mask has all sixteen lanes.
     ///
     /// # Safety
     /// The CPU has AVX-512 F; `H * hd` values are readable at `q`, the
@@ -414,7 +436,7 @@ mod x86 {
     /// lanes at `s + g * stride` are writable for `g < H`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    unsafe fn dot16<const H: usize>(
+    unsafe fn dot16<const H: usize, const MASKED: bool>(
         q: *const f32,
         hd: usize,
         p: *const f32,
@@ -433,7 +455,7 @@ mod x86 {
             // with constants once the inner loop is unrolled.
             while e + 8 <= hd {
                 for l in 0..8 {
-                    let k = _mm512_maskz_loadu_ps(mask, p.add((e + l) * ld));
+                    let k = load(mask, p.add((e + l) * ld), MASKED);
                     for (g, acc) in acc.iter_mut().enumerate() {
                         let qv = _mm512_set1_ps(*q.add(g * hd + e + l));
                         acc[l] = _mm512_add_ps(acc[l], _mm512_mul_ps(qv, k));
@@ -442,7 +464,7 @@ mod x86 {
                 e += 8;
             }
             for l in 0..hd - e {
-                let k = _mm512_maskz_loadu_ps(mask, p.add((e + l) * ld));
+                let k = load(mask, p.add((e + l) * ld), MASKED);
                 for (g, acc) in acc.iter_mut().enumerate() {
                     let qv = _mm512_set1_ps(*q.add(g * hd + e + l));
                     acc[l] = _mm512_add_ps(acc[l], _mm512_mul_ps(qv, k));

@@ -58,7 +58,7 @@ pub(super) fn check_heads(
 /// SIMD loops skip per-row checks.
 #[cfg(target_arch = "x86_64")]
 fn readable<T>(rows: &Rows<'_, T>, n: usize) -> bool {
-    rows.idx.iter().all(|&i| rows.row(i, n).is_ok())
+    rows.all_readable(n)
 }
 
 impl RowKernels {

@@ -35,10 +35,7 @@ impl Load16 for u16 {
 /// Whether [`axpy64`] can take the call: outputs a whole number of 64
 /// values, one weight per row, every row readable.
 pub(super) fn fits<T>(weights: &[f32], rows: &Rows<'_, T>, n: usize) -> bool {
-    n > 0
-        && n.is_multiple_of(64)
-        && weights.len() == rows.idx.len()
-        && rows.idx.iter().all(|&i| rows.row(i, n).is_ok())
+    n > 0 && n.is_multiple_of(64) && weights.len() == rows.idx.len() && rows.all_readable(n)
 }
 
 /// `out += Σ_j weights[j] · row_j`, 64 outputs at a time held in four

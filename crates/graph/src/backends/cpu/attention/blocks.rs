@@ -7,11 +7,11 @@
 //! of the chain reads it.
 //!
 //! V rows are always read in place, by the multi-head loops that load and
-//! widen a row once for several heads. K rows are too for a lone token;
-//! two tokens or more first widen each K block to f32 column by column,
-//! once for all of them, which lets every query score sixteen rows a
-//! register with no transpose of partial sums (and one column load serve
-//! several heads). Either way a score is the dot kernel's bits for that row
+//! widen a row once for several heads. K rows are too for a lone token and
+//! on AVX2; on AVX-512, two tokens or more first widen each K block to f32
+//! column by column, once for all of them, which lets every query score
+//! sixteen rows a register with no transpose of partial sums (and one
+//! column load serve several heads). Either way a score is the dot kernel's bits for that row
 //! and each output element is summed over the keys in window order, so the
 //! results do not depend on the path.
 
@@ -178,7 +178,9 @@ pub(super) fn attend_tile<T: HeadRows>(
     for (i, r) in tile.ranges[..tile.len].iter().enumerate() {
         at[i + 1] = at[i] + tile.qs[i].len() / hd * r.len();
     }
-    let widen = tile.len >= 2;
+    // Widening pays once two queries read each block, and only where the
+    // column loop is faster than the row loops (AVX-512).
+    let widen = tile.len >= 2 && head.rk.is_wide();
     let len = if widen { block_keys(hd) } else { KEY_BLOCK };
     let mut chain = Chain { tile, head, at };
     let ThreadBuf { scores, block, .. } = buf;
