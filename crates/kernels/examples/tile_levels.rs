@@ -3,8 +3,9 @@
 //! each level's speed relative to the first: what a new tile form (AVX-VNNI
 //! against plain AVX2, say) buys, on one layer's shapes of Qwen2.5-0.5B.
 //!
-//! `cargo run --release -p minfer-kernels --example tile_levels -- [THREADS] [N_TOK,...] [TYPE,...]`
-//! (default 1 thread; 1, 4 and 512 tokens; every type). Weights are read from the
+//! `cargo run --release -p minfer-kernels --example tile_levels -- [THREADS] [N_TOK,...] [TYPE,...] [LEVEL,...] [REPS]`
+//! (default 1 thread; 1, 4 and 512 tokens; every type; every level; 200
+//! products of 512 tokens' work per sample). Weights are read from the
 //! caches at 4 and more tokens and streamed (enough copies to overflow
 //! them) at fewer. With one thread (the products run on the calling
 //! thread) the rates are per second of that thread's CPU time, which
@@ -40,9 +41,19 @@ fn main() {
     let only: Option<Vec<String>> = args
         .next()
         .map(|s| s.split(',').map(|t| t.to_ascii_uppercase()).collect());
+    let only_levels: Option<Vec<String>> = args
+        .next()
+        .filter(|s| s != "all")
+        .map(|s| s.split(',').map(str::to_string).collect());
+    let work: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(200);
     let levels: Vec<SimdLevel> = SimdLevel::supported()
         .into_iter()
         .filter(|&l| l != SimdLevel::Scalar)
+        .filter(|l| {
+            only_levels
+                .as_ref()
+                .is_none_or(|o| o.iter().any(|n| n == l.name()))
+        })
         .collect();
     let kernels: Vec<Kernels> = levels.iter().map(|&l| Kernels::new(l).unwrap()).collect();
     let names: Vec<&str> = levels.iter().map(|l| l.name()).collect();
@@ -66,7 +77,7 @@ fn main() {
                 .collect();
             let mut out = vec![0f32; n_tok * rows];
             let mut scratch = ActScratch::default();
-            let reps = (200 * 512 / n_tok).clamp(3, set.len().max(200));
+            let reps = (work * 512 / n_tok).clamp(3, set.len().max(work));
             let mut t = vec![Vec::new(); kernels.len()];
             for _round in 0..7 {
                 for (k, kernels) in kernels.iter().enumerate() {
