@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{assert_close, randn, rope_params};
+use support::{assert_close, attn_params, randn, rope_params};
 
 use minfer_graph::backends::cpu::{
     attention, kv_store, rms_norm, rope_inplace, softmax_inplace, AttnScratch,
@@ -15,46 +15,12 @@ use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
 use minfer_graph::{AttnParams, GraphError, KvFormat, RopeStyle};
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::RowKernels;
+use minfer_testutil::counting::{arm_thread, count_armed, Counting};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Counts the allocations made by threads that armed themselves, so the
-/// hot-path test sees its own threads only, not tests running beside it.
-struct CountingAlloc;
-
-static ARMED_ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if ARMED.try_with(Cell::get).unwrap_or(false) {
-            ARMED_ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if ARMED.try_with(Cell::get).unwrap_or(false) {
-            ARMED_ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: as `alloc` and `dealloc`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
+static GLOBAL: Counting = Counting;
 
 #[test]
 fn kv_store_checks_every_cell_first() {
@@ -84,14 +50,7 @@ struct Cfg {
 
 impl Cfg {
     fn params(&self) -> AttnParams {
-        AttnParams {
-            layer: 0,
-            n_head: self.n_head,
-            n_head_kv: self.n_head_kv,
-            head_dim: self.head_dim,
-            scale: 1.0 / (self.head_dim as f32).sqrt(),
-            sliding_window: 0,
-        }
+        attn_params(self.n_head, self.n_head_kv, self.head_dim, 0)
     }
 }
 
@@ -642,37 +601,33 @@ fn decode_step_does_not_allocate(format: KvFormat) {
     let mut norm = vec![0.0f32; q.len()];
     let rope = rope_params(RopeStyle::Neox, cfg.n_head, cfg.head_dim, cfg.head_dim);
     let pos = [5, 5];
-    let arm = |on: bool| ctx.pool.run(|_| ARMED.with(|a| a.set(on)));
-    arm(true);
-    ARMED.with(|a| a.set(true));
-    ARMED_ALLOCS.store(0, Ordering::Relaxed);
-    for _ in 0..3 {
-        ctx.cells
-            .plan_batch(&[(0, 5), (1, 5)], &mut ctx.plan)
+    let arm = |on: bool| ctx.pool.run(|_| arm_thread(on));
+    let ((), n) = count_armed(arm, || {
+        for _ in 0..3 {
+            ctx.cells
+                .plan_batch(&[(0, 5), (1, 5)], &mut ctx.plan)
+                .unwrap();
+            rope_inplace(&mut qr, &pos, &rope, cfg.n_ctx).unwrap();
+            rms_norm(&q, cfg.head_dim, 1e-6, &mut norm).unwrap();
+            RowKernels::detect().swiglu(&mut norm, &q);
+            softmax_inplace(RowKernels::detect(), &mut norm, cfg.head_dim).unwrap();
+            kv_store(&mut ctx.k, &k, &ctx.plan.kv_cells).unwrap();
+            kv_store(&mut ctx.v, &v, &ctx.plan.kv_cells).unwrap();
+            attention(
+                &qr,
+                &ctx.k,
+                &ctx.v,
+                &ctx.plan.window_offsets,
+                &ctx.plan.window_cells,
+                &cfg.params(),
+                &ctx.pool,
+                &mut ctx.scratch,
+                &mut out,
+            )
             .unwrap();
-        rope_inplace(&mut qr, &pos, &rope, cfg.n_ctx).unwrap();
-        rms_norm(&q, cfg.head_dim, 1e-6, &mut norm).unwrap();
-        RowKernels::detect().swiglu(&mut norm, &q);
-        softmax_inplace(RowKernels::detect(), &mut norm, cfg.head_dim).unwrap();
-        kv_store(&mut ctx.k, &k, &ctx.plan.kv_cells).unwrap();
-        kv_store(&mut ctx.v, &v, &ctx.plan.kv_cells).unwrap();
-        attention(
-            &qr,
-            &ctx.k,
-            &ctx.v,
-            &ctx.plan.window_offsets,
-            &ctx.plan.window_cells,
-            &cfg.params(),
-            &ctx.pool,
-            &mut ctx.scratch,
-            &mut out,
-        )
-        .unwrap();
-        ctx.cells.remove(0, 5).unwrap();
-        ctx.cells.remove(1, 5).unwrap();
-    }
-    let n = ARMED_ALLOCS.load(Ordering::Relaxed);
-    ARMED.with(|a| a.set(false));
-    arm(false);
+            ctx.cells.remove(0, 5).unwrap();
+            ctx.cells.remove(1, 5).unwrap();
+        }
+    });
     assert_eq!(n, 0, "allocations on the hot path ({format:?} cache)");
 }

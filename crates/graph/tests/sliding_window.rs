@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::randn;
+use support::{attn_params, randn};
 
 use minfer_graph::backends::cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
 use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
@@ -21,14 +21,7 @@ const HEAD_DIM: usize = 16;
 const N_CTX: usize = 96;
 
 fn params(sliding_window: u32) -> AttnParams {
-    AttnParams {
-        layer: 0,
-        n_head: N_HEAD,
-        n_head_kv: N_HEAD_KV,
-        head_dim: HEAD_DIM,
-        scale: 1.0 / (HEAD_DIM as f32).sqrt(),
-        sliding_window,
-    }
+    attn_params(N_HEAD, N_HEAD_KV, HEAD_DIM, sliding_window)
 }
 
 /// Two sequences in one cache: 40 prompt tokens of sequence 0 and 12 of
