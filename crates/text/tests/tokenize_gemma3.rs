@@ -2,52 +2,20 @@
 
 mod common;
 
-use std::time::Instant;
-
-use common::{first_difference, golden, ids, open_model};
+use common::{first_difference, golden, ids};
 use minfer_text::Tokenizer;
 
 fn tokenizer() -> Option<Tokenizer> {
-    let f = open_model(minfer_testutil::GEMMA3)?;
-    let start = Instant::now();
-    let t = Tokenizer::from_gguf(f.metadata()).expect("tokenizer loads");
-    eprintln!(
-        "gemma3: tokenizer built in {:.0} ms ({} tokens)",
-        start.elapsed().as_secs_f64() * 1e3,
-        t.n_vocab()
-    );
-    for w in t.warnings() {
-        eprintln!("gemma3: warning: {w}");
-    }
-    Some(t)
-}
-
-fn explain(t: &Tokenizer, got: &[u32], want: &[u32]) -> String {
-    let show = |ids: &[u32]| -> Vec<String> {
-        ids.iter()
-            .map(|&id| format!("{id}:{:?}", t.token_text(id)))
-            .collect()
-    };
-    format!("\n  got:  {:?}\n  want: {:?}", show(got), show(want))
+    common::tokenizer(minfer_testutil::GEMMA3)
 }
 
 #[test]
 fn golden_tokenization_matches_llama_cpp() {
     let Some(t) = tokenizer() else { return };
     assert_eq!(t.model_name(), "llama");
-    let g = golden("tokenize-gemma3.json");
-    let mut failures = Vec::new();
-    let cases = g["cases"].as_array().expect("cases");
-    for case in cases {
-        let text = case["text"].as_str().expect("text");
-        let want = ids(&case["ids"]);
-        let got = t.encode(text, true, true);
-        if let Some(diff) = first_difference(&got, &want) {
-            failures.push(format!("{text:?}: {diff}{}", explain(&t, &got, &want)));
-        }
-    }
+    let (failures, n) = common::golden_failures(&t, "gemma3", "tokenize-gemma3.json");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    eprintln!("gemma3: {} golden strings identical", cases.len());
+    eprintln!("gemma3: {n} golden strings identical");
 }
 
 #[test]
@@ -61,7 +29,7 @@ fn greedy_prompts_tokenize_like_llama_cpp() {
         assert!(
             first_difference(&got, &want).is_none(),
             "{prompt:?}{}",
-            explain(&t, &got, &want)
+            common::explain(&t, &got, &want)
         );
     }
 }
@@ -97,19 +65,7 @@ fn special_ids_and_end_of_generation() {
 }
 
 #[test]
-fn tokenizing_eleven_kilobytes_is_fast() {
+fn eleven_kilobytes_round_trip() {
     let Some(t) = tokenizer() else { return };
-    let text = std::fs::read_to_string(minfer_testutil::golden_dir().join("apache-2.0.txt"))
-        .expect("apache-2.0.txt");
-    let _ = t.encode(&text, true, true);
-    let start = Instant::now();
-    let ids = t.encode(&text, true, true);
-    let ms = start.elapsed().as_secs_f64() * 1e3;
-    eprintln!(
-        "gemma3: {} bytes -> {} tokens in {ms:.1} ms",
-        text.len(),
-        ids.len()
-    );
-    assert_eq!(t.decode(&ids, false), text.as_bytes());
-    assert!(ms < 100.0, "{ms:.1} ms");
+    common::long_text_round_trip(&t, "gemma3", false);
 }

@@ -2,59 +2,15 @@
 
 mod common;
 
-use std::time::Instant;
-
-use common::{first_difference, golden, ids, open_model, MODELS};
-use minfer_text::Tokenizer;
-
-fn tokenizer(file: &str) -> Option<Tokenizer> {
-    let f = open_model(file)?;
-    let start = Instant::now();
-    let t = Tokenizer::from_gguf(f.metadata()).expect("tokenizer loads");
-    eprintln!(
-        "{file}: tokenizer built in {:.0} ms ({} tokens, {} merges)",
-        start.elapsed().as_secs_f64() * 1e3,
-        t.n_vocab(),
-        t.n_merges()
-    );
-    // llama.cpp warns too: Qwen's plain `</s>` token is promoted to an
-    // end-of-generation control token.
-    for w in t.warnings() {
-        eprintln!("{file}: warning: {w}");
-    }
-    Some(t)
-}
-
-/// Shows what a mismatching case looks like, token by token.
-fn explain(t: &Tokenizer, got: &[u32], want: &[u32]) -> String {
-    let show = |ids: &[u32]| -> Vec<String> {
-        ids.iter()
-            .map(|&id| format!("{id}:{:?}", t.token_text(id)))
-            .collect()
-    };
-    format!("\n  got:  {:?}\n  want: {:?}", show(got), show(want))
-}
+use common::{explain, first_difference, golden, ids, tokenizer, MODELS};
 
 #[test]
 fn golden_tokenization_matches_llama_cpp() {
     for (file, name) in MODELS {
         let Some(t) = tokenizer(file) else { continue };
-        let g = golden(&format!("tokenize-{name}.json"));
-        let mut failures = Vec::new();
-        let cases = g["cases"].as_array().expect("cases");
-        for case in cases {
-            let text = case["text"].as_str().expect("text");
-            let want = ids(&case["ids"]);
-            let got = t.encode(text, true, true);
-            if let Some(diff) = first_difference(&got, &want) {
-                failures.push(format!(
-                    "{name} {text:?}: {diff}{}",
-                    explain(&t, &got, &want)
-                ));
-            }
-        }
+        let (failures, n) = common::golden_failures(&t, name, &format!("tokenize-{name}.json"));
         assert!(failures.is_empty(), "{}", failures.join("\n"));
-        eprintln!("{name}: {} golden strings identical", cases.len());
+        eprintln!("{name}: {n} golden strings identical");
     }
 }
 
@@ -155,22 +111,10 @@ fn end_of_generation_sets() {
 }
 
 #[test]
-fn tokenizing_eleven_kilobytes_is_fast() {
-    let text = std::fs::read_to_string(minfer_testutil::golden_dir().join("apache-2.0.txt"))
-        .expect("apache-2.0.txt");
+fn eleven_kilobytes_round_trip() {
     for (file, name) in MODELS {
         let Some(t) = tokenizer(file) else { continue };
-        let _ = t.encode(&text, true, true); // warm the Unicode tables
-        let start = Instant::now();
-        let ids = t.encode(&text, true, true);
-        let ms = start.elapsed().as_secs_f64() * 1e3;
-        eprintln!(
-            "{name}: {} bytes -> {} tokens in {ms:.1} ms",
-            text.len(),
-            ids.len()
-        );
-        assert_eq!(t.decode(&ids, true), text.as_bytes());
-        assert!(ms < 100.0, "{name}: {ms:.1} ms");
+        common::long_text_round_trip(&t, name, true);
     }
 }
 
