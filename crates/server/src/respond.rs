@@ -37,6 +37,23 @@ pub struct Split {
     pub tools: Option<Syntax>,
 }
 
+#[cfg(test)]
+impl Split {
+    /// The stream tests' split: reasoning on, not inside a thinking block,
+    /// Qwen's `<tool_call>` tags (special tokens).
+    pub(crate) fn qwen_tools() -> Split {
+        Split {
+            reasoning: true,
+            in_thinking: false,
+            tools: Some(Syntax {
+                open: "<tool_call>",
+                close: "</tool_call>",
+                special_tags: true,
+            }),
+        }
+    }
+}
+
 /// The fixed parts of every object of one response.
 #[derive(Debug, Clone)]
 pub struct Shape {

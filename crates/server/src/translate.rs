@@ -187,6 +187,28 @@ pub trait Sink: Send + 'static {
     fn error(&mut self, e: &ApiError, out: &mut Vec<Named>);
 }
 
+/// Feeds `sink` the stream tests' answer (a thinking block, text, then one
+/// tool call, in pieces cut across the tags) and its end at an
+/// end-of-generation token; returns every event it made.
+#[cfg(test)]
+pub(crate) fn feed_think_text_call(sink: &mut impl Sink) -> Vec<Named> {
+    let mut out = Vec::new();
+    for t in [
+        "<think>h",
+        "m</think>Hi",
+        " there<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+    ] {
+        sink.text(t, &mut out);
+    }
+    let f = Finish {
+        prompt_tokens: 4,
+        completion_tokens: 9,
+        reason: minfer_engine::StopReason::Eog,
+    };
+    sink.done(&f, &mut out);
+    out
+}
+
 fn event((name, v): Named) -> SseEvent {
     SseEvent::default().event(name).data(v.to_string())
 }
@@ -258,19 +280,6 @@ pub fn cut_off(f: &Finish) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Syntax;
-
-    fn split() -> Split {
-        Split {
-            reasoning: true,
-            in_thinking: false,
-            tools: Some(Syntax {
-                open: "<tool_call>",
-                close: "</tool_call>",
-                special_tags: true,
-            }),
-        }
-    }
 
     #[test]
     fn pieces_become_ordered_blocks() {
@@ -280,14 +289,14 @@ mod tests {
             arguments: r#"{"a":1}"#.into(),
         };
         assert_eq!(
-            Blocks::of(&split(), text),
+            Blocks::of(&Split::qwen_tools(), text),
             vec![
                 Block::Reasoning("hm".into()),
                 Block::Text("Let me look.".into()),
                 Block::Call(call.clone()),
             ]
         );
-        let mut b = Blocks::new(&split());
+        let mut b = Blocks::new(&Split::qwen_tools());
         let mut evs = Vec::new();
         for ch in text.chars() {
             evs.extend(b.push(&ch.to_string()));

@@ -95,38 +95,16 @@ impl Sink for Stream {
 mod tests {
     use super::*;
     use crate::respond::Split;
-    use minfer_engine::StopReason;
 
     #[test]
     fn thinking_text_and_calls_stream_as_blocks() {
-        let split = Split {
-            reasoning: true,
-            in_thinking: false,
-            tools: Some(crate::tools::Syntax {
-                open: "<tool_call>",
-                close: "</tool_call>",
-                special_tags: true,
-            }),
-        };
+        let split = Split::qwen_tools();
         let mut st = Stream {
             ids: Ids::new(3),
             blocks: Blocks::new(&split),
             stops: Vec::new(),
         };
-        let mut out = Vec::new();
-        for t in [
-            "<think>h",
-            "m</think>Hi",
-            " there<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
-        ] {
-            st.text(t, &mut out);
-        }
-        let f = Finish {
-            prompt_tokens: 4,
-            completion_tokens: 9,
-            reason: StopReason::Eog,
-        };
-        st.done(&f, &mut out);
+        let out = crate::translate::feed_think_text_call(&mut st);
         let names: Vec<&str> = out.iter().map(|(n, _)| *n).collect();
         let (start, delta, end) = (
             "content_block_start",

@@ -348,7 +348,6 @@ mod tests {
     use minfer_engine::StopReason;
 
     use super::*;
-    use crate::tools::Syntax;
 
     fn finish(reason: StopReason) -> Finish {
         Finish {
@@ -360,15 +359,7 @@ mod tests {
 
     #[test]
     fn chat_pieces_become_thinking_content_and_object_calls() {
-        let split = Split {
-            reasoning: true,
-            in_thinking: false,
-            tools: Some(Syntax {
-                open: "<tool_call>",
-                close: "</tool_call>",
-                special_tags: true,
-            }),
-        };
+        let split = Split::qwen_tools();
         let t = Instant::now();
         let mut r = Reply::new(Kind::Chat, "m:latest", &split, vec!["f".into()], 1, (t, t));
         let mut all = Delta::default();

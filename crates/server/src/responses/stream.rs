@@ -135,20 +135,10 @@ impl Sink for Stream {
 mod tests {
     use super::*;
     use crate::respond::Split;
-    use crate::tools::Syntax;
-    use minfer_engine::StopReason;
 
     #[test]
     fn items_stream_in_order_and_numbered() {
-        let split = Split {
-            reasoning: true,
-            in_thinking: false,
-            tools: Some(Syntax {
-                open: "<tool_call>",
-                close: "</tool_call>",
-                special_tags: true,
-            }),
-        };
+        let split = Split::qwen_tools();
         let shape = Shape {
             n: 2,
             created: 1,
@@ -161,20 +151,7 @@ mod tests {
             blocks: Blocks::new(&split),
             seq: 5,
         };
-        let mut out = Vec::new();
-        for t in [
-            "<think>h",
-            "m</think>Hi",
-            " there<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
-        ] {
-            st.text(t, &mut out);
-        }
-        let f = Finish {
-            prompt_tokens: 4,
-            completion_tokens: 9,
-            reason: StopReason::Eog,
-        };
-        st.done(&f, &mut out);
+        let out = crate::translate::feed_think_text_call(&mut st);
         let names: Vec<&str> = out
             .iter()
             .map(|(n, _)| n.trim_start_matches("response."))

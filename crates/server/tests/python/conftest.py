@@ -22,6 +22,21 @@ import openai
 import pytest
 
 
+# The weather tool the tool-calling tests offer: the function itself, and
+# its Chat Completions (and Ollama) form; the Responses API takes the
+# function's fields at the top level.
+WEATHER_FUNCTION = {
+    "name": "get_weather",
+    "description": "The current weather in a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+WEATHER = {"type": "function", "function": WEATHER_FUNCTION}
+
+
 def env(name):
     value = os.environ.get(name)
     if not value:

@@ -9,23 +9,11 @@ import os
 import ollama
 import pytest
 
-from conftest import env
+from conftest import WEATHER, env
 from test_openai_api import http, metric
 
 ASK = [{"role": "user", "content": "Name three colours of the rainbow."}]
 GREEDY = {"temperature": 0, "seed": 42, "num_predict": 24}
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The current weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 
 
 def client(url, **kw):

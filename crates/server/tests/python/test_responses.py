@@ -8,16 +8,9 @@ import json
 import openai
 import pytest
 
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The current weather in a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
+from conftest import WEATHER_FUNCTION
+
+WEATHER = {"type": "function", **WEATHER_FUNCTION}
 ASK = "What is the weather in Paris?"
 HELLO = dict(
     instructions="You are a French teacher.",

@@ -9,20 +9,9 @@ import threading
 import openai
 import pytest
 
+from conftest import WEATHER
 from test_openai_api import http
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The current weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 TIME = {
     "type": "function",
     "function": {
