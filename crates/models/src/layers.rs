@@ -312,6 +312,24 @@ pub fn attention_block(
     b.mat_mul(n("attn_output"), wo, a)
 }
 
+/// A gated FFN of block `l` on its normed input `h`:
+/// `down × (act(gate × h, up × h))`, `act` building the gate's activation
+/// times `up` from the two projections.
+fn ffn_gated(
+    b: &mut GraphBuilder,
+    l: usize,
+    t: &LayerTensors,
+    h: NodeId,
+    act: impl FnOnce(&mut GraphBuilder, NodeId, NodeId) -> GraphResult<NodeId>,
+) -> GraphResult<NodeId> {
+    let n = |s: &str| format!("blk.{l}.{s}");
+    let up = proj(b, n("ffn_up"), t.ffn_up, None, h)?;
+    let gate = proj(b, n("ffn_gate"), t.ffn_gate, None, h)?;
+    let act = act(b, gate, up)?;
+    let down = b.weight(t.ffn_down);
+    b.mat_mul(n("ffn_down"), down, act)
+}
+
 /// The SwiGLU FFN of block `l` on its normed input `h`:
 /// `down × (silu(gate × h) * (up × h))`. Built as `Silu` then `Mul` so
 /// the fusion toggle decides whether it runs as one `SwiGlu` node.
@@ -321,13 +339,10 @@ pub fn ffn_swiglu(
     t: &LayerTensors,
     h: NodeId,
 ) -> GraphResult<NodeId> {
-    let n = |s: &str| format!("blk.{l}.{s}");
-    let up = proj(b, n("ffn_up"), t.ffn_up, None, h)?;
-    let gate = proj(b, n("ffn_gate"), t.ffn_gate, None, h)?;
-    let gate = b.silu(n("ffn_silu"), gate)?;
-    let act = b.mul(n("ffn_act"), gate, up)?;
-    let down = b.weight(t.ffn_down);
-    b.mat_mul(n("ffn_down"), down, act)
+    ffn_gated(b, l, t, h, |b, gate, up| {
+        let gate = b.silu(format!("blk.{l}.ffn_silu"), gate)?;
+        b.mul(format!("blk.{l}.ffn_act"), gate, up)
+    })
 }
 
 /// The GeGLU FFN of block `l` on its normed input `h`:
@@ -339,12 +354,9 @@ pub fn ffn_geglu(
     t: &LayerTensors,
     h: NodeId,
 ) -> GraphResult<NodeId> {
-    let n = |s: &str| format!("blk.{l}.{s}");
-    let up = proj(b, n("ffn_up"), t.ffn_up, None, h)?;
-    let gate = proj(b, n("ffn_gate"), t.ffn_gate, None, h)?;
-    let act = b.geglu(n("ffn_geglu"), gate, up)?;
-    let down = b.weight(t.ffn_down);
-    b.mat_mul(n("ffn_down"), down, act)
+    ffn_gated(b, l, t, h, |b, gate, up| {
+        b.geglu(format!("blk.{l}.ffn_geglu"), gate, up)
+    })
 }
 
 /// The pre-norm decoder stack shared by the llama family: per layer,
