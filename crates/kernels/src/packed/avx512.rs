@@ -17,20 +17,41 @@ use std::arch::x86_64::*;
 use super::avx512_k::PREFETCH;
 use super::layout::{Format, GROUP};
 use super::{Acts, Tile, TILE};
+use crate::blocks::KVALUES_IQ4NL;
 
-/// The eight quant registers of one group-block at `gb`.
+/// The eight quant registers of one group-block at `gb`. With `CB`
+/// (IQ4_NL) the nibbles index the codebook, looked up as unsigned bytes
+/// `value + 128` (its format's offset) so that `vpdpbusd` takes them.
 ///
 /// # Safety
 /// AVX-512 F/BW; `gb` must point at a whole group-block of format `F`.
 #[inline(always)]
-unsafe fn unpack<const NIB: bool, const FIFTH: bool>(f: &Format, gb: *const u8) -> [__m512i; 8] {
+unsafe fn unpack<const NIB: bool, const FIFTH: bool, const CB: bool>(
+    f: &Format,
+    gb: *const u8,
+) -> [__m512i; 8] {
     // SAFETY: the loads read inside the group-block (quant chunks at
-    // `64 * c`, fifth bits at `qh_at`), whose size the caller guarantees.
+    // `64 * c`, fifth bits at `qh_at`), whose size the caller guarantees;
+    // the codebook load reads its 16 bytes.
     unsafe {
         if !NIB {
-            return std::array::from_fn(|k| _mm512_loadu_si512(gb.add(64 * k) as *const _));
+            let mut q = [_mm512_setzero_si512(); 8];
+            for (k, q) in q.iter_mut().enumerate() {
+                *q = _mm512_loadu_si512(gb.add(64 * k) as *const _);
+            }
+            return q;
         }
-        nibble_quants::<FIFTH>(gb, gb.add(f.qh_at()))
+        let mut q = nibble_quants::<FIFTH>(gb, gb.add(f.qh_at()));
+        if CB {
+            let table = _mm512_broadcast_i32x4(_mm_add_epi8(
+                _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const _),
+                _mm_set1_epi8(-128),
+            ));
+            for q in &mut q {
+                *q = _mm512_shuffle_epi8(table, *q);
+            }
+        }
+        q
     }
 }
 
@@ -107,7 +128,13 @@ pub(super) unsafe fn dot32(q: &[__m512i; 8], y: *const u8, init: __m512i) -> __m
 /// # Safety
 /// As [`tile`]; `b` must be below the row's block count.
 #[inline(always)]
-unsafe fn block<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: bool>(
+unsafe fn block<
+    const T: usize,
+    const NIB: bool,
+    const FIFTH: bool,
+    const MIN: bool,
+    const CB: bool,
+>(
     f: &Format,
     gb: *const u8,
     acts: &Acts,
@@ -127,7 +154,7 @@ unsafe fn block<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: b
             _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(PREFETCH + line) as *const i8);
             line += 64;
         }
-        let q = unpack::<NIB, FIFTH>(f, gb);
+        let q = unpack::<NIB, FIFTH, CB>(f, gb);
         let dw = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(f.d_at()) as *const _));
         let mw = if MIN {
             _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(f.m_at()) as *const _))
@@ -154,7 +181,13 @@ unsafe fn block<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: b
 /// AVX-512 F/BW/VNNI and F16C; `group` holds `nb` group-blocks of `f`,
 /// and `acts` covers tokens `t0..t0 + T` with `nb` blocks each.
 #[inline(always)]
-unsafe fn tile_t<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: bool>(
+unsafe fn tile_t<
+    const T: usize,
+    const NIB: bool,
+    const FIFTH: bool,
+    const MIN: bool,
+    const CB: bool,
+>(
     f: &Format,
     nb: usize,
     group: &[u8],
@@ -174,14 +207,14 @@ unsafe fn tile_t<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: 
         let mut b = 0;
         while b + 4 <= nb {
             let [a0, a1, a2, a3] = &mut acc;
-            block::<T, NIB, FIFTH, MIN>(f, base.add(b * gbytes), acts, t0, b, a0);
-            block::<T, NIB, FIFTH, MIN>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
-            block::<T, NIB, FIFTH, MIN>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
-            block::<T, NIB, FIFTH, MIN>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add(b * gbytes), acts, t0, b, a0);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
             b += 4;
         }
         for (s, acc) in acc.iter_mut().enumerate().take(nb - b) {
-            block::<T, NIB, FIFTH, MIN>(f, base.add((b + s) * gbytes), acts, t0, b + s, acc);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + s) * gbytes), acts, t0, b + s, acc);
         }
         let mut out = [[0.0f32; GROUP]; TILE];
         for (t, out) in out.iter_mut().enumerate().take(T) {
@@ -200,7 +233,7 @@ unsafe fn tile_t<const T: usize, const NIB: bool, const FIFTH: bool, const MIN: 
 /// # Safety
 /// As [`tile_t`], for `nt` tokens (1 to [`TILE`]).
 #[inline(always)]
-unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool>(
+unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: bool>(
     f: &Format,
     nb: usize,
     group: &[u8],
@@ -209,7 +242,7 @@ unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool>(
     nt: usize,
 ) -> Tile {
     // SAFETY: the caller's contract, for the tile height chosen.
-    unsafe { by_height!(nt, tile_t::<_, NIB, FIFTH, MIN>(f, nb, group, acts, t0)) }
+    unsafe { by_height!(nt, tile_t::<_, NIB, FIFTH, MIN, CB>(f, nb, group, acts, t0)) }
 }
 
 /// The VNNI kernel for any interleaved format.
@@ -220,5 +253,10 @@ unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool>(
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     // SAFETY: this function's features and contract are the callee's.
-    unsafe { by_legacy_format!(f, tile_n(f, nb, group, acts, t0, nt)) }
+    unsafe {
+        if f.codebook {
+            return tile_n::<true, false, false, true>(f, nb, group, acts, t0, nt);
+        }
+        by_legacy_format!(f, tile_n::<.., false>(f, nb, group, acts, t0, nt))
+    }
 }

@@ -65,9 +65,10 @@ pub struct Format {
     /// A per-block minimum `m` present (Q4_1, Q5_1).
     pub min: bool,
     /// What the stored unsigned quants exceed the signed ones by (0 for
-    /// the types with a minimum, whose quants are unsigned already, and
-    /// for IQ4_NL). For IQ4_XS, what its VNNI kernels add to the codebook
-    /// values to make them unsigned bytes (128).
+    /// the types with a minimum, whose quants are unsigned already). For
+    /// IQ4_NL and IQ4_XS, what the kernels that take unsigned bytes add to
+    /// the codebook values (128); the activations' integer start
+    /// (`-offset * sum(y)`) takes it back out.
     pub offset: i32,
     /// The nibbles index IQ4_NL's codebook ([`KVALUES_IQ4NL`]) instead of
     /// being the quants themselves; laid out as Q4_0's.
@@ -95,7 +96,7 @@ impl Format {
             Q8_0 => f(false, false, false, 128),
             IQ4_NL => Format {
                 codebook: true,
-                ..f(true, false, false, 0)
+                ..f(true, false, false, 128)
             },
             Q6_K => Format {
                 kind: Kind::Q6K,

@@ -203,9 +203,6 @@ fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
     // `check_tile` is the kernels' bounds contract.
     unsafe {
         match f.kind {
-            // No 512-bit form of the codebook lookup yet: the AVX2 kernel,
-            // whose features every such CPU has.
-            Kind::Legacy if f.codebook => avx2::tile(f, nb, group, acts, t0, nt),
             Kind::Legacy => avx512::tile(f, nb, group, acts, t0, nt),
             Kind::Q6K => avx512_k::tile_q6k(nb, group, acts, t0, nt),
             Kind::Q45K => avx512_k::tile_q45k(f.fifth, nb, group, acts, t0, nt),

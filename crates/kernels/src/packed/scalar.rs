@@ -17,7 +17,8 @@ use crate::blocks::{f16_to_f32, KVALUES_IQ4NL};
 use crate::dot::scalar::k_combine;
 
 /// The stored (unsigned) quant `n` of row `j` in one group-block; for
-/// IQ4_NL its (signed) codebook value.
+/// IQ4_NL its codebook value plus 128 (its format's offset, which the
+/// activations' start takes back out).
 fn quant(f: &Format, gb: &[u8], j: usize, n: usize) -> i32 {
     let (k, byte) = (n / 4, n % 4);
     if !f.nibbles {
@@ -27,7 +28,7 @@ fn quant(f: &Format, gb: &[u8], j: usize, n: usize) -> i32 {
     let packed = gb[64 * c + 4 * j + byte];
     let mut q = if k < 4 { packed & 0x0F } else { packed >> 4 } as i32;
     if f.codebook {
-        return KVALUES_IQ4NL[q as usize] as i32;
+        return KVALUES_IQ4NL[q as usize] as i32 + f.offset;
     }
     if f.fifth {
         let at = f.qh_at() + 4 * j;
