@@ -29,7 +29,7 @@ use crate::fusion::{fuse, FusionReport};
 use crate::ir::{InputKind, KvKind, NodeId};
 use crate::kv::KvRegion;
 use crate::params::{GraphParams, KvFormat};
-use crate::sched::{Schedule, Split, TraceConfig};
+use crate::splits::{Schedule, Split, TraceConfig};
 use crate::weights::WeightStore;
 
 /// How many built graphs a cache keeps by default.

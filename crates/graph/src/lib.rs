@@ -14,7 +14,7 @@ pub mod fusion;
 pub mod ir;
 pub mod kv;
 pub mod params;
-pub mod sched;
+pub mod splits;
 pub mod weights;
 
 pub use alloc::{AllocStats, MemPlan, Slot, Transfer};
@@ -33,5 +33,5 @@ pub use minfer_kernels::{KernelError, SimdLevel};
 pub use params::{
     BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat, OutputKind,
 };
-pub use sched::{assign, Split, TraceConfig};
+pub use splits::{assign, Split, TraceConfig};
 pub use weights::{WeightId, WeightInfo, WeightStore};

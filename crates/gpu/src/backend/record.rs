@@ -30,7 +30,7 @@ impl GpuBackend {
         for range in view.splits {
             for i in range.clone() {
                 let node = &view.graph.nodes[i];
-                if !minfer_graph::sched::runs(&node.op) {
+                if !minfer_graph::splits::runs(&node.op) {
                     continue;
                 }
                 for &s in &node.srcs {
@@ -48,7 +48,7 @@ impl GpuBackend {
             let mut bound = Vec::new();
             for i in range.clone() {
                 let node = &view.graph.nodes[i];
-                if !minfer_graph::sched::runs(&node.op) {
+                if !minfer_graph::splits::runs(&node.op) {
                     continue;
                 }
                 let ds = self.node_dispatches(view, i)?;

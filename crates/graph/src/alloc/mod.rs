@@ -235,7 +235,7 @@ fn liveness(g: &BuiltGraph, devices: &[Device], splits: &[(Device, Range<usize>)
             let node = &g.nodes[i];
             // A reshape reads nothing when the graph runs: its value is its
             // source's buffer, so it reads on its source's device.
-            let reader = if crate::sched::runs(&node.op) {
+            let reader = if crate::splits::runs(&node.op) {
                 *d
             } else {
                 devices[i]

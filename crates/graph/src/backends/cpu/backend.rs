@@ -19,7 +19,7 @@ use crate::error::{GraphError, Result};
 use crate::ir::{KvKind, Op};
 use crate::kv::KvRegion;
 use crate::params::KvFormat;
-use crate::sched::runs;
+use crate::splits::runs;
 use crate::weights::WeightStore;
 
 /// The node buffers of the CPU, one list per element type so that
