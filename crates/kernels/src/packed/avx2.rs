@@ -139,13 +139,15 @@ pub(super) unsafe fn dot32_small<const V: bool>(
 /// `init + w · Σ q·y`, as [`dot32_small`] but widened by `vpmaddwd`
 /// against `w`, a lane's weight twice as i16: that multiplies each pair of
 /// i16 sums by the weight and adds them, exactly while
-/// `2 * |w| * 31,496` fits an i32 (any i16 weight does). The same code
+/// `2 * |w| * 31,496` fits an i32 (any i16 weight does). Both halves stay
+/// live until one [`madd2_add`]: the K-quant tiles' form (the legacy tiles
+/// widen half by half, see [`dot32_small`]), the same
 /// with or without AVX-VNNI (see [`madd2_add`]).
 ///
 /// # Safety
-/// AVX2 (and AVX-VNNI with `V`); 32 bytes from `y` are readable.
+/// AVX2; 32 bytes from `y` are readable.
 #[inline(always)]
-pub(super) unsafe fn dot32_by<const V: bool>(
+pub(super) unsafe fn dot32_by(
     q: &[__m256i; 8],
     y: *const u8,
     w: __m256i,

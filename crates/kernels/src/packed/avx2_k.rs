@@ -71,9 +71,9 @@ unsafe fn unpack_sub(gb: *const u8, s: usize, h: usize) -> [__m256i; 4] {
 /// of its lane (so no `vpmulld`: at most `2 * 32,004 * 128` per lane).
 ///
 /// # Safety
-/// AVX2 (and AVX-VNNI with `V`); 16 bytes from `y` are readable.
+/// AVX2; 16 bytes from `y` are readable.
 #[inline(always)]
-pub(super) unsafe fn dot16_by<const V: bool>(
+pub(super) unsafe fn dot16_by(
     q: &[__m256i; 4],
     y: *const u8,
     sc2: __m256i,
@@ -189,7 +189,7 @@ unsafe fn tile_q6k_t<const T: usize, const V: bool>(
                     let sc2 = twice_signed(gb.add(Q6K_SC_AT + GROUP * s + 8 * h));
                     for (t, isum) in isum.iter_mut().enumerate() {
                         let y = acts.quants(t0 + t, b).as_ptr().add(16 * s);
-                        *isum = dot16_by::<V>(&q, y, sc2, *isum);
+                        *isum = dot16_by(&q, y, sc2, *isum);
                     }
                 }
             }
@@ -325,7 +325,7 @@ unsafe fn q45k_sums<const T: usize, const N: usize, const FIFTH: bool, const V: 
                 let sc = twice(gb.add(q45k_sc_at(FIFTH) + GROUP * j + 8 * h));
                 for (t, isum) in isum.iter_mut().enumerate() {
                     let y = acts.quants(t0 + t, b).as_ptr().add(32 * j);
-                    *isum = dot32_by::<V>(&q, y, sc, *isum);
+                    *isum = dot32_by(&q, y, sc, *isum);
                 }
             }
         }

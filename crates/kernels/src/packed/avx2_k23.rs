@@ -401,7 +401,7 @@ unsafe fn q23k_sums<const T: usize, const N: usize, const MIN: bool, const V: bo
                 let sc2 = q23k_scale2::<MIN>(gb, s, h);
                 for (t, isum) in isum.iter_mut().enumerate() {
                     let y = acts.quants(t0 + t, b).as_ptr().add(16 * s);
-                    *isum = dot16_by::<V>(&q, y, sc2, *isum);
+                    *isum = dot16_by(&q, y, sc2, *isum);
                 }
             }
         }
