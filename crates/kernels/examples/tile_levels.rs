@@ -3,11 +3,12 @@
 //! each level's speed relative to the first: what a new tile form (AVX-VNNI
 //! against plain AVX2, say) buys, on one layer's shapes of Qwen2.5-0.5B.
 //!
-//! `cargo run --release -p minfer-kernels --example tile_levels -- [THREADS] [N_TOK,...] [TYPE,...] [LEVEL,...] [REPS]`
+//! `cargo run --release -p minfer-kernels --example tile_levels -- [THREADS] [N_TOK,...] [TYPE,...|all] [LEVEL,...|all] [REPS]`
 //! (default 1 thread; 1, 4 and 512 tokens; every type; every level; 200
-//! products of 512 tokens' work per sample). Weights are read from the
-//! caches at 4 and more tokens and streamed (enough copies to overflow
-//! them) at fewer. With one thread (the products run on the calling
+//! products of 512 tokens' work per sample). Weights are streamed from
+//! memory (enough copies to overflow the caches) up to 16 tokens, as a
+//! decode step of that many sequences reads them, and read from the
+//! caches at more, as a prefill's later tiles do. With one thread (the products run on the calling
 //! thread) the rates are per second of that thread's CPU time, which
 //! another busy process on the machine does not inflate; with more, per
 //! second of wall time.
@@ -19,6 +20,9 @@ use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, Simd
 use std::time::Instant;
 
 mod common;
+
+/// The most tokens whose products stream their weights from memory.
+const STREAMED: usize = 16;
 
 use common::{median, thread_cpu_seconds};
 
@@ -40,6 +44,7 @@ fn main() {
     // On a shared machine a run over every type takes long: a subset.
     let only: Option<Vec<String>> = args
         .next()
+        .filter(|s| s != "all")
         .map(|s| s.split(',').map(|t| t.to_ascii_uppercase()).collect());
     let only_levels: Option<Vec<String>> = args
         .next()
@@ -64,14 +69,14 @@ fn main() {
             continue;
         }
         let bytes = rows * row_bytes(ty, cols).unwrap();
-        let streamed = if n_toks.iter().any(|&n| n < 4) {
+        let streamed = if n_toks.iter().any(|&n| n <= STREAMED) {
             matrices(ty, rows, cols, (256 << 20) / bytes + 1)
         } else {
             Vec::new()
         };
         let hot = matrices(ty, rows, cols, 1);
         for &n_tok in &n_toks {
-            let set = if n_tok < 4 { &streamed } else { &hot };
+            let set = if n_tok <= STREAMED { &streamed } else { &hot };
             let x: Vec<f32> = (0..n_tok * cols)
                 .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
                 .collect();

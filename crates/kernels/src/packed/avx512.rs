@@ -146,10 +146,10 @@ unsafe fn block<
     // loads read 32 bytes at `d_at` and `m_at`, inside the group-block, and
     // `quants` gives 32 bytes of which the broadcasts read `4k..4k + 4`.
     unsafe {
-        // The hardware prefetcher alone falls behind a lone token (see
-        // `PREFETCH`); ask for the group-block `PREFETCH` bytes ahead.
-        // Prefill tiles (more tokens) reuse the group from the caches.
-        let mut line = if T <= 2 { 0 } else { usize::MAX };
+        // The first tile of a group reads it from memory, faster than the
+        // hardware prefetcher alone follows (see `PREFETCH`): ask for the
+        // group-block `PREFETCH` bytes ahead. Later tiles find it cached.
+        let mut line = if t0 == 0 { 0 } else { usize::MAX };
         while line < f.group_block_bytes() {
             _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(PREFETCH + line) as *const i8);
             line += 64;

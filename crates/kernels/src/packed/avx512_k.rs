@@ -19,9 +19,13 @@ use super::layout_k::{
 };
 use super::{Acts, Tile, TILE};
 
-/// How far ahead the kernels ask for weight bytes: with few tokens the
-/// kernel outruns the hardware prefetcher (measured on Zen 5, one token,
-/// Q6_K: 18 GB/s from memory without, 34 GB/s with, 70 GB/s from cache).
+/// How far ahead the kernels ask for weight bytes in the first tile of a
+/// group (`t0 == 0`), the one that reads it from memory: the kernel
+/// outruns the hardware prefetcher (measured on Zen 5, one token, Q6_K:
+/// 18 GB/s from memory without, 34 GB/s with, 70 GB/s from cache), and so
+/// does a tile of four tokens in a decode step of several sequences
+/// (Q4_K and Q6_K twice as fast with the hint, `tile_levels`). The later
+/// tiles of a prefill find the group in the caches and skip the hint.
 pub(super) const PREFETCH: usize = 4096;
 
 /// Asks for the three cache lines from `p` on (a hint: never faults).
@@ -96,7 +100,7 @@ unsafe fn tile_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: usize
             let gb = group.as_ptr().add(b * Q6K_GROUP_BLOCK);
             let mut isum = [_mm512_setzero_si512(); T];
             for s in 0..16 {
-                if T <= 2 {
+                if t0 == 0 {
                     prefetch(gb.wrapping_add(192 * s + PREFETCH));
                 }
                 let q = unpack_sub(gb, s);
@@ -183,7 +187,7 @@ unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool>(
             let mut isum = [_mm512_setzero_si512(); T];
             let mut msum = [_mm512_setzero_si512(); T];
             for j in 0..8 {
-                if T <= 2 {
+                if t0 == 0 {
                     for line in (0..q45k_sub_bytes(FIFTH)).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>(
                             gb.wrapping_add(q45k_sub_bytes(FIFTH) * j + line + PREFETCH)

@@ -64,7 +64,7 @@ unsafe fn tile_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: usize
             let gb = group.as_ptr().add(b * IQ4XS_GROUP_BLOCK);
             let mut isum = [_mm512_setzero_si512(); T];
             for j in 0..8 {
-                if T <= 2 {
+                if t0 == 0 {
                     for line in (0..IQ4XS_SUB_BYTES).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>(
                             gb.wrapping_add(IQ4XS_SUB_BYTES * j + line + PREFETCH) as *const i8,
@@ -241,7 +241,7 @@ unsafe fn tile_q23k_t<const T: usize, const MIN: bool>(
             let gb = group.as_ptr().add(b * gbytes);
             let mut isum = [_mm512_setzero_si512(); T];
             for s in 0..16usize {
-                if T <= 2 && s.is_multiple_of(4) {
+                if t0 == 0 && s.is_multiple_of(4) {
                     let mut line = (gbytes / 4) * (s / 4);
                     while line < (gbytes / 4) * (s / 4 + 1) {
                         _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(line + PREFETCH) as *const i8);

@@ -73,7 +73,9 @@ pub const TILE: usize = 4;
 pub type Tile = [[f32; GROUP]; TILE];
 
 /// A tile kernel: `nt` tokens (1 to [`TILE`]) from `t0` against one group
-/// of `nb` blocks of format `f`.
+/// of `nb` blocks of format `f`. [`matmul`] runs a group's tiles in token
+/// order, so the tile at `t0 == 0` is the one that reads the group from
+/// memory; the SIMD kernels prefetch ahead in that tile only.
 pub type TileFn =
     fn(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile;
 
