@@ -438,14 +438,7 @@ fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
     let ds =
         attention::kv_store(gpu, &vv, &whole(&kx), &whole(&store_cells), n_tok as u32).unwrap();
     push(format!("store v {kv_row}"), &ds, l, t);
-    let ap = AttnParams {
-        layer: 0,
-        n_head: m.n_head,
-        n_head_kv: m.n_head_kv,
-        head_dim: m.head_dim,
-        scale: 0.125,
-        sliding_window: 0,
-    };
+    let ap = AttnParams::new(0, m.n_head, m.n_head_kv, m.head_dim);
     let out = gpu
         .storage("attn out", (n_tok * m.n_head * m.head_dim * 4) as u64)
         .unwrap();

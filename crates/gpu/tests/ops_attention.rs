@@ -12,7 +12,7 @@ use minfer_gpu::ops::attention::{
 use minfer_gpu::{BufRange, Dispatch};
 use minfer_graph::backends::cpu;
 use minfer_graph::kv::KvRegion;
-use minfer_graph::{KvFormat, RopeParams, RopeStyle};
+use minfer_graph::{AttnParams, KvFormat, RopeParams, RopeStyle};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -373,7 +373,7 @@ fn attention_matches_cpu() {
     for format in FORMATS {
         for (n_head, n_head_kv, hd) in GQA {
             let (k, v, gk, gv) = regions(&mut rng, format, n_head_kv * hd, n_ctx);
-            let p = attn_params(n_head, n_head_kv, hd, 0);
+            let p = AttnParams::new(0, n_head, n_head_kv, hd);
             // An empty window among them: zeros, as on the CPU.
             let b = batch(&mut rng, &[1, 7, 300, 0, 64, 65], n_ctx);
             let q = uniform(&mut rng, (b.offsets.len() - 1) * n_head * hd);
@@ -396,7 +396,7 @@ fn attention_long_window_and_mixed_formats() {
     let mut rng = StdRng::seed_from_u64(7);
     let n_ctx = 4096;
     let (n_head, n_head_kv, hd) = (4, 1, 256);
-    let p = attn_params(n_head, n_head_kv, hd, 0);
+    let p = AttnParams::new(0, n_head, n_head_kv, hd);
     let (k16, v16, gk16, gv16) = regions(&mut rng, KvFormat::F16, hd, n_ctx);
     let (_, v8, _, gv8) = regions(&mut rng, KvFormat::Q8_0, hd, n_ctx);
     let b = batch(&mut rng, &[4000, 4096, 1], n_ctx);
@@ -421,7 +421,7 @@ fn sliding_window_attention_matches_cpu() {
         let (n_head, n_head_kv, hd) = (4, 1, 256);
         let (k, v, gk, gv) = regions(&mut rng, format, n_head_kv * hd, n_ctx);
         for window in [4u32, 512] {
-            let p = attn_params(n_head, n_head_kv, hd, window);
+            let p = AttnParams::new(0, n_head, n_head_kv, hd).with_sliding_window(window);
             let b = batch(&mut rng, &[1, 7, 300, 800, 2], n_ctx);
             let q = uniform(&mut rng, (b.offsets.len() - 1) * n_head * hd);
             let want = cpu_attention(&k, &v, &q, &b, &p);
@@ -431,7 +431,7 @@ fn sliding_window_attention_matches_cpu() {
             assert!(err <= 1e-5, "{format:?} sliding {window}: {err}");
         }
     }
-    let p = attn_params(4, 1, 256, 4);
+    let p = AttnParams::new(0, 4, 1, 256).with_sliding_window(4);
     let kv = new_kv(gpu(), KvFormat::F32, 256, 8).unwrap();
     let (o, c) = (buf_i32(&[0, 1]), buf_i32(&[0]));
     assert!(attention(
@@ -457,7 +457,7 @@ fn attention_rows_are_batch_invariant() {
         for (n_head, n_head_kv, hd) in GQA {
             let (_, _, gk, gv) = regions(&mut rng, format, n_head_kv * hd, n_ctx);
             for window in [0u32, 100] {
-                let p = attn_params(n_head, n_head_kv, hd, window);
+                let p = AttnParams::new(0, n_head, n_head_kv, hd).with_sliding_window(window);
                 let b = batch(&mut rng, &[300, 1, 7, 129, 64], n_ctx);
                 let n_rows = b.offsets.len() - 1;
                 let row = n_head * hd;
@@ -483,7 +483,7 @@ fn attention_clamps_bad_cells_and_offsets() {
     let mut rng = StdRng::seed_from_u64(10);
     let (n_head, n_head_kv, hd, n_ctx) = (4, 2, 128, 16);
     let (_, _, gk, gv) = regions(&mut rng, KvFormat::Q8_0, n_head_kv * hd, n_ctx);
-    let p = attn_params(n_head, n_head_kv, hd, 0);
+    let p = AttnParams::new(0, n_head, n_head_kv, hd);
     // Cells outside the region and offsets past the cells: no device
     // error, finite results.
     let b = Batch {
@@ -525,7 +525,7 @@ fn dispatches_past_65535_workgroups() {
     assert!(err <= 4e-7, "rope of {n} rows: {err}");
     // 5,000 rows of 14 heads: 70,000 attention workgroups.
     let (k, v, gk, gv) = regions(&mut rng, KvFormat::F16, 2 * 64, 64);
-    let p = attn_params(14, 2, 64, 0);
+    let p = AttnParams::new(0, 14, 2, 64);
     let lens: Vec<usize> = (0..5000).map(|i| 1 + i % 3).collect();
     let b = batch(&mut rng, &lens, 64);
     let q = uniform(&mut rng, lens.len() * 14 * 64);

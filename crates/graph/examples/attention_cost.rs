@@ -73,14 +73,7 @@ fn main() {
         kv_store(&mut v, &fill(len * row, 2 * i as u64 + 1), &plan.kv_cells).unwrap();
     }
     let query_pos: Vec<i32> = (depth as i32..pos).collect();
-    let p = AttnParams {
-        layer: 0,
-        n_head,
-        n_head_kv,
-        head_dim: hd,
-        scale: 1.0 / (hd as f32).sqrt(),
-        sliding_window: sliding,
-    };
+    let p = AttnParams::new(0, n_head, n_head_kv, hd).with_sliding_window(sliding);
     let q = fill(prompt * n_head * hd, 99);
     let pool = ThreadPool::new(threads);
     let group = n_head / n_head_kv;

@@ -114,6 +114,30 @@ pub struct AttnParams {
     pub sliding_window: u32,
 }
 
+impl AttnParams {
+    /// Attention over layer `layer`'s cache with the usual `1/sqrt(head_dim)`
+    /// scale and no sliding window.
+    pub fn new(layer: usize, n_head: usize, n_head_kv: usize, head_dim: usize) -> Self {
+        AttnParams {
+            layer,
+            n_head,
+            n_head_kv,
+            head_dim,
+            scale: 1.0 / (head_dim as f32).sqrt(),
+            sliding_window: 0,
+        }
+    }
+
+    /// The same, reading only a window of `sliding_window` positions (0:
+    /// the whole cache).
+    pub fn with_sliding_window(self, sliding_window: u32) -> Self {
+        AttnParams {
+            sliding_window,
+            ..self
+        }
+    }
+}
+
 /// The operations of the IR.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {

@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{assert_close, attn_params, randn, rope_params};
+use support::{assert_close, randn, rope_params};
 
 use minfer_graph::backends::cpu::{
     attention, kv_store, rms_norm, rope_inplace, softmax_inplace, AttnScratch,
@@ -50,7 +50,7 @@ struct Cfg {
 
 impl Cfg {
     fn params(&self) -> AttnParams {
-        attn_params(self.n_head, self.n_head_kv, self.head_dim, 0)
+        AttnParams::new(0, self.n_head, self.n_head_kv, self.head_dim)
     }
 }
 

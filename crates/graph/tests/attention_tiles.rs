@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::{attn_params, randn};
+use support::randn;
 
 use minfer_graph::backends::cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
 use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
@@ -23,7 +23,7 @@ const HEAD_DIM: usize = 64;
 const N_CTX: usize = 320;
 
 fn params(sliding_window: u32) -> AttnParams {
-    attn_params(N_HEAD, N_HEAD_KV, HEAD_DIM, sliding_window)
+    AttnParams::new(0, N_HEAD, N_HEAD_KV, HEAD_DIM).with_sliding_window(sliding_window)
 }
 
 /// The q, k and v rows of a token, a pure function of its sequence and

@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{attn_params, randn};
+use support::randn;
 
 use minfer_graph::backends::cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
 use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
@@ -21,7 +21,7 @@ const HEAD_DIM: usize = 16;
 const N_CTX: usize = 96;
 
 fn params(sliding_window: u32) -> AttnParams {
-    attn_params(N_HEAD, N_HEAD_KV, HEAD_DIM, sliding_window)
+    AttnParams::new(0, N_HEAD, N_HEAD_KV, HEAD_DIM).with_sliding_window(sliding_window)
 }
 
 /// Two sequences in one cache: 40 prompt tokens of sequence 0 and 12 of

@@ -221,22 +221,6 @@ pub fn gpu_attention(k: &DeviceKv, v: &DeviceKv, q: &[f32], b: &Batch, p: &AttnP
     read_f32(&out, q.len())
 }
 
-pub fn attn_params(
-    n_head: usize,
-    n_head_kv: usize,
-    head_dim: usize,
-    sliding_window: u32,
-) -> AttnParams {
-    AttnParams {
-        layer: 0,
-        n_head,
-        n_head_kv,
-        head_dim,
-        scale: 1.0 / (head_dim as f32).sqrt(),
-        sliding_window,
-    }
-}
-
 /// Row `t` of `b` alone.
 pub fn single(b: &Batch, t: usize) -> Batch {
     let (from, to) = (b.offsets[t] as usize, b.offsets[t + 1] as usize);

@@ -178,14 +178,7 @@ pub fn build(b: &mut GraphBuilder, hp: &Hp) -> Result<NodeId> {
             q,
             ks,
             vs,
-            AttnParams {
-                layer: l,
-                n_head: hp.n_head,
-                n_head_kv: hp.n_head_kv,
-                head_dim: hp.head_dim,
-                scale: 1.0 / (hp.head_dim as f32).sqrt(),
-                sliding_window: 0,
-            },
+            AttnParams::new(l, hp.n_head, hp.n_head_kv, hp.head_dim),
         )?;
         let wo = wt(b, "attn_output.weight")?;
         let o = b.mat_mul(name("attn_out"), wo, a)?;

@@ -1,9 +1,9 @@
 //! Small helpers shared by the CPU-kernel tests: random inputs, a
-//! tolerance check against f64 references, RoPE and attention parameters.
+//! tolerance check against f64 references, RoPE parameters.
 
 #![allow(dead_code)]
 
-use minfer_graph::{AttnParams, RopeParams, RopeStyle};
+use minfer_graph::{RopeParams, RopeStyle};
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -32,23 +32,5 @@ pub fn rope_params(style: RopeStyle, n_head: usize, head_dim: usize, n_rot: usiz
         n_rot,
         freq_base: 10000.0,
         freq_scale: 1.0,
-    }
-}
-
-/// Attention parameters of layer 0 with the usual `1/sqrt(head_dim)`
-/// scale; `sliding_window` 0 means none.
-pub fn attn_params(
-    n_head: usize,
-    n_head_kv: usize,
-    head_dim: usize,
-    sliding_window: u32,
-) -> AttnParams {
-    AttnParams {
-        layer: 0,
-        n_head,
-        n_head_kv,
-        head_dim,
-        scale: 1.0 / (head_dim as f32).sqrt(),
-        sliding_window,
     }
 }
