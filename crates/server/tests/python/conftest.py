@@ -24,7 +24,7 @@ import pytest
 
 # The weather tool the tool-calling tests offer: the function itself, and
 # its Chat Completions (and Ollama) form; the Responses API takes the
-# function's fields at the top level.
+# function's fields at the top level, Anthropic's renames `parameters`.
 WEATHER_FUNCTION = {
     "name": "get_weather",
     "description": "The current weather in a city.",

@@ -8,16 +8,14 @@ import json
 import anthropic
 import pytest
 
+from conftest import WEATHER_FUNCTION
 from test_openai_api import http
 
+# Anthropic names the parameters' schema `input_schema`.
 WEATHER = {
-    "name": "get_weather",
-    "description": "The current weather in a city.",
-    "input_schema": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
+    "name": WEATHER_FUNCTION["name"],
+    "description": WEATHER_FUNCTION["description"],
+    "input_schema": WEATHER_FUNCTION["parameters"],
 }
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 # The client (2.x) no longer has sampling arguments; the API still takes
