@@ -14,6 +14,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Defers to the system allocator; counts allocations and reallocations
 /// made while [`count`] runs its closure.
@@ -75,8 +76,14 @@ pub fn arm_thread(on: bool) {
 /// Runs `f` with counting armed in the calling thread and in whatever
 /// threads `arm(true)` arms (with [`arm_thread`]), and returns its result
 /// with the number of allocations those threads made meanwhile. Threads
-/// of other tests running beside it are not counted.
+/// of other tests running beside it are not counted; two armed counts in
+/// one process run one after the other.
 pub fn count_armed<T>(arm: impl Fn(bool), f: impl FnOnce() -> T) -> (T, usize) {
+    // One count at a time: the tally is one process-wide counter, which a
+    // second armed count beside this one would reset and add to. Taking
+    // an uncontended std mutex does not allocate.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     arm(true);
     arm_thread(true);
     ALLOCS.store(0, Ordering::SeqCst);
