@@ -8,10 +8,10 @@
 //! products of 512 tokens' work per sample). Weights are streamed from
 //! memory (enough copies to overflow the caches) up to 16 tokens, as a
 //! decode step of that many sequences reads them, and read from the
-//! caches at more, as a prefill's later tiles do. With one thread (the products run on the calling
-//! thread) the rates are per second of that thread's CPU time, which
-//! another busy process on the machine does not inflate; with more, per
-//! second of wall time.
+//! caches at more, as a prefill's later tiles do. With one thread (the
+//! products run on the calling thread) the rates are per second of that
+//! thread's CPU time, which another busy process on the machine does not
+//! inflate; with more, per second of wall time.
 
 use minfer_kernels::matmul::row_bytes;
 use minfer_kernels::packed::pack;
@@ -21,10 +21,10 @@ use std::time::Instant;
 
 mod common;
 
+use common::{median, thread_cpu_seconds};
+
 /// The most tokens whose products stream their weights from memory.
 const STREAMED: usize = 16;
-
-use common::{median, thread_cpu_seconds};
 
 /// `copies` packed matrices of `ty` (see [`common::matrices`]).
 fn matrices(ty: GgmlType, rows: usize, cols: usize, copies: usize) -> Vec<Vec<u8>> {

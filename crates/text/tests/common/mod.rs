@@ -102,7 +102,8 @@ pub fn golden_failures(t: &minfer_text::Tokenizer, name: &str, file: &str) -> (V
 }
 
 /// Tokenizes the 11 KB Apache license text and checks that it decodes
-/// back to itself; prints how long encoding took (a figure to read, not a
+/// back to itself (`special` as [`minfer_text::Tokenizer::decode`] takes
+/// it: whether control tokens render as their text); prints how long encoding took (a figure to read, not a
 /// bound: the machine is shared).
 pub fn long_text_round_trip(t: &minfer_text::Tokenizer, name: &str, special: bool) {
     let text = std::fs::read_to_string(minfer_testutil::golden_dir().join("apache-2.0.txt"))
