@@ -70,10 +70,10 @@ pub struct MessagesRequest {
     /// `effort` is accepted and changes nothing here.
     #[serde(default)]
     pub output_config: Option<Value>,
-    /// Servers of tools Anthropic would call: refused.
+    /// Servers of tools Anthropic would call: left out (logged).
     #[serde(default)]
     pub mcp_servers: Option<Value>,
-    /// A code execution container: refused.
+    /// A code execution container: left out (logged).
     #[serde(default)]
     pub container: Option<Value>,
 }
@@ -125,6 +125,12 @@ fn bad(param: &str, message: impl Into<String>) -> ApiError {
     ApiError::bad_param(param, message)
 }
 
+/// The prefix of the attribution line Claude Code puts first in its
+/// system prompt. It changes with every session and release and means
+/// nothing to the model; left in, it would make each session's prompt
+/// differ from its first token and defeat the prefix cache.
+const BILLING_HEADER: &str = "x-anthropic-billing-header:";
+
 /// The text of a string or a list of `text` blocks (the system prompt, a
 /// tool result's content).
 fn plain_text(v: &Value, at: &str) -> Result<String, ApiError> {
@@ -135,7 +141,12 @@ fn plain_text(v: &Value, at: &str) -> Result<String, ApiError> {
             for (j, b) in blocks.iter().enumerate() {
                 let at = format!("{at}[{j}]");
                 match b.get("type").and_then(Value::as_str) {
-                    Some("text") => parts.push(string_at(b, "text", &at)?),
+                    Some("text") => {
+                        let text = string_at(b, "text", &at)?;
+                        if !text.starts_with(BILLING_HEADER) {
+                            parts.push(text);
+                        }
+                    }
                     Some(other) => return Err(unsupported_block(&at, other)),
                     None => return Err(bad(&format!("{at}.type"), "a block needs a type")),
                 }
@@ -171,10 +182,20 @@ fn turn(
 ) -> Result<(), ApiError> {
     let role = match t.role.as_str() {
         r @ ("user" | "assistant") => r,
+        // A system entry between the turns (Claude Code sends them under
+        // the `mid-conversation-system` beta): the chat path places it
+        // where the template allows, or folds it into the system prompt.
+        "system" => {
+            let text = plain_text(&t.content, &format!("messages[{i}].content"))?;
+            if !text.is_empty() {
+                out.push(json!({"role": "system", "content": text}));
+            }
+            return Ok(());
+        }
         other => {
             return Err(bad(
                 &format!("messages[{i}].role"),
-                format!("the role must be `user` or `assistant`, got `{other}`"),
+                format!("the role must be `user`, `assistant` or `system`, got `{other}`"),
             ))
         }
     };
@@ -256,16 +277,16 @@ fn texts_empty(m: &Value) -> bool {
     m["content"].as_array().is_some_and(Vec::is_empty)
 }
 
-/// `tools` in OpenAI's shape.
+/// `tools` in OpenAI's shape. Anthropic's own tool types (server tools
+/// such as web search, which its servers run) are left out: no model here
+/// could call them.
 fn tools(list: &[Value]) -> Result<Value, ApiError> {
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.iter().enumerate() {
         if let Some(kind) = t.get("type").and_then(Value::as_str) {
             if kind != "custom" {
-                return Err(ApiError::unsupported(
-                    &format!("tools[{i}].type"),
-                    &format!("the server tool `{kind}`; only tools with an input_schema"),
-                ));
+                crate::tools::log_left_out(kind);
+                continue;
             }
         }
         let name = string_at(t, "name", &format!("tools[{i}]"))?;
@@ -310,14 +331,14 @@ impl MessagesRequest {
     /// # Errors
     /// A 400 naming the field at fault.
     pub fn to_chat(&self, need_max: bool) -> Result<api::ChatRequest, ApiError> {
-        if let Some(f) = [
+        // Tools that Anthropic's servers would run: nothing here runs them.
+        for (f, v) in [
             ("mcp_servers", &self.mcp_servers),
             ("container", &self.container),
-        ]
-        .into_iter()
-        .find_map(|(f, v)| v.as_ref().filter(|v| !v.is_null()).map(|_| f))
-        {
-            return Err(ApiError::unsupported(f, "tools run by the client only"));
+        ] {
+            if v.as_ref().is_some_and(|v| !v.is_null()) {
+                crate::tools::log_left_out(f);
+            }
         }
         let mut msgs = Vec::with_capacity(self.messages.len() + 1);
         if let Some(s) = self.system.as_ref().filter(|s| !s.is_null()) {
@@ -442,7 +463,18 @@ fn content_block(ids: &Ids, i: usize, b: &Block) -> Value {
     }
 }
 
-fn message(ids: &Ids, model: &str, content: Vec<Value>, usage: (usize, usize)) -> Value {
+/// Anthropic's `usage`: `input_tokens` counts only the prompt tokens that
+/// were computed; those the prefix cache held are `cache_read_input_tokens`.
+fn usage(prompt: usize, cached: usize, output: usize) -> Value {
+    json!({
+        "input_tokens": prompt.saturating_sub(cached),
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": output,
+    })
+}
+
+fn message(ids: &Ids, model: &str, content: Vec<Value>, usage: Value) -> Value {
     json!({
         "id": ids.message,
         "type": "message",
@@ -451,7 +483,7 @@ fn message(ids: &Ids, model: &str, content: Vec<Value>, usage: (usize, usize)) -
         "content": content,
         "stop_reason": null,
         "stop_sequence": null,
-        "usage": {"input_tokens": usage.0, "output_tokens": usage.1},
+        "usage": usage,
     })
 }
 
@@ -494,7 +526,7 @@ async fn run(shared: Arc<Shared>, body: Body) -> Result<Response, ApiError> {
         let first = vec![
             ev(
                 "message_start",
-                json!({"message": message(&ids, &model, Vec::new(), (prompt_tokens, 0))}),
+                json!({"message": message(&ids, &model, Vec::new(), usage(prompt_tokens, 0, 0))}),
             ),
             ev("ping", json!({})),
         ];
@@ -519,7 +551,11 @@ async fn run(shared: Arc<Shared>, body: Body) -> Result<Response, ApiError> {
         &ids,
         &model,
         content,
-        (prompt_tokens, c.finish.completion_tokens),
+        usage(
+            prompt_tokens,
+            c.finish.cached_tokens,
+            c.finish.completion_tokens,
+        ),
     );
     let (reason, seq) = stop(&c.finish, calls, &stops);
     m["stop_reason"] = json!(reason);
@@ -607,14 +643,9 @@ mod tests {
                 json!({"max_tokens": 5, "thinking": {"type": "maybe"}}),
                 "thinking",
             ),
-            (json!({"max_tokens": 5, "mcp_servers": []}), "mcp_servers"),
             (
                 json!({"max_tokens": 5, "output_config": {"format": {"type": "json_schema"}}}),
                 "output_config.format",
-            ),
-            (
-                json!({"max_tokens": 5, "tools": [{"type": "web_search_20250305", "name": "w"}]}),
-                "tools[0].type",
             ),
             (
                 json!({"max_tokens": 5, "messages": [{"role": "user", "content": [
@@ -622,7 +653,7 @@ mod tests {
                 "messages[0].content[0].type",
             ),
             (
-                json!({"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]}),
+                json!({"max_tokens": 5, "messages": [{"role": "tool", "content": "x"}]}),
                 "messages[0].role",
             ),
         ] {
@@ -633,6 +664,35 @@ mod tests {
             let e = chat(body).unwrap_err();
             assert_eq!((e.status.as_u16(), e.param.as_deref()), (400, Some(param)));
         }
+    }
+
+    #[test]
+    fn what_claude_code_sends_is_taken() {
+        // System entries between the turns, a volatile attribution line
+        // first in the system prompt, a server tool, an MCP connector.
+        let r = chat(json!({
+            "model": "claude-sonnet-4-5", "max_tokens": 32000,
+            "system": [
+                {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.0.abc; cc_entrypoint=cli;"},
+                {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                {"role": "system", "content": "Remember the plan."},
+                {"role": "user", "content": "go on"}],
+            "tools": [
+                {"name": "Bash", "input_schema": {"type": "object", "propertyNames": {"type": "string"}}},
+                {"type": "web_search_20250305", "name": "web_search"}],
+            "mcp_servers": [{"type": "url", "url": "http://127.0.0.1:1", "name": "x"}],
+            "context_management": {"edits": []}, "metadata": {"user_id": "u"}
+        }))
+        .unwrap();
+        let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "system", "user"]);
+        assert_eq!(texts(&r.messages[0]), "You are Claude Code.");
+        assert_eq!(texts(&r.messages[2]), "Remember the plan.");
+        let tools = r.tools.unwrap();
+        assert_eq!(tools.len(), 1);
+        assert_eq!(tools[0].function.as_ref().unwrap().name, "Bash");
     }
 
     #[test]
@@ -657,6 +717,7 @@ mod tests {
         let f = |reason| Finish {
             prompt_tokens: 1,
             completion_tokens: 1,
+            cached_tokens: 0,
             reason,
         };
         let one = vec!["END".to_string()];

@@ -3,10 +3,11 @@
 //! constraint chosen (tool calls, a response format, after any thinking),
 //! and one configuration per choice.
 
-use minfer_engine::{GenerateConfig, Trigger};
+use minfer_engine::{ChatTemplate, GenerateConfig, Trigger};
 use serde_json::{json, Value};
 
 use crate::api::{self, ChatRequest, Sampling};
+use crate::calls::{Format, Syntax};
 use crate::error::ApiError;
 use crate::respond::Split;
 use crate::state::Served;
@@ -61,7 +62,7 @@ fn messages(req: &ChatRequest) -> Result<Value, ApiError> {
                     "tool_calls must be a list",
                 ));
             }
-            v["tool_calls"] = tools::template_calls(c);
+            v["tool_calls"] = crate::calls::template_calls(c);
         }
         if let Some(id) = &m.tool_call_id {
             v["tool_call_id"] = json!(id);
@@ -77,6 +78,81 @@ fn messages(req: &ChatRequest) -> Result<Value, ApiError> {
     Ok(Value::Array(out))
 }
 
+/// Every system message joined into the first one, for a template that
+/// renders the system prompt only at the start (clients such as Claude
+/// Code put system entries between the turns).
+fn fold_system(msgs: &Value) -> Value {
+    let Some(list) = msgs.as_array() else {
+        return msgs.clone();
+    };
+    let (system, rest): (Vec<&Value>, Vec<&Value>) =
+        list.iter().partition(|m| m["role"] == "system");
+    if system.is_empty() {
+        return msgs.clone();
+    }
+    let text: Vec<&str> = system
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let mut out = vec![json!({"role": "system", "content": text.join("\n\n")})];
+    out.extend(rest.into_iter().cloned());
+    Value::Array(out)
+}
+
+/// The functions described in the system prompt, for a template that has
+/// no place for tools: the model is shown each function's schema and the
+/// JSON form of a call, which the generic parser reads back.
+fn tools_in_system(msgs: &Value, tools: &Tools) -> Value {
+    let listing: Vec<String> = tools
+        .json
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| t["function"].to_string())
+        .collect();
+    let text = format!(
+        "You can call these functions, each described by a JSON schema of its arguments:\n{}\n\nTo call one, answer with nothing but a JSON object of the form {{\"name\": <function name>, \"arguments\": <an object of arguments>}}; to call several, a JSON list of such objects.",
+        listing.join("\n")
+    );
+    let mut list = msgs.as_array().cloned().unwrap_or_default();
+    match list.first_mut() {
+        Some(m) if m["role"] == "system" => {
+            let head = m["content"].as_str().unwrap_or("").to_string();
+            m["content"] = json!(format!("{head}\n\n{text}"));
+        }
+        _ => list.insert(0, json!({"role": "system", "content": text})),
+    }
+    Value::Array(list)
+}
+
+/// Renders `msgs` with `t`; a template that refuses system messages after
+/// the first turn gets them joined into one system prompt instead.
+fn render(t: &ChatTemplate, msgs: &Value, tools: Option<&Value>) -> Result<String, ApiError> {
+    let first = t.render_json(msgs, tools, true);
+    let late_system = msgs
+        .as_array()
+        .is_some_and(|l| l.iter().skip(1).any(|m| m["role"] == "system"));
+    match first {
+        Ok(text) => Ok(text),
+        Err(_) if late_system => t
+            .render_json(&fold_system(msgs), tools, true)
+            .map_err(|e| ApiError::bad_param("messages", e.to_string())),
+        Err(e) => Err(ApiError::bad_param("messages", e.to_string())),
+    }
+}
+
+/// The call syntax of a request with `tools`: the template's own, or the
+/// generic JSON form for a template that has no place for tools.
+fn syntax_for(served: &Served, use_tools: Option<&Tools>) -> Option<Syntax> {
+    use_tools?;
+    let ab = &served.abilities;
+    match &ab.tool_syntax {
+        Some(s) if ab.tools => Some(s.clone()),
+        _ => Some(Syntax::of_format(Format::Json, false)),
+    }
+}
+
 /// Renders, tokenizes and configures `req` for `served`; `limit` is the
 /// most choices a request may ask for.
 ///
@@ -86,12 +162,19 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
     req.refused.check()?;
     let n = req.sampling.choices(limit)?;
     let mut cfg = req.sampling.to_config(0)?;
-    let msgs = messages(req)?;
+    let mut msgs = messages(req)?;
     let tools = match &req.tools {
-        Some(t) if !t.is_empty() => Some(Tools::parse(t)?),
+        Some(t) if !t.is_empty() => Some(Tools::parse(t)?).filter(|t| !t.functions.is_empty()),
         _ => None,
     };
-    let choice = Choice::parse(req.tool_choice.as_ref(), tools.is_some())?;
+    let sent_tools = req.tools.as_ref().is_some_and(|t| !t.is_empty());
+    let choice = Choice::parse(req.tool_choice.as_ref(), sent_tools)?;
+    // Only hosted tools, all left out: nothing the model could call.
+    let choice = if tools.is_some() {
+        choice
+    } else {
+        Choice::None
+    };
     let template = served.template.as_ref().ok_or_else(|| {
         ApiError::bad_param(
             "messages",
@@ -103,26 +186,13 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
     })?;
     let ab = &served.abilities;
     let use_tools = tools.as_ref().filter(|_| choice != Choice::None);
-    let syntax = match use_tools {
-        None => None,
-        Some(_) if !ab.tools => {
-            return Err(ApiError::bad_param(
-                "tools",
-                format!(
-                    "the chat template of `{}` does not take tools; start the server with --chat-template chatml or a template that does",
-                    served.id
-                ),
-            ))
+    let syntax = syntax_for(served, use_tools);
+    let template_tools = match use_tools {
+        Some(t) if !ab.tools => {
+            msgs = tools_in_system(&msgs, t);
+            None
         }
-        Some(_) => Some(ab.tool_syntax.clone().ok_or_else(|| {
-            ApiError::bad_param(
-                "tools",
-                format!(
-                    "the chat template of `{}` takes tools, but in a call syntax minfer does not know (it knows <tool_call> tags)",
-                    served.id
-                ),
-            )
-        })?),
+        other => other.map(|t| &t.json),
     };
     // A copy of the template only for a request with variables of its own.
     let with_vars;
@@ -139,9 +209,7 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
             &with_vars
         }
     };
-    let text = t
-        .render_json(&msgs, use_tools.map(|t| &t.json), true)
-        .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
+    let text = render(t, &msgs, template_tools)?;
     let tail = text.trim_end();
     let in_thinking = ab.thinking && tail.ends_with("<think>");
     // The model may think first unless the prompt already closed the block.
@@ -185,6 +253,7 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
             reasoning,
             in_thinking,
             tools: syntax,
+            known: use_tools.map(Tools::catalog).unwrap_or_default(),
         },
     })
 }

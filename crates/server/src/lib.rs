@@ -14,6 +14,7 @@
 
 mod anthropic;
 mod api;
+mod calls;
 mod chat;
 mod completion;
 mod cors;

@@ -1,11 +1,41 @@
 //! Splitting an answer, as it streams, into reasoning (`<think>…</think>`),
-//! content and tool calls (`<tool_call>…</tool_call>`). Text that might be
-//! the start of a tag is held back until the next piece decides it.
+//! content and tool calls (in the syntax the template teaches, and the
+//! bare or fenced JSON calls small models write instead). Text that might
+//! be the start of a marker is held back until the next piece decides it.
 
-use crate::tools::{parse_call, Call, Syntax};
+use crate::calls::{BareCalls, Call, Catalog, Syntax};
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
+
+/// How a chat answer is split.
+#[derive(Debug, Clone, Default)]
+pub struct Split {
+    /// Extract `<think>` blocks into `reasoning_content`.
+    pub reasoning: bool,
+    /// The prompt opened the thinking block: the answer starts inside it.
+    pub in_thinking: bool,
+    /// Parse tool calls in this syntax.
+    pub tools: Option<Syntax>,
+    /// The request's functions: calls written outside the markers count
+    /// only when they name one of these.
+    pub known: Catalog,
+}
+
+#[cfg(test)]
+impl Split {
+    /// The stream tests' split: reasoning on, not inside a thinking block,
+    /// Qwen's `<tool_call>` tags (special tokens), no functions for bare
+    /// calls.
+    pub(crate) fn qwen_tools() -> Split {
+        Split {
+            reasoning: true,
+            in_thinking: false,
+            tools: Some(Syntax::hermes(true)),
+            known: Catalog::default(),
+        }
+    }
+}
 
 /// One decided piece of the answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +70,9 @@ pub struct Splitter {
     /// thinking block or a call), however it is chunked.
     trim: bool,
     tools: Option<Syntax>,
+    known: Catalog,
+    /// With tools: the filter that catches calls outside the markers.
+    bare: Option<BareCalls>,
 }
 
 /// The length of the longest suffix of `s` that is a proper prefix of
@@ -52,20 +85,25 @@ fn partial_tag(s: &str, tag: &str) -> usize {
 }
 
 impl Splitter {
-    /// A splitter that extracts reasoning when `reasoning`, starting inside
-    /// the thinking block when the prompt opened it, and tool calls in
-    /// `tools`' syntax.
-    pub fn new(reasoning: bool, in_thinking: bool, tools: Option<Syntax>) -> Splitter {
+    /// A splitter that extracts reasoning when `split.reasoning`, starting
+    /// inside the thinking block when the prompt opened it, and tool calls
+    /// in `split.tools`' syntax (and, for the functions of `split.known`,
+    /// as bare or fenced JSON).
+    pub fn new(split: &Split) -> Splitter {
+        let bare = (split.tools.is_some() && !split.known.is_empty())
+            .then(|| BareCalls::new(split.known.clone()));
         Splitter {
-            state: if reasoning && in_thinking {
+            state: if split.reasoning && split.in_thinking {
                 State::Reasoning
             } else {
                 State::Start
             },
             buf: String::new(),
-            reasoning,
+            reasoning: split.reasoning,
             trim: false,
-            tools,
+            tools: split.tools.clone(),
+            known: split.known.clone(),
+            bare,
         }
     }
 
@@ -74,14 +112,24 @@ impl Splitter {
         self.buf.push_str(text);
         let mut out = Vec::new();
         while self.step(&mut out, false) {}
-        out
+        match &mut self.bare {
+            Some(b) => b.push(out),
+            None => out,
+        }
     }
 
     /// The generation ended: everything left is decided.
     pub fn finish(&mut self) -> Vec<Piece> {
         let mut out = Vec::new();
         while self.step(&mut out, true) {}
-        out
+        match &mut self.bare {
+            Some(b) => {
+                let mut all = b.push(out);
+                all.extend(b.finish());
+                all
+            }
+            None => out,
+        }
     }
 
     /// Decides what it can of the buffer; `true` when the state changed
@@ -136,7 +184,12 @@ impl Splitter {
                     }
                     self.trim = false;
                 }
-                let Some(open) = self.tools.as_ref().map(|t| t.open) else {
+                let Some(open) = self
+                    .tools
+                    .as_ref()
+                    .map(|t| t.open)
+                    .filter(|o| !o.is_empty())
+                else {
                     emit(out, Piece::Content(std::mem::take(&mut self.buf)));
                     return false;
                 };
@@ -157,12 +210,13 @@ impl Splitter {
                     return false;
                 };
                 let (open, close) = (t.open, t.close);
-                match self.buf.find(close) {
+                let found = (!close.is_empty()).then(|| self.buf.find(close)).flatten();
+                match found {
                     Some(at) => {
                         let body: String = self.buf.drain(..at).collect();
                         self.buf.drain(..close.len());
-                        match parse_call(&body) {
-                            Some(c) => out.push(Piece::Call(c)),
+                        match t.parse_body(&body, &self.known) {
+                            Some(calls) => out.extend(calls.into_iter().map(Piece::Call)),
                             // Not a call after all: the text stays text.
                             None => emit(out, Piece::Content(format!("{open}{body}{close}"))),
                         }
@@ -172,10 +226,11 @@ impl Splitter {
                         true
                     }
                     None if end => {
-                        // Cut off inside a call: whatever parses is a call.
+                        // The families whose calls run to the end, or a
+                        // call cut off: whatever parses is a call.
                         let body = std::mem::take(&mut self.buf);
-                        match parse_call(&body) {
-                            Some(c) => out.push(Piece::Call(c)),
+                        match t.parse_body(&body, &self.known) {
+                            Some(calls) => out.extend(calls.into_iter().map(Piece::Call)),
                             None => emit(out, Piece::Content(format!("{open}{body}"))),
                         }
                         self.state = State::Content;
@@ -203,12 +258,17 @@ fn emit(out: &mut Vec<Piece>, p: Piece) {
 mod tests {
     use super::*;
 
-    fn qwen() -> Option<Syntax> {
-        Some(Syntax {
-            open: "<tool_call>",
-            close: "</tool_call>",
-            special_tags: true,
+    fn splitter(reasoning: bool, in_thinking: bool, tools: Option<Syntax>) -> Splitter {
+        Splitter::new(&Split {
+            reasoning,
+            in_thinking,
+            tools,
+            known: Catalog::default(),
         })
+    }
+
+    fn qwen() -> Option<Syntax> {
+        Some(Syntax::hermes(true))
     }
 
     /// Feeds `text` in pieces of `n` bytes (at character boundaries) and
@@ -243,7 +303,7 @@ mod tests {
     fn reasoning_content_and_calls_in_any_chunking() {
         let text = "<think>\nI should call it.\n</think>\n\nLet me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
         for n in [1, 2, 3, 5, 7, 1000] {
-            let mut s = Splitter::new(true, false, qwen());
+            let mut s = splitter(true, false, qwen());
             let got = split(&mut s, text, n);
             assert_eq!(
                 got,
@@ -267,13 +327,13 @@ mod tests {
     #[test]
     fn without_extraction_or_tools_everything_is_content() {
         let text = "<think>hm</think>answer <tool_call>x</tool_call>";
-        let mut s = Splitter::new(false, false, None);
+        let mut s = splitter(false, false, None);
         assert_eq!(split(&mut s, text, 3), vec![Piece::Content(text.into())]);
     }
 
     #[test]
     fn a_prompt_that_opened_the_thinking_starts_in_it() {
-        let mut s = Splitter::new(true, true, None);
+        let mut s = splitter(true, true, None);
         assert_eq!(
             split(&mut s, "deep thought</think>42", 4),
             vec![
@@ -285,14 +345,14 @@ mod tests {
 
     #[test]
     fn text_that_only_looks_like_a_tag_is_content() {
-        let mut s = Splitter::new(true, false, qwen());
+        let mut s = splitter(true, false, qwen());
         assert_eq!(
             split(&mut s, "<thin a<tool>b<tool_call>not json</tool_call>", 2),
             vec![Piece::Content(
                 "<thin a<tool>b<tool_call>not json</tool_call>".into()
             )]
         );
-        let mut s = Splitter::new(true, false, qwen());
+        let mut s = splitter(true, false, qwen());
         assert_eq!(
             split(&mut s, "x<tool_call>{\"name\": \"f\", \"argu", 4),
             vec![Piece::Content(
@@ -303,7 +363,7 @@ mod tests {
 
     #[test]
     fn multibyte_text_near_tags_is_not_split() {
-        let mut s = Splitter::new(true, false, qwen());
+        let mut s = splitter(true, false, qwen());
         assert_eq!(
             split(&mut s, "<think>é</think>ü<", 1),
             vec![Piece::Reasoning("é".into()), Piece::Content("ü<".into())]

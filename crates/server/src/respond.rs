@@ -6,15 +6,15 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 
-use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::error::ApiError;
+pub use crate::output::Split;
 use crate::output::{Piece, Splitter};
 use crate::state::Ticket;
-use crate::tools::Syntax;
 use crate::worker::{Finish, Out};
 
 /// Which API the response belongs to.
@@ -24,34 +24,6 @@ pub enum Api {
     Chat,
     /// `/v1/completions`.
     Text,
-}
-
-/// How a chat answer is split.
-#[derive(Debug, Clone, Default)]
-pub struct Split {
-    /// Extract `<think>` blocks into `reasoning_content`.
-    pub reasoning: bool,
-    /// The prompt opened the thinking block: the answer starts inside it.
-    pub in_thinking: bool,
-    /// Parse tool calls in this syntax.
-    pub tools: Option<Syntax>,
-}
-
-#[cfg(test)]
-impl Split {
-    /// The stream tests' split: reasoning on, not inside a thinking block,
-    /// Qwen's `<tool_call>` tags (special tokens).
-    pub(crate) fn qwen_tools() -> Split {
-        Split {
-            reasoning: true,
-            in_thinking: false,
-            tools: Some(Syntax {
-                open: "<tool_call>",
-                close: "</tool_call>",
-                special_tags: true,
-            }),
-        }
-    }
 }
 
 /// The fixed parts of every object of one response.
@@ -131,11 +103,7 @@ impl Shape {
     }
 
     fn splitter(&self) -> Splitter {
-        Splitter::new(
-            self.split.reasoning,
-            self.split.in_thinking,
-            self.split.tools.clone(),
-        )
+        Splitter::new(&self.split)
     }
 
     fn object(&self, chunk: bool) -> &'static str {
@@ -146,11 +114,14 @@ impl Shape {
         }
     }
 
-    fn usage(&self, completion_tokens: usize) -> Value {
+    /// The token counts; `cached` prompt tokens came from the prefix
+    /// cache (OpenAI's `prompt_tokens_details.cached_tokens`).
+    fn usage(&self, completion_tokens: usize, cached: usize) -> Value {
         json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": self.prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached},
         })
     }
 
@@ -172,9 +143,10 @@ impl Shape {
     /// The whole answer as one object.
     pub fn complete(&self, choices: &[Collected]) -> Value {
         let mut list = Vec::with_capacity(choices.len());
-        let mut completion = 0;
+        let (mut completion, mut cached) = (0, 0);
         for (k, c) in choices.iter().enumerate() {
             completion += c.finish.completion_tokens;
+            cached = cached.max(c.finish.cached_tokens);
             list.push(match self.api {
                 Api::Chat => self.chat_choice(k, c),
                 Api::Text => {
@@ -204,7 +176,7 @@ impl Shape {
             });
         }
         let mut v = self.envelope(false, list);
-        v["usage"] = self.usage(completion);
+        v["usage"] = self.usage(completion, cached);
         v
     }
 
@@ -370,6 +342,8 @@ struct StreamState {
     pending: VecDeque<String>,
     choices: Vec<ChoiceState>,
     completion_tokens: usize,
+    /// Prompt tokens the prefix cache held.
+    cached_tokens: usize,
     done: bool,
 }
 
@@ -452,10 +426,11 @@ impl StreamState {
         self.chunk(k, json!({}), Some(reason));
         self.choices[k].done = true;
         self.completion_tokens += f.completion_tokens;
+        self.cached_tokens = self.cached_tokens.max(f.cached_tokens);
         if self.choices.iter().all(|c| c.done) {
             if self.shape.include_usage {
                 let mut v = self.shape.envelope(true, Vec::new());
-                v["usage"] = self.shape.usage(self.completion_tokens);
+                v["usage"] = self.shape.usage(self.completion_tokens, self.cached_tokens);
                 self.pending.push_back(v.to_string());
             }
             self.end("[DONE]".to_string());
@@ -522,6 +497,7 @@ pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Respo
         pending: VecDeque::new(),
         choices,
         completion_tokens: 0,
+        cached_tokens: 0,
         done: false,
     };
     for k in 0..st.shape.n {
@@ -556,5 +532,11 @@ pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Respo
             }
         }
     });
-    Sse::new(events).into_response()
+    // A comment line while the prompt is prefilled: OpenAI's clients
+    // skip it, and it keeps proxies and idle timers from cutting the
+    // stream.
+    let keep = KeepAlive::new()
+        .interval(crate::translate::KEEP_ALIVE)
+        .text("keep-alive");
+    Sse::new(events).keep_alive(keep).into_response()
 }

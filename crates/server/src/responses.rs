@@ -88,8 +88,9 @@ pub struct Refused {
     pub background: Option<bool>,
     /// A stored prompt template.
     pub prompt: Option<Value>,
-    /// Extra output data.
-    pub include: Option<Vec<String>>,
+    // `include` (extra data beside the answer: encrypted reasoning, hosted
+    // tools' results) is accepted by being ignored: none is made here, and
+    // the answer is the same without it.
 }
 
 impl Refused {
@@ -109,18 +110,6 @@ impl Refused {
         }
         if self.prompt.as_ref().is_some_and(|p| !p.is_null()) {
             return Err(ApiError::unsupported("prompt", "no stored prompts"));
-        }
-        // Encrypted reasoning is asked for by clients that carry it back;
-        // there is none, and nothing is lost without it.
-        let extra = self.include.iter().flatten();
-        if let Some(i) = extra
-            .into_iter()
-            .find(|i| *i != "reasoning.encrypted_content")
-        {
-            return Err(ApiError::unsupported(
-                "include",
-                &format!("`{i}` is not produced"),
-            ));
         }
         Ok(())
     }
@@ -155,6 +144,25 @@ fn content_text(v: &Value, at: &str) -> Result<String, ApiError> {
     }
     Ok(s)
 }
+
+/// Input items that record hosted tools' work (searches, code runs, MCP
+/// listings): left out of the prompt, as the tools themselves are.
+const HOSTED_ITEMS: &[&str] = &[
+    "web_search_call",
+    "file_search_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "computer_call",
+    "computer_call_output",
+    "local_shell_call",
+    "local_shell_call_output",
+    "mcp_list_tools",
+    "mcp_call",
+    "mcp_approval_request",
+    "mcp_approval_response",
+    "tool_search_call",
+    "tool_search_output",
+];
 
 /// The chat messages of `input` (after `instructions`).
 fn messages(req: &ResponsesRequest) -> Result<Vec<Value>, ApiError> {
@@ -201,7 +209,10 @@ fn messages(req: &ResponsesRequest) -> Result<Vec<Value>, ApiError> {
             }
             "function_call" => {
                 let id = string_at(item, "call_id", &at)?;
-                let name = string_at(item, "name", &at)?;
+                let mut name = string_at(item, "name", &at)?;
+                if let Some(ns) = item.get("namespace").and_then(Value::as_str) {
+                    name = flat_name(ns, &name);
+                }
                 let args = string_at(item, "arguments", &at)?;
                 names.insert(id.clone(), name.clone());
                 let call = json!({"id": id, "type": "function",
@@ -246,6 +257,9 @@ fn messages(req: &ResponsesRequest) -> Result<Vec<Value>, ApiError> {
                 });
                 reasoning = texts;
             }
+            // Calls of hosted tools, run by the provider: their results
+            // were never the model's to read here.
+            other if HOSTED_ITEMS.contains(&other) => crate::tools::log_left_out(other),
             other => {
                 return Err(ApiError::unsupported(
                     &format!("{at}.type"),
@@ -257,23 +271,88 @@ fn messages(req: &ResponsesRequest) -> Result<Vec<Value>, ApiError> {
     Ok(out)
 }
 
-/// Function tools in the chat shape; other tool types go through as they
-/// are for the chat path to refuse by name.
-fn tools(list: &[Value]) -> Value {
-    list.iter()
-        .map(|t| match t.get("type").and_then(Value::as_str) {
-            Some("function") => {
-                let mut f = json!({"name": t.get("name")});
-                for k in ["description", "parameters"] {
-                    if let Some(v) = t.get(k).filter(|v| !v.is_null()) {
-                        f[k] = v.clone();
-                    }
-                }
-                json!({"type": "function", "function": f})
+/// One function of a `namespace` tool: the name the model sees (the
+/// namespace and the function's name joined) and the two the client
+/// expects back in the call item.
+#[derive(Debug, Clone, PartialEq)]
+struct Scoped {
+    flat: String,
+    namespace: String,
+    name: String,
+}
+
+/// The name the model sees for function `name` of `namespace`: the two
+/// joined (MCP namespaces end in `__`, some functions start with `_`, and
+/// then nothing more is needed between them).
+fn flat_name(namespace: &str, name: &str) -> String {
+    if namespace.ends_with('_') || name.starts_with('_') {
+        format!("{namespace}{name}")
+    } else {
+        format!("{namespace}__{name}")
+    }
+}
+
+/// The functions of the `namespace` tools in `list`.
+fn scoped(list: &[Value]) -> Vec<Scoped> {
+    let mut out = Vec::new();
+    for t in list {
+        if t.get("type").and_then(Value::as_str) != Some("namespace") {
+            continue;
+        }
+        let ns = t.get("name").and_then(Value::as_str).unwrap_or_default();
+        for f in t
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = f.get("name").and_then(Value::as_str) {
+                out.push(Scoped {
+                    flat: flat_name(ns, name),
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                });
             }
-            _ => json!({"type": t.get("type")}),
-        })
-        .collect()
+        }
+    }
+    out
+}
+
+/// One function tool in the chat shape, named `name`.
+fn chat_function(t: &Value, name: &Value) -> Value {
+    let mut f = json!({"name": name});
+    for k in ["description", "parameters"] {
+        if let Some(v) = t.get(k).filter(|v| !v.is_null()) {
+            f[k] = v.clone();
+        }
+    }
+    json!({"type": "function", "function": f})
+}
+
+/// Function tools in the chat shape, the functions of `namespace` tools
+/// flattened among them; other tool types (hosted tools the provider would
+/// run) go through by type for the chat path to leave out.
+fn tools(list: &[Value]) -> Value {
+    let mut out = Vec::with_capacity(list.len());
+    for t in list {
+        match t.get("type").and_then(Value::as_str) {
+            Some("function") => out.push(chat_function(t, &t["name"])),
+            Some("namespace") => {
+                let ns = t.get("name").and_then(Value::as_str).unwrap_or_default();
+                for f in t
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
+                    out.push(chat_function(f, &json!(flat_name(ns, name))));
+                }
+            }
+            _ => out.push(json!({"type": t.get("type")})),
+        }
+    }
+    Value::Array(out)
 }
 
 fn tool_choice(v: &Value) -> Result<Value, ApiError> {
@@ -371,6 +450,8 @@ struct Shape {
     prompt_tokens: usize,
     /// The request's settings, echoed in every response object.
     echo: Value,
+    /// The functions of its `namespace` tools.
+    scoped: Vec<Scoped>,
 }
 
 impl Shape {
@@ -390,9 +471,18 @@ impl Shape {
             Block::Reasoning(t) => json!({"type": "reasoning", "id": self.item_id("rs", i),
                 "status": status, "summary": [],
                 "content": [{"type": "reasoning_text", "text": t}]}),
-            Block::Call(c) => json!({"type": "function_call", "id": self.item_id("fc", i),
-                "call_id": self.item_id("call", i), "name": c.name,
-                "arguments": c.arguments, "status": status}),
+            Block::Call(c) => {
+                let mut item = json!({"type": "function_call", "id": self.item_id("fc", i),
+                    "call_id": self.item_id("call", i), "name": c.name,
+                    "arguments": c.arguments, "status": status});
+                // A namespace's function comes back under the names the
+                // client gave it.
+                if let Some(s) = self.scoped.iter().find(|s| s.flat == c.name) {
+                    item["name"] = json!(s.name);
+                    item["namespace"] = json!(s.namespace);
+                }
+                item
+            }
         }
     }
 
@@ -439,7 +529,7 @@ impl Shape {
             "incomplete_details": if cut { json!({"reason": "max_output_tokens"}) } else { Value::Null },
             "usage": end.map(|f| json!({
                 "input_tokens": self.prompt_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": f.cached_tokens},
                 "output_tokens": f.completion_tokens,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": self.prompt_tokens + f.completion_tokens,
@@ -513,6 +603,7 @@ pub async fn responses(
         model: shape_base.0,
         prompt_tokens: shape_base.1,
         echo: echo(&req),
+        scoped: scoped(req.tools.as_deref().unwrap_or_default()),
     };
     if req.stream {
         let mut st = Stream {
@@ -586,7 +677,6 @@ mod tests {
                 "previous_response_id",
             ),
             (json!({"background": true}), "background"),
-            (json!({"include": ["file_search_call.results"]}), "include"),
             (json!({"max_output_tokens": 0}), "max_output_tokens"),
             (
                 json!({"text": {"format": {"type": "json_schema"}}}),
@@ -617,9 +707,75 @@ mod tests {
             let e = chat(body).unwrap_err();
             assert_eq!((e.status.as_u16(), e.param.as_deref()), (400, Some(param)));
         }
-        // `store: false` and encrypted reasoning ask for nothing refused.
-        chat(json!({"input": "hi", "store": false, "include": ["reasoning.encrypted_content"]}))
-            .unwrap();
+        // `store: false` and `include` ask for nothing refused.
+        chat(json!({"input": "hi", "store": false,
+            "include": ["reasoning.encrypted_content", "file_search_call.results"]}))
+        .unwrap();
+    }
+
+    #[test]
+    fn namespaces_flatten_and_hosted_tools_drop_out() {
+        let tools = json!([
+            {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+            {"type": "namespace", "name": "collaboration", "description": "Agents.", "tools": [
+                {"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}]},
+            {"type": "namespace", "name": "mcp__docs__", "tools": [
+                {"type": "function", "name": "search", "parameters": {"type": "object"}}]},
+            {"type": "web_search"}, {"type": "file_search", "vector_store_ids": []}
+        ]);
+        let r = chat(
+            json!({"model": "m", "tools": tools, "tool_choice": "auto", "input": [
+            {"type": "function_call", "call_id": "c1", "name": "spawn_agent",
+             "namespace": "collaboration", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+            {"role": "user", "content": "go"}]}),
+        )
+        .unwrap();
+        let tools = crate::tools::Tools::parse(r.tools.as_deref().unwrap()).unwrap();
+        let names: Vec<&str> = tools.functions.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "exec_command",
+                "collaboration__spawn_agent",
+                "mcp__docs__search"
+            ]
+        );
+        let call = &r.messages[0].tool_calls.as_ref().unwrap()[0];
+        assert_eq!(call["function"]["name"], "collaboration__spawn_agent");
+        assert_eq!(r.messages.len(), 3);
+        // The call comes back under the client's names.
+        let shape = Shape {
+            n: 1,
+            created: 1,
+            model: "m".into(),
+            prompt_tokens: 1,
+            echo: json!({}),
+            scoped: scoped(tools_list()),
+        };
+        let item = shape.item(
+            0,
+            &Block::Call(crate::calls::Call {
+                name: "collaboration__spawn_agent".into(),
+                arguments: "{}".into(),
+            }),
+            "completed",
+        );
+        assert_eq!(
+            (item["name"].as_str(), item["namespace"].as_str()),
+            (Some("spawn_agent"), Some("collaboration"))
+        );
+    }
+
+    fn tools_list() -> &'static [Value] {
+        static T: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+        T.get_or_init(|| {
+            vec![
+                json!({"type": "namespace", "name": "collaboration", "tools": [
+                {"type": "function", "name": "spawn_agent"}]}),
+            ]
+        })
     }
 
     #[test]
@@ -630,11 +786,12 @@ mod tests {
             model: "m".into(),
             prompt_tokens: 3,
             echo: json!({"tools": []}),
+            scoped: Vec::new(),
         };
         let blocks = vec![
             Block::Reasoning("hm".into()),
             Block::Text("Hi".into()),
-            Block::Call(crate::tools::Call {
+            Block::Call(crate::calls::Call {
                 name: "f".into(),
                 arguments: "{}".into(),
             }),
@@ -642,6 +799,7 @@ mod tests {
         let f = Finish {
             prompt_tokens: 3,
             completion_tokens: 5,
+            cached_tokens: 0,
             reason: StopReason::MaxTokens,
         };
         let v = shape.object(&blocks, Some(&f));

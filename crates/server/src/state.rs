@@ -36,8 +36,9 @@ pub struct Served {
 pub struct Abilities {
     /// The template renders `tools` (its output changes when given some).
     pub tools: bool,
-    /// The tool-call syntax it teaches, when minfer knows it.
-    pub tool_syntax: Option<crate::tools::Syntax>,
+    /// The tool-call syntax it teaches (a template that takes tools and
+    /// shows no known markers gets the generic bare-JSON one).
+    pub tool_syntax: Option<crate::calls::Syntax>,
     /// The template knows `<think>` blocks (a reasoning model's).
     pub thinking: bool,
 }

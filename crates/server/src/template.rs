@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use minfer_engine::{ChatMessage, ChatTemplate, Tokenizer};
 use serde_json::json;
 
+use crate::calls::Syntax;
 use crate::state::Abilities;
-use crate::tools::Syntax;
 
 /// A chat template named on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +121,7 @@ pub fn abilities(t: &ChatTemplate, tok: &Tokenizer) -> Abilities {
     let tools = matches!((&plain, &with), (Ok(a), Ok(b)) if a != b);
     Abilities {
         tools,
-        tool_syntax: Syntax::of_template(t.source(), tok),
+        tool_syntax: tools.then(|| Syntax::of_template(t.source(), tok)),
         thinking: t.source().contains("<think>"),
     }
 }

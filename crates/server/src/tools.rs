@@ -1,12 +1,12 @@
-//! Tool calling: the request's `tools` and `tool_choice`, the grammar that
-//! makes a model's tool calls always parse, and the model's tool-call
-//! syntax (`<tool_call>{"name": …, "arguments": …}</tool_call>`, as the
-//! Qwen and Hermes templates teach it).
+//! Tool calling: the request's `tools` and `tool_choice`, and the grammar
+//! that makes a model's tool calls always parse in its family's syntax
+//! (see [`calls`](crate::calls) for the syntaxes and their parsers).
 
-use minfer_engine::{Constraint, Tokenizer, Trigger};
+use minfer_engine::{Constraint, Trigger};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::calls::{Catalog, Format, Syntax};
 use crate::error::ApiError;
 
 /// One entry of `tools`.
@@ -95,6 +95,10 @@ pub struct Tools {
 
 impl Tools {
     /// Checks `tools`: each a `function` with a name and an object schema.
+    /// Tools of other types (the hosted tools of OpenAI's API: web or file
+    /// search, a code interpreter, …) are for a server that runs them; they
+    /// are left out of the prompt, as the model could not call them here,
+    /// and said so once in the log.
     ///
     /// # Errors
     /// A 400 naming `tools[i]…`.
@@ -104,13 +108,8 @@ impl Tools {
         for (i, t) in tools.iter().enumerate() {
             let at = |f: &str| format!("tools[{i}]{f}");
             if t.kind != "function" {
-                return Err(ApiError::bad_param(
-                    &at(".type"),
-                    format!(
-                        "tools of type `{}` are not supported; only `function`",
-                        t.kind
-                    ),
-                ));
+                log_left_out(&t.kind);
+                continue;
             }
             let f = t.function.clone().ok_or_else(|| {
                 ApiError::bad_param(&at(".function"), format!("{} is missing", at(".function")))
@@ -163,63 +162,63 @@ impl Tools {
     fn get(&self, name: &str) -> Option<&Function> {
         self.functions.iter().find(|f| f.name == name)
     }
-}
 
-/// How a model writes a tool call, read from its chat template.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Syntax {
-    /// The opening tag.
-    pub open: &'static str,
-    /// The closing tag.
-    pub close: &'static str,
-    /// Whether the tags are single special tokens of the vocabulary.
-    pub special_tags: bool,
-}
-
-impl Syntax {
-    /// The syntax a template teaches, if minfer knows it.
-    pub fn of_template(source: &str, tok: &Tokenizer) -> Option<Syntax> {
-        if !source.contains("<tool_call>") {
-            return None;
-        }
-        let is_special_token = |text: &str| {
-            tok.encode(text, false, true)
-                .as_slice()
-                .first()
-                .is_some_and(|&id| tok.is_special(id) && tok.decode_token(id) == text.as_bytes())
-        };
-        Some(Syntax {
-            open: "<tool_call>",
-            close: "</tool_call>",
-            special_tags: is_special_token("<tool_call>") && is_special_token("</tool_call>"),
-        })
-    }
-
-    fn tag(&self, tag: &str) -> String {
-        if self.special_tags {
-            tag.to_string()
-        } else {
-            serde_json::to_string(tag).unwrap_or_default()
-        }
+    /// The functions as the call parsers need them.
+    pub fn catalog(&self) -> Catalog {
+        Catalog::new(
+            self.functions
+                .iter()
+                .map(|f| {
+                    let schema = f.parameters.clone().unwrap_or(Value::Null);
+                    (f.name.clone(), schema)
+                })
+                .collect(),
+        )
     }
 }
 
-/// The schema of one call: `{"name": <name>, "arguments": <parameters>}`.
-fn call_schema(f: &Function) -> Value {
+/// Says once per process and tool type that tools of `kind` are left out.
+pub fn log_left_out(kind: &str) {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if seen
+        .get_or_insert_with(HashSet::new)
+        .insert(kind.to_string())
+    {
+        eprintln!(
+            "minfer serve: tools of type `{kind}` run on the provider's side; they are left out of the prompt (said once)"
+        );
+    }
+}
+
+/// The schema of one call: `{"name": <name>, <key>: <parameters>}`, with
+/// `key` the family's name for the arguments.
+fn call_schema(f: &Function, key: &str) -> Value {
     let params = f
         .parameters
         .clone()
         .unwrap_or_else(|| json!({"type": "object"}));
     json!({
         "type": "object",
-        "properties": {"name": {"const": f.name}, "arguments": params},
-        "required": ["name", "arguments"],
+        "properties": {"name": {"const": f.name}, key: params},
+        "required": ["name", key],
         "additionalProperties": false,
     })
 }
 
+/// A Lark string literal of `text`.
+fn lit(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
 /// The grammar of the calls `choice` allows, and the trigger that makes it
-/// lazy (`auto`: free text until the opening tag); `None` for no grammar.
+/// lazy (`auto`: free text until the opening marker); `None` for no
+/// grammar. The families whose calls have no opening marker (Llama 3's
+/// and the generic bare JSON), and Qwen3-Coder's XML, are constrained only
+/// when a call is required: under `auto` their calls are parsed from the
+/// free text.
 ///
 /// # Errors
 /// A 400 naming `tool_choice` for a function that is not in `tools`.
@@ -229,6 +228,11 @@ pub fn constraint(
     parallel: bool,
     syntax: &Syntax,
 ) -> Result<Option<(Constraint, Option<Trigger>)>, ApiError> {
+    let key = if syntax.format == Format::Llama3 {
+        "parameters"
+    } else {
+        "arguments"
+    };
     let schemas: Vec<Value> = match choice {
         Choice::None => return Ok(None),
         Choice::Named(name) => {
@@ -238,72 +242,66 @@ pub fn constraint(
                     format!("tool_choice names `{name}`, which is not in `tools`"),
                 )
             })?;
-            vec![call_schema(f)]
+            vec![call_schema(f, key)]
         }
-        Choice::Auto | Choice::Required => tools.functions.iter().map(call_schema).collect(),
+        Choice::Auto | Choice::Required => tools
+            .functions
+            .iter()
+            .map(|f| call_schema(f, key))
+            .collect(),
     };
+    let lazy = *choice == Choice::Auto;
+    if lazy
+        && matches!(
+            syntax.format,
+            Format::Llama3 | Format::Json | Format::QwenXml
+        )
+    {
+        return Ok(None);
+    }
     let mut schema = if schemas.len() == 1 {
         schemas.into_iter().next().unwrap_or(Value::Null)
     } else {
         json!({"anyOf": schemas})
     };
+    let several = parallel && !matches!(choice, Choice::Named(_));
+    if syntax.format == Format::Mistral {
+        // One marker, then the list of calls.
+        schema = json!({"type": "array", "items": schema, "minItems": 1});
+        if !several {
+            schema["maxItems"] = json!(1);
+        }
+    }
     // One line, a space after `,` and `:`, as the templates show calls.
     schema["x-guidance"] =
         json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "});
-    let open = syntax.tag(syntax.open);
-    let close = syntax.tag(syntax.close);
-    let repeat = if parallel && !matches!(choice, Choice::Named(_)) {
+    let repeat = if several && syntax.format != Format::Mistral {
         "(\"\\n\" call)*"
     } else {
         ""
     };
-    let lark = format!(
-        "start: call {repeat}\ncall: {open} \"\\n\" args \"\\n\" {close}\nargs: %json {schema}\n"
-    );
-    let trigger = (*choice == Choice::Auto).then(|| Trigger {
+    let marker = |m: &str| {
+        if syntax.special_tags {
+            m.to_string()
+        } else {
+            lit(m)
+        }
+    };
+    let call = match syntax.format {
+        Format::Hermes | Format::QwenXml => format!(
+            "{} \"\\n\" args \"\\n\" {}",
+            marker(syntax.open),
+            marker(syntax.close)
+        ),
+        Format::Mistral => format!("{} args", marker(syntax.open)),
+        Format::Llama3 | Format::Json => "args".to_string(),
+    };
+    let lark = format!("start: call {repeat}\ncall: {call}\nargs: %json {schema}\n");
+    let trigger = lazy.then(|| Trigger {
         text: syntax.open.to_string(),
         include: true,
     });
     Ok(Some((Constraint::Lark(lark), trigger)))
-}
-
-/// A parsed call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Call {
-    /// The function's name.
-    pub name: String,
-    /// The arguments as JSON text (OpenAI's `arguments` is a string).
-    pub arguments: String,
-}
-
-/// Parses the text between the tags: `{"name": …, "arguments": {…}}`.
-pub fn parse_call(body: &str) -> Option<Call> {
-    let v: Value = serde_json::from_str(body.trim()).ok()?;
-    let name = v.get("name")?.as_str()?.to_string();
-    let arguments = match v.get("arguments").or_else(|| v.get("parameters")) {
-        None | Some(Value::Null) => "{}".to_string(),
-        Some(Value::String(s)) => s.clone(),
-        Some(a) => a.to_string(),
-    };
-    Some(Call { name, arguments })
-}
-
-/// A message's `tool_calls` as chat templates expect them: `arguments` as
-/// an object where the text parses (templates write it with `tojson`).
-pub fn template_calls(calls: &Value) -> Value {
-    let mut calls = calls.clone();
-    if let Some(list) = calls.as_array_mut() {
-        for c in list {
-            if let Some(f) = c.get_mut("function") {
-                if let Some(Value::String(s)) = f.get("arguments") {
-                    if let Ok(v) = serde_json::from_str::<Value>(s) {
-                        f["arguments"] = v;
-                    }
-                }
-            }
-        }
-    }
-    calls
 }
 
 #[cfg(test)]
@@ -347,7 +345,6 @@ mod tests {
     #[test]
     fn bad_tools_are_refused_by_path() {
         for (t, param) in [
-            (json!([{"type": "retrieval"}]), "tools[0].type"),
             (json!([{"type": "function"}]), "tools[0].function"),
             (
                 json!([{"type": "function", "function": {"name": "a b"}}]),
@@ -371,11 +368,7 @@ mod tests {
 
     #[test]
     fn grammar_per_choice() {
-        let syntax = Syntax {
-            open: "<tool_call>",
-            close: "</tool_call>",
-            special_tags: true,
-        };
+        let syntax = Syntax::hermes(true);
         let t = tools();
         assert!(constraint(&t, &Choice::None, true, &syntax)
             .unwrap()
@@ -396,23 +389,46 @@ mod tests {
     }
 
     #[test]
-    fn calls_parse_with_object_or_string_arguments() {
-        assert_eq!(
-            parse_call(r#" {"name": "f", "arguments": {"a": 1}} "#),
-            Some(Call {
-                name: "f".into(),
-                arguments: r#"{"a":1}"#.into()
-            })
-        );
-        assert_eq!(
-            parse_call(r#"{"name": "f", "arguments": "{\"a\": 1}"}"#)
+    fn hosted_tools_are_left_out() {
+        let t: Vec<Tool> = serde_json::from_value(json!([
+            {"type": "web_search"},
+            {"type": "function", "function": {"name": "now"}},
+            {"type": "code_interpreter", "container": {"type": "auto"}}
+        ]))
+        .unwrap();
+        let t = Tools::parse(&t).unwrap();
+        assert_eq!(t.functions.len(), 1);
+        assert_eq!(t.json.as_array().unwrap().len(), 1);
+        assert!(t.catalog().has("now"));
+    }
+
+    #[test]
+    fn grammars_follow_the_family() {
+        let t = tools();
+        let lark = |format: Format, choice: Choice| {
+            constraint(&t, &choice, true, &Syntax::of_format(format, true))
                 .unwrap()
-                .arguments,
-            r#"{"a": 1}"#
+                .map(|(c, trig)| {
+                    let Constraint::Lark(g) = c else { panic!() };
+                    (g, trig.map(|t| t.text))
+                })
+        };
+        for f in [Format::Llama3, Format::Json, Format::QwenXml] {
+            assert!(lark(f, Choice::Auto).is_none(), "{f:?}");
+        }
+        let (g, trig) = lark(Format::Mistral, Choice::Auto).unwrap();
+        assert_eq!(trig.as_deref(), Some("[TOOL_CALLS]"));
+        assert!(
+            g.contains("call: [TOOL_CALLS] args") && g.contains("\"minItems\":1"),
+            "{g}"
         );
-        assert_eq!(parse_call(r#"{"name": "f"}"#).unwrap().arguments, "{}");
-        assert_eq!(parse_call("not json"), None);
-        let c = template_calls(&json!([{"function": {"name": "f", "arguments": "{\"a\": 1}"}}]));
-        assert_eq!(c[0]["function"]["arguments"]["a"], 1);
+        let (g, trig) = lark(Format::Llama3, Choice::Required).unwrap();
+        assert!(trig.is_none());
+        assert!(
+            g.contains("\"parameters\"") && g.contains("call: args"),
+            "{g}"
+        );
+        let (g, _) = lark(Format::QwenXml, Choice::Named("now".into())).unwrap();
+        assert!(g.contains("call: <tool_call>"), "{g}");
     }
 }

@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
@@ -13,13 +14,13 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::api::ChatRequest;
+use crate::calls::Call;
 use crate::chat::{self, Prepared};
 use crate::error::ApiError;
 use crate::output::{Piece, Splitter};
 use crate::respond::Split;
 use crate::routes::check_prompt;
 use crate::state::{Shared, Ticket};
-use crate::tools::Call;
 use crate::worker::{Finish, Out};
 
 /// Builds the chat request an endpoint translated into OpenAI's chat
@@ -98,7 +99,7 @@ impl Blocks {
     /// Blocks of an answer split as `split` says.
     pub fn new(split: &Split) -> Blocks {
         Blocks {
-            splitter: Splitter::new(split.reasoning, split.in_thinking, split.tools.clone()),
+            splitter: Splitter::new(split),
             open: None,
             closed: Vec::new(),
         }
@@ -185,7 +186,14 @@ pub trait Sink: Send + 'static {
     fn done(&mut self, f: &Finish, out: &mut Vec<Named>);
     /// Events for a failure (the stream ends after them).
     fn error(&mut self, e: &ApiError, out: &mut Vec<Named>);
+    /// An event that says the answer is still coming, sent while nothing
+    /// else is (a long prompt being prefilled): clients abort a stream
+    /// that stays silent too long.
+    fn idle(&mut self, out: &mut Vec<Named>);
 }
+
+/// How long a stream may stay silent before a keep-alive event goes out.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
 
 /// Feeds `sink` the stream tests' answer (a thinking block, text, then one
 /// tool call, in pieces cut across the tags) and its end at an
@@ -203,6 +211,7 @@ pub(crate) fn feed_think_text_call(sink: &mut impl Sink) -> Vec<Named> {
     let f = Finish {
         prompt_tokens: 4,
         completion_tokens: 9,
+        cached_tokens: 0,
         reason: minfer_engine::StopReason::Eog,
     };
     sink.done(&f, &mut out);
@@ -242,7 +251,12 @@ pub fn stream(
             }
             st.ticket.as_ref()?;
             let mut out = Vec::new();
-            match st.rx.recv().await {
+            let Ok(got) = tokio::time::timeout(KEEP_ALIVE, st.rx.recv()).await else {
+                st.sink.idle(&mut out);
+                st.pending.extend(out);
+                continue;
+            };
+            match got {
                 Some(Out::Text(0, s)) => st.sink.text(&s, &mut out),
                 Some(Out::Done(0, f)) => {
                     st.sink.done(&f, &mut out);

@@ -115,6 +115,8 @@ pub struct Finish {
     pub prompt_tokens: usize,
     /// Tokens generated (the end-of-generation token not included).
     pub completion_tokens: usize,
+    /// Tokens of the prompt found in the prefix cache (not computed).
+    pub cached_tokens: usize,
     /// Why it ended.
     pub reason: StopReason,
 }
@@ -141,6 +143,8 @@ struct Branch {
     part: usize,
     /// That prompt's first token, which has no log probability.
     first: u32,
+    /// Tokens of its prompt found in the prefix cache, once known.
+    cached: usize,
 }
 
 struct Running {
@@ -285,6 +289,7 @@ impl Worker {
                         Finish {
                             prompt_tokens: stats.prompt_tokens,
                             completion_tokens: stats.generated_tokens,
+                            cached_tokens: b.cached,
                             reason: StopReason::Cancelled,
                         },
                     ));
@@ -375,6 +380,7 @@ impl Worker {
                                     done: false,
                                     part,
                                     first,
+                                    cached: 0,
                                 })
                                 .collect(),
                             out: job.out,
@@ -436,6 +442,9 @@ impl Worker {
                     self.metrics
                         .prefix_reused_tokens
                         .fetch_add(t.reused_tokens as u64, Relaxed);
+                    for b in &mut r.branches {
+                        b.cached = t.reused_tokens;
+                    }
                 }
             }
             let mut failed = false;
@@ -562,6 +571,7 @@ fn relay(
                     Finish {
                         prompt_tokens: stats.prompt_tokens,
                         completion_tokens: stats.generated_tokens,
+                        cached_tokens: b.cached,
                         reason: stats.stop_reason,
                     },
                 ));

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::{content_block, error_body, stop, Ids};
+use super::{content_block, error_body, stop, usage, Ids};
 use crate::error::ApiError;
 use crate::translate::{Block, Blocks, Ev, Named, Sink};
 use crate::worker::Finish;
@@ -81,13 +81,17 @@ impl Sink for Stream {
         out.push(ev(
             "message_delta",
             json!({"delta": {"stop_reason": reason, "stop_sequence": seq},
-                   "usage": {"output_tokens": f.completion_tokens}}),
+                   "usage": usage(f.prompt_tokens, f.cached_tokens, f.completion_tokens)}),
         ));
         out.push(ev("message_stop", json!({})));
     }
 
     fn error(&mut self, e: &ApiError, out: &mut Vec<Named>) {
         out.push(("error", error_body(e)));
+    }
+
+    fn idle(&mut self, out: &mut Vec<Named>) {
+        out.push(ev("ping", json!({})));
     }
 }
 

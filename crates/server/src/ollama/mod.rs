@@ -6,7 +6,6 @@
 //! Requests are translated into the OpenAI side's (see [`request`]), so
 //! templates, tools, constraints and checks behave the same on both.
 
-mod calls;
 mod info;
 mod options;
 mod reply;
@@ -125,7 +124,7 @@ async fn run(
         cfgs: vec![prep.cfg],
     }])?;
     let times = (started, Instant::now());
-    let reply = Reply::new(kind, model, &prep.split, prep.tools, ticket.id(), times);
+    let reply = Reply::new(kind, model, &prep.split, ticket.id(), times);
     Ok(if stream {
         reply::stream(reply, ticket, rx)
     } else {

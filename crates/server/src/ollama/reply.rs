@@ -13,7 +13,6 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::calls::BareCalls;
 use super::time;
 use super::OllamaError;
 use crate::error::ApiError;
@@ -65,8 +64,6 @@ pub struct Reply {
     /// The name the request used, echoed as Ollama does.
     model: String,
     splitter: Splitter,
-    /// With tools: calls written as bare JSON.
-    bare: Option<BareCalls>,
     started: Instant,
     submitted: Instant,
     /// When the first token came (the prompt was evaluated).
@@ -85,22 +82,18 @@ fn nanos(d: Duration) -> u64 {
 
 impl Reply {
     /// The answer to request `id` named `model`, which arrived at
-    /// `started` and was handed to the model thread at `submitted`; `tools`
-    /// are the names of the functions it may call.
+    /// `started` and was handed to the model thread at `submitted`.
     pub fn new(
         kind: Kind,
         model: &str,
         split: &Split,
-        tools: Vec<String>,
         id: u64,
         (started, submitted): (Instant, Instant),
     ) -> Reply {
-        let bare = (split.tools.is_some() && !tools.is_empty()).then(|| BareCalls::new(tools));
         Reply {
             kind,
             model: model.to_string(),
-            splitter: Splitter::new(split.reasoning, split.in_thinking, split.tools.clone()),
-            bare,
+            splitter: Splitter::new(split),
             started,
             submitted,
             first: None,
@@ -154,10 +147,7 @@ impl Reply {
         match out {
             Out::Text(0, s) => {
                 self.first.get_or_insert_with(Instant::now);
-                let mut pieces = self.splitter.push(&s);
-                if let Some(b) = &mut self.bare {
-                    pieces = b.push(pieces);
-                }
+                let pieces = self.splitter.push(&s);
                 Step::More(self.deltas(pieces))
             }
             Out::Logprobs(0, v) => {
@@ -166,11 +156,7 @@ impl Reply {
                 Step::More(Vec::new())
             }
             Out::Done(0, f) => {
-                let mut pieces = self.splitter.finish();
-                if let Some(b) = &mut self.bare {
-                    pieces = b.push(pieces);
-                    pieces.extend(b.finish());
-                }
+                let pieces = self.splitter.finish();
                 let mut deltas = self.deltas(pieces);
                 deltas.push(Delta {
                     logprobs: std::mem::take(&mut self.logprobs),
@@ -353,6 +339,7 @@ mod tests {
         Finish {
             prompt_tokens: 7,
             completion_tokens: 3,
+            cached_tokens: 0,
             reason,
         }
     }
@@ -361,7 +348,7 @@ mod tests {
     fn chat_pieces_become_thinking_content_and_object_calls() {
         let split = Split::qwen_tools();
         let t = Instant::now();
-        let mut r = Reply::new(Kind::Chat, "m:latest", &split, vec!["f".into()], 1, (t, t));
+        let mut r = Reply::new(Kind::Chat, "m:latest", &split, 1, (t, t));
         let mut all = Delta::default();
         for s in [
             "<think>hm</think>",
@@ -394,14 +381,7 @@ mod tests {
     #[test]
     fn generate_lines_carry_response_and_length_ends() {
         let t = Instant::now();
-        let mut r = Reply::new(
-            Kind::Generate,
-            "m",
-            &Split::default(),
-            Vec::new(),
-            2,
-            (t, t),
-        );
+        let mut r = Reply::new(Kind::Generate, "m", &Split::default(), 2, (t, t));
         let Step::More(ds) = r.feed(Out::Text(0, "<think>x".into())) else {
             panic!()
         };

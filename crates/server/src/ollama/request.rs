@@ -204,8 +204,6 @@ pub struct Prepared {
     pub cfg: GenerateConfig,
     /// How the answer splits into thinking, content and calls.
     pub split: Split,
-    /// The names of the functions the model may call.
-    pub tools: Vec<String>,
 }
 
 /// The request sizes a preparation needs to know.
@@ -355,11 +353,6 @@ pub fn prepare_chat(served: &Served, body: &ChatBody, lim: Limits) -> Result<Pre
             "format cannot be combined with tools on this server",
         ));
     }
-    let names = tools
-        .iter()
-        .flatten()
-        .filter_map(|t| t.function.as_ref().map(|f| f.name.clone()))
-        .collect();
     let req = chat_request(
         served,
         &body.model,
@@ -378,7 +371,6 @@ pub fn prepare_chat(served: &Served, body: &ChatBody, lim: Limits) -> Result<Pre
         ids: prep.ids,
         cfg,
         split: prep.split,
-        tools: names,
     })
 }
 
@@ -417,7 +409,6 @@ fn generate_as_is(
         ids: part.prompt,
         cfg: part.cfgs.into_iter().next().unwrap_or_default(),
         split: Split::default(),
-        tools: Vec::new(),
     })
 }
 
@@ -477,7 +468,6 @@ pub fn prepare_generate(
             ids: p.ids,
             cfg: p.cfgs.swap_remove(0),
             split: p.split,
-            tools: Vec::new(),
         }
     };
     opts.finish(&mut prep.cfg);

@@ -129,6 +129,11 @@ impl Sink for Stream {
         obj["error"] = json!({"code": "server_error", "message": e.message});
         self.ev("response.failed", json!({"response": obj}), out);
     }
+
+    fn idle(&mut self, out: &mut Vec<Named>) {
+        let obj = self.shape.object(&self.blocks.closed, None);
+        self.ev("response.in_progress", json!({"response": obj}), out);
+    }
 }
 
 #[cfg(test)]
@@ -145,6 +150,7 @@ mod tests {
             model: "m".into(),
             prompt_tokens: 4,
             echo: json!({}),
+            scoped: Vec::new(),
         };
         let mut st = Stream {
             shape,
