@@ -41,6 +41,12 @@ pub struct Args {
     /// Ctrl-C before they are cancelled.
     #[arg(long = "drain-timeout", default_value_t = 10.0, value_parser = parse_secs)]
     drain_timeout: f64,
+    /// Seconds a streamed answer may stay silent before a keep-alive event
+    /// goes out (Anthropic `ping`, Responses `response.in_progress`, an SSE
+    /// comment for chat completions): agents abort a stream that says
+    /// nothing while a long prompt is prefilled.
+    #[arg(long = "keep-alive", default_value_t = 5.0, value_parser = parse_secs)]
+    keep_alive: f64,
     /// The model id `/v1/models` lists and responses name (default: the
     /// model's name or file stem).
     #[arg(long)]
@@ -116,6 +122,7 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         max_body: args.max_body,
         api_key: args.api_key.filter(|k| !k.is_empty()),
         drain_timeout: Duration::from_secs_f64(args.drain_timeout),
+        keep_alive: Duration::from_secs_f64(args.keep_alive.max(0.05)),
         alias: args.alias,
         strict_model: args.strict_model,
         cors_origins: args.cors_origins,

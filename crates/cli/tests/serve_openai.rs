@@ -88,11 +88,22 @@ fn openai_client_against_minfer_serve() {
         ],
     );
     // Tools and n > 1 on a model whose template takes tools, with adaptive
-    // prompt lookup: those tests run with speculation on.
+    // prompt lookup: those tests run with speculation on. Keep-alive
+    // events every second, so that a prompt of a few thousand tokens shows
+    // them.
     let mut tools = Server::start(
         &qwen,
         home.path(),
-        &["-np", "4", "--n-ctx", "4096", "--lookup", "3"],
+        &[
+            "-np",
+            "4",
+            "--n-ctx",
+            "4096",
+            "--lookup",
+            "3",
+            "--keep-alive",
+            "1",
+        ],
     );
     let think = think_fixture();
     let mut thinking = Server::start(

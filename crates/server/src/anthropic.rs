@@ -535,7 +535,12 @@ async fn run(shared: Arc<Shared>, body: Body) -> Result<Response, ApiError> {
             blocks: Blocks::new(&split),
             stops,
         };
-        return Ok(translate::stream(first, sink, ticket, rx));
+        return Ok(translate::stream(
+            first,
+            sink,
+            (ticket, rx),
+            shared.cfg.keep_alive,
+        ));
     }
     let got = respond::gather(1, &mut rx).await;
     drop(ticket);

@@ -66,6 +66,9 @@ pub struct ServerConfig {
     pub api_key: Option<String>,
     /// How long shutdown lets running requests finish before cancelling them.
     pub drain_timeout: Duration,
+    /// How long a streamed answer may stay silent (a long prompt being
+    /// prefilled) before a keep-alive event goes out.
+    pub keep_alive: Duration,
     /// The id `/v1/models` lists (default: the model's name or file stem).
     pub alias: Option<String>,
     /// Refuse requests whose `model` is not this model's id or alias

@@ -478,8 +478,13 @@ impl StreamState {
     }
 }
 
-/// Streams the generation as server-sent events.
-pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Response {
+/// Streams the generation as server-sent events, with a comment line
+/// whenever nothing was sent for `keep_alive`.
+pub fn stream(
+    shape: Shape,
+    (ticket, rx): (Ticket, UnboundedReceiver<Out>),
+    keep_alive: std::time::Duration,
+) -> Response {
     let choices = (0..shape.n)
         .map(|_| ChoiceState {
             splitter: shape.splitter(),
@@ -535,8 +540,6 @@ pub fn stream(shape: Shape, ticket: Ticket, rx: UnboundedReceiver<Out>) -> Respo
     // A comment line while the prompt is prefilled: OpenAI's clients
     // skip it, and it keeps proxies and idle timers from cutting the
     // stream.
-    let keep = KeepAlive::new()
-        .interval(crate::translate::KEEP_ALIVE)
-        .text("keep-alive");
+    let keep = KeepAlive::new().interval(keep_alive).text("keep-alive");
     Sse::new(events).keep_alive(keep).into_response()
 }

@@ -615,7 +615,12 @@ pub async fn responses(
         let obj = st.shape.object(&[], None);
         st.ev("response.created", json!({"response": obj}), &mut first);
         st.ev("response.in_progress", json!({"response": obj}), &mut first);
-        return Ok(translate::stream(first, st, ticket, rx));
+        return Ok(translate::stream(
+            first,
+            st,
+            (ticket, rx),
+            shared.cfg.keep_alive,
+        ));
     }
     let got = respond::gather(1, &mut rx).await;
     drop(ticket);

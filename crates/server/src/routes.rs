@@ -189,7 +189,7 @@ async fn chat(State(shared): St, body: Body) -> Result<Response, ApiError> {
     .with_choices(n, prompt_tokens)
     .with_split(prep.split);
     Ok(if req.sampling.stream {
-        respond::stream(shape, ticket, rx)
+        respond::stream(shape, (ticket, rx), shared.cfg.keep_alive)
     } else {
         respond::collect(shape, ticket, rx).await
     })
@@ -220,7 +220,7 @@ async fn completions(State(shared): St, body: Body) -> Result<Response, ApiError
     .with_choices(n, prompt_tokens)
     .with_echo(prep.echo);
     Ok(if req.sampling.stream {
-        respond::stream(shape, ticket, rx)
+        respond::stream(shape, (ticket, rx), shared.cfg.keep_alive)
     } else {
         respond::collect(shape, ticket, rx).await
     })
@@ -333,6 +333,7 @@ mod tests {
             max_body: 1024,
             api_key: key.map(str::to_string),
             drain_timeout: Duration::from_secs(1),
+            keep_alive: Duration::from_secs(5),
             alias: None,
             strict_model: true,
             cors_origins: Vec::new(),

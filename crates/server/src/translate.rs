@@ -192,9 +192,6 @@ pub trait Sink: Send + 'static {
     fn idle(&mut self, out: &mut Vec<Named>);
 }
 
-/// How long a stream may stay silent before a keep-alive event goes out.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
-
 /// Feeds `sink` the stream tests' answer (a thinking block, text, then one
 /// tool call, in pieces cut across the tags) and its end at an
 /// end-of-generation token; returns every event it made.
@@ -231,12 +228,13 @@ struct Stream<S> {
 }
 
 /// Streams one answer's events: `first`, then what `sink` makes of the
-/// model's output.
+/// model's output, and the sink's keep-alive event whenever the model has
+/// said nothing for `keep_alive`.
 pub fn stream(
     first: Vec<Named>,
     sink: impl Sink,
-    ticket: Ticket,
-    rx: UnboundedReceiver<Out>,
+    (ticket, rx): (Ticket, UnboundedReceiver<Out>),
+    keep_alive: Duration,
 ) -> Response {
     let st = Stream {
         sink,
@@ -244,14 +242,14 @@ pub fn stream(
         ticket: Some(ticket),
         pending: first.into(),
     };
-    let events = futures_util::stream::unfold(st, |mut st| async move {
+    let events = futures_util::stream::unfold(st, move |mut st| async move {
         loop {
             if let Some(e) = st.pending.pop_front() {
                 return Some((Ok::<_, Infallible>(event(e)), st));
             }
             st.ticket.as_ref()?;
             let mut out = Vec::new();
-            let Ok(got) = tokio::time::timeout(KEEP_ALIVE, st.rx.recv()).await else {
+            let Ok(got) = tokio::time::timeout(keep_alive, st.rx.recv()).await else {
                 st.sink.idle(&mut out);
                 st.pending.extend(out);
                 continue;

@@ -55,6 +55,7 @@ pub struct Syntax {
 
 impl Syntax {
     /// Hermes' `<tool_call>` tags, as special tokens or as text.
+    #[cfg(test)]
     pub fn hermes(special_tags: bool) -> Syntax {
         Syntax {
             format: Format::Hermes,

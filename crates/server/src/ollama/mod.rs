@@ -254,6 +254,7 @@ mod tests {
             max_body: 1024,
             api_key: Some("k".into()),
             drain_timeout: Duration::from_secs(1),
+            keep_alive: Duration::from_secs(5),
             alias: None,
             strict_model: false,
             cors_origins: Vec::new(),

@@ -11,7 +11,8 @@ loopback ports and passes their addresses in the environment:
 - MINFER_BIN and MINFER_MODEL_PATH: the `minfer` binary and the model file,
   for `minfer tokenize`;
 - MINFER_TOOLS_URL, MINFER_TOOLS_MODEL: a server of Qwen2.5-Coder-0.5B
-  (its template takes tools), -np 4, with adaptive prompt lookup;
+  (its template takes tools), -np 4, with adaptive prompt lookup and
+  keep-alive events every second;
 - MINFER_THINK_URL, MINFER_THINK_MODEL: a server of the reasoning fixture
   (the tiny qwen3 model with Qwen3's template and thinking tokens), -np 2.
 """
