@@ -45,7 +45,7 @@ pub struct Args {
     /// goes out (Anthropic `ping`, Responses `response.in_progress`, an SSE
     /// comment for chat completions): agents abort a stream that says
     /// nothing while a long prompt is prefilled.
-    #[arg(long = "keep-alive", default_value_t = 5.0, value_parser = parse_secs)]
+    #[arg(long = "sse-keepalive", default_value_t = 5.0, value_parser = parse_secs)]
     keep_alive: f64,
     /// The model id `/v1/models` lists and responses name (default: the
     /// model's name or file stem).

@@ -101,7 +101,7 @@ fn openai_client_against_minfer_serve() {
             "4096",
             "--lookup",
             "3",
-            "--keep-alive",
+            "--sse-keepalive",
             "1",
         ],
     );

@@ -1,5 +1,5 @@
 """What coding agents send and need, against the tools server (Qwen2.5-Coder,
-`--keep-alive 1`): system entries between the turns, hosted tools beside
+`--sse-keepalive 1`): system entries between the turns, hosted tools beside
 function tools, tool schemas with keywords no grammar enforces, the prefix
 cache reported as cached tokens in each API's field, and keep-alive events
 while a long prompt is prefilled. The recorded bodies of the real clients
@@ -216,7 +216,7 @@ def test_keep_alive_events_while_a_long_prompt_prefills(tools_url, tools_model, 
     first = next(i for i, (_, n, d) in enumerate(events) if is_answer(n, d))
     t_first = events[first][0]
     alive = [t for t, n, d in events[:first] if is_alive(n, d)]
-    # The prompt takes seconds to prefill; with --keep-alive 1 no gap
+    # The prompt takes seconds to prefill; with --sse-keepalive 1 no gap
     # before the answer is much longer than a second.
     assert t_first > 2, f"the prompt was prefilled in {t_first:.1f} s: too short to test"
     assert len(alive) >= int(t_first) - 2, (t_first, alive)
