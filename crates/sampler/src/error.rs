@@ -48,7 +48,11 @@ pub enum SamplerError {
     #[error("unknown sampler stage '{0}' (known: penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature; or the letters edskypmxt)")]
     UnknownStage(String),
     /// A grammar or JSON schema that cannot be compiled: a syntax error, an
-    /// unsupported feature, an unsatisfiable schema.
+    /// unsatisfiable schema. (A schema keyword the grammar cannot enforce
+    /// is relaxed instead, see [`Sampler::relaxed`](crate::Sampler::relaxed).)
+    /// The message says what is wrong in one line of at most a few hundred
+    /// bytes; it never quotes the grammar, which for tool calls holds every
+    /// tool's schema.
     #[error("grammar: {0}")]
     Grammar(String),
     /// The model's vocabulary cannot be used for constrained output.

@@ -229,9 +229,26 @@ fn bad_grammars_and_schemas_are_errors_before_any_token() {
         with(Constraint::JsonSchema("[1, 2]".into())),
         SamplerError::Grammar(_)
     ));
-    // A feature llguidance does not implement is named, not ignored.
+    // A keyword the grammar cannot enforce is relaxed and named, not
+    // refused (tests/schema_relax.rs has the rest).
+    let s = Sampler::with_vocab(
+        SamplingParams {
+            constraint: Some(Constraint::JsonSchema(
+                r#"{"type": "string", "format": "no-such-format"}"#.into(),
+            )),
+            ..SamplingParams::default()
+        },
+        &vocab,
+    )
+    .unwrap();
+    assert!(
+        s.relaxed().iter().any(|n| n.contains("no-such-format")),
+        "{:?}",
+        s.relaxed()
+    );
+    // An unsatisfiable schema is still an error.
     let e = with(Constraint::JsonSchema(
-        r#"{"type": "string", "format": "no-such-format"}"#.into(),
+        r#"{"type": "integer", "minimum": 3, "maximum": 2}"#.into(),
     ));
     assert!(matches!(e, SamplerError::Grammar(_)), "{e}");
     assert!(matches!(

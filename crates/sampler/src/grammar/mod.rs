@@ -1,9 +1,14 @@
 //! Constrained output through llguidance: a grammar (GBNF or Lark) or a
 //! JSON schema becomes a token mask, computed before each draw and applied
 //! ahead of every other stage.
+//!
+//! JSON schemas, alone or as `%json` in a Lark grammar, are relaxed first
+//! (see [`relax`]): what the grammar cannot enforce is dropped rather than
+//! refused, and the caller learns what through [`Grammar::compile`]'s notes.
 
 mod gbnf;
 mod lazy;
+mod relax;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -17,6 +22,33 @@ pub use gbnf::Gbnf;
 
 use crate::{Constraint, SamplerError, TokenVocab, Trigger};
 use lazy::Wait;
+use relax::{clip, Depth, Notes};
+
+/// The longest error message taken from llguidance, in bytes: its
+/// messages quote the grammar around the error, and a tool-call grammar
+/// is one line holding every tool's schema (tens of kilobytes), so the
+/// quote is cut out and what is left is bounded.
+const MAX_ERROR: usize = 480;
+
+/// llguidance's message `msg` without the grammar text it quotes (the
+/// numbered source lines and the caret line under them), on one line and
+/// at most [`MAX_ERROR`] bytes.
+pub(crate) fn brief(msg: &str) -> String {
+    let quoted = |l: &str| {
+        let digits = l.bytes().take_while(u8::is_ascii_digit).count();
+        (digits > 0 && l[digits..].starts_with(" |")) || l.bytes().all(|b| b == b'^')
+    };
+    let kept: Vec<&str> = msg
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !quoted(l))
+        .collect();
+    clip(&kept.join(" "), MAX_ERROR)
+}
+
+fn engine_error(e: impl std::fmt::Display) -> SamplerError {
+    SamplerError::Grammar(brief(&e.to_string()))
+}
 
 /// The per-model part of constrained output: the token trie over the
 /// vocabulary and llguidance's parser factory.
@@ -129,21 +161,20 @@ fn json_options() -> Value {
     json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "})
 }
 
-fn schema_grammar(mut schema: Value) -> TopLevelGrammar {
-    if let Value::Object(map) = &mut schema {
-        map.entry("x-guidance").or_insert_with(json_options);
-    }
-    TopLevelGrammar::from_json_schema(schema)
+/// A constraint as llguidance will compile it, relaxed to one depth.
+#[derive(Clone, PartialEq)]
+enum Source {
+    Lark(String),
+    Json(Value),
 }
 
-impl Grammar {
-    /// Compiles `c` for `vocab`.
-    pub(crate) fn compile(c: &Constraint, vocab: &TokenVocab) -> Result<Grammar, SamplerError> {
-        let top = match c {
-            Constraint::Gbnf(text) => TopLevelGrammar::from_lark(Gbnf::parse(text)?.to_lark()),
-            Constraint::Lark(text) => TopLevelGrammar::from_lark(text.clone()),
+impl Source {
+    fn of(c: &Constraint, depth: Depth, notes: &mut Notes) -> Result<Source, SamplerError> {
+        Ok(match c {
+            Constraint::Gbnf(text) => Source::Lark(Gbnf::parse(text)?.to_lark()),
+            Constraint::Lark(text) => Source::Lark(relax::relax_lark(text, depth, notes)),
             Constraint::JsonSchema(text) => {
-                let schema: Value = serde_json::from_str(text).map_err(|e| {
+                let mut schema: Value = serde_json::from_str(text).map_err(|e| {
                     SamplerError::Grammar(format!("JSON schema is not valid JSON: {e}"))
                 })?;
                 if !schema.is_object() && !schema.is_boolean() {
@@ -151,24 +182,90 @@ impl Grammar {
                         "a JSON schema must be an object (or true/false)".into(),
                     ));
                 }
-                schema_grammar(schema)
+                if let Value::Object(map) = &mut schema {
+                    map.entry("x-guidance").or_insert_with(json_options);
+                }
+                relax::relax_schema(&mut schema, depth, notes);
+                Source::Json(schema)
             }
-            Constraint::JsonObject => schema_grammar(json!({"type": "object"})),
-        };
-        let env = vocab.grammar_env()?;
-        let parser = catch_unwind(AssertUnwindSafe(|| env.factory.create_parser(top)))
-            .map_err(|_| SamplerError::Grammar("llguidance failed on this grammar".into()))?
-            .map_err(|e| SamplerError::Grammar(e.to_string()))?;
-        let matcher = Matcher::new(Ok(parser));
-        if let Some(e) = matcher.get_error() {
-            return Err(SamplerError::Grammar(e));
+            Constraint::JsonObject => {
+                Source::Json(json!({"type": "object", "x-guidance": json_options()}))
+            }
+        })
+    }
+
+    fn grammar(self) -> TopLevelGrammar {
+        match self {
+            Source::Lark(text) => TopLevelGrammar::from_lark(text),
+            Source::Json(schema) => TopLevelGrammar::from_json_schema(schema),
         }
-        Ok(Grammar {
+    }
+}
+
+/// Builds the matcher for `source`; the error is llguidance's, shortened
+/// by [`brief`].
+fn start(env: &GrammarEnv, source: Source) -> Result<Matcher, String> {
+    let top = source.grammar();
+    let parser = catch_unwind(AssertUnwindSafe(|| env.factory.create_parser(top)))
+        .map_err(|_| "llguidance failed on this grammar".to_string())?
+        .map_err(|e| brief(&e.to_string()))?;
+    let matcher = Matcher::new(Ok(parser));
+    if let Some(e) = matcher.get_error() {
+        return Err(brief(&e));
+    }
+    Ok(matcher)
+}
+
+impl Grammar {
+    /// Compiles `c` for `vocab`, with its JSON schemas relaxed to what the
+    /// grammar can enforce; also returns what was relaxed, one short line
+    /// each (empty when nothing was).
+    ///
+    /// A schema that still fails (other than by being unsatisfiable) is
+    /// tried once more reduced to its structure; when that fails too, the
+    /// error is the first try's.
+    pub(crate) fn compile(
+        c: &Constraint,
+        vocab: &TokenVocab,
+    ) -> Result<(Grammar, Vec<String>), SamplerError> {
+        let mut notes = Notes::default();
+        let first = Source::of(c, Depth::Needed, &mut notes)?;
+        let env = vocab.grammar_env()?;
+        let relaxable = matches!(c, Constraint::Lark(_) | Constraint::JsonSchema(_));
+        let retry = relaxable.then(|| first.clone());
+        let err = match start(&env, first) {
+            Ok(matcher) => return Ok(Grammar::new(env, matcher, notes)),
+            Err(e) => e,
+        };
+        // An unsatisfiable schema is the schema's own contradiction, not a
+        // keyword the grammar cannot enforce: no relaxation makes the output
+        // valid for it, so it stays an error.
+        let retry = retry.filter(|_| !err.contains("Unsatisfiable schema"));
+        if let Some(first) = retry {
+            let mut notes = Notes::default();
+            notes.push(format!("reduced the schema to its structure after: {err}"));
+            let second = Source::of(c, Depth::Structure, &mut notes)?;
+            if second != first {
+                if let Ok(matcher) = start(&env, second) {
+                    return Ok(Grammar::new(env, matcher, notes));
+                }
+            }
+        }
+        Err(SamplerError::Grammar(err))
+    }
+
+    fn new(env: Arc<GrammarEnv>, mut matcher: Matcher, mut notes: Notes) -> (Grammar, Vec<String>) {
+        // llguidance's lenient mode reports what it let through as warnings.
+        for w in matcher.grammar_warnings() {
+            notes.push(w);
+        }
+        let g = Grammar {
             env,
             matcher,
             mask: None,
             wait: None,
-        })
+        };
+        (g, notes.into_lines())
     }
 
     /// The same constraint, asleep until `trigger` shows in the output.
@@ -183,10 +280,7 @@ impl Grammar {
         if self.mask.is_none() && self.wait.is_none() {
             // A stopped parser (the grammar is complete) allows only the
             // end-of-generation tokens.
-            let m = self
-                .matcher
-                .compute_mask_or_eos()
-                .map_err(|e| SamplerError::Grammar(e.to_string()))?;
+            let m = self.matcher.compute_mask_or_eos().map_err(engine_error)?;
             self.mask = Some(m);
         }
         Ok(())
@@ -242,15 +336,13 @@ impl Grammar {
             return self
                 .matcher
                 .consume_tokens(&replay)
-                .map_err(|e| SamplerError::Grammar(format!("after the trigger: {e}")));
+                .map_err(|e| engine_error(format!("after the trigger: {e}")));
         }
         if self.matcher.is_stopped() {
             // Complete: the token is an end-of-generation one the mask
             // allowed, and there is nothing left to advance.
             return Ok(());
         }
-        self.matcher
-            .consume_token(token)
-            .map_err(|e| SamplerError::Grammar(e.to_string()))
+        self.matcher.consume_token(token).map_err(engine_error)
     }
 }

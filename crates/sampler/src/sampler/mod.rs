@@ -50,6 +50,8 @@ pub struct Sampler {
     cfg: SamplingParams,
     rng: ChaCha8Rng,
     grammar: Option<Grammar>,
+    /// What compiling the constraint relaxed (see [`Sampler::relaxed`]).
+    relaxed: Arc<[String]>,
     /// Whether the grammar is lent out (see [`Sampler::lend_grammar`]).
     lent: bool,
     breakers: Arc<Breakers>,
@@ -95,21 +97,25 @@ impl Sampler {
     pub fn with_vocab(cfg: SamplingParams, vocab: &TokenVocab) -> Result<Self, SamplerError> {
         cfg.validate()?;
         cfg.validate_vocab(vocab.len())?;
-        let grammar = cfg
-            .constraint
-            .as_ref()
-            .map(|c| Grammar::compile(c, vocab))
-            .transpose()?
-            .map(|g| match &cfg.trigger {
-                Some(t) => g.lazy(t),
-                None => g,
-            });
+        let (grammar, relaxed) = match &cfg.constraint {
+            Some(c) => {
+                let (g, relaxed) = Grammar::compile(c, vocab)?;
+                let g = match &cfg.trigger {
+                    Some(t) => g.lazy(t),
+                    None => g,
+                };
+                (Some(g), relaxed)
+            }
+            None => (None, Vec::new()),
+        };
         let breakers = if cfg.dry_multiplier > 0.0 {
             vocab.dry_breakers(&cfg.dry_sequence_breakers)
         } else {
             Arc::new(Breakers::default())
         };
-        Ok(Self::build(cfg, grammar, breakers))
+        let mut s = Self::build(cfg, grammar, breakers);
+        s.relaxed = relaxed.into();
+        Ok(s)
     }
 
     fn build(cfg: SamplingParams, grammar: Option<Grammar>, breakers: Arc<Breakers>) -> Self {
@@ -118,6 +124,7 @@ impl Sampler {
             mu: 2.0 * cfg.mirostat_tau,
             cfg,
             grammar,
+            relaxed: Arc::from([]),
             lent: false,
             breakers,
             grammar_done: false,
@@ -139,6 +146,20 @@ impl Sampler {
     pub fn reseed(&mut self, seed: u64) {
         self.cfg.seed = seed;
         self.rng = ChaCha8Rng::seed_from_u64(seed);
+    }
+
+    /// What compiling the constraint relaxed, one short line each; empty
+    /// when nothing was (or there is no constraint).
+    ///
+    /// JSON schemas (a [`Constraint::JsonSchema`](crate::Constraint), or
+    /// `%json` in a [`Constraint::Lark`](crate::Constraint) grammar) are
+    /// compiled leniently: a keyword the grammar cannot enforce
+    /// (`propertyNames`, `if`/`then`/`else`, an unknown `format`, a pattern
+    /// with look-around, an unresolvable `$ref`, …) is dropped instead of
+    /// failing the request, so the output may be looser than the schema,
+    /// never stricter. These lines name what was dropped, for a log.
+    pub fn relaxed(&self) -> &[String] {
+        &self.relaxed
     }
 
     /// Whether a grammar constrains this sampler (lent out or not).
