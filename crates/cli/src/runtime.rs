@@ -34,6 +34,21 @@ pub struct RuntimeArgs {
     /// and the output. 0 keeps everything on the CPU.
     #[arg(long = "n-gpu-layers", visible_alias = "gpu-layers", value_name = "N")]
     pub n_gpu_layers: Option<u32>,
+    /// Host memory for the prompt cache below the KV cells, in MiB
+    /// (llama.cpp's --cache-ram): prefixes of finished requests are kept
+    /// as their KV bytes, in blocks of 256 tokens, so a long prompt whose
+    /// cells were evicted is copied back instead of recomputed (same
+    /// results). Default: a quarter of physical memory, at most 8192. 0
+    /// turns it off.
+    #[arg(long = "cache-ram", value_name = "MIB")]
+    pub cache_ram: Option<u64>,
+    /// Folder for the prompt cache on disk: the same blocks as files, in a
+    /// subfolder per model and KV format, so that a restarted server
+    /// restores a long system prompt instead of recomputing it. Files that
+    /// fail their checks are refused and removed. Costs one read of the
+    /// weights at start-up. Default: no disk cache.
+    #[arg(long = "cache-dir", value_name = "DIR")]
+    pub cache_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub diag: crate::trace::DiagArgs,
 }
@@ -72,6 +87,11 @@ impl RuntimeArgs {
             repack: !self.no_repack,
             device: self.device,
             n_gpu_layers: self.n_gpu_layers,
+            cache_ram: match self.cache_ram {
+                Some(mib) => usize::try_from(mib)?.saturating_mul(1 << 20),
+                None => minfer_engine::default_cache_ram(),
+            },
+            cache_dir: self.cache_dir.clone().map(minfer_engine::CacheDir::new),
             ..EngineConfig::default()
         };
         if let Some(t) = self.threads {

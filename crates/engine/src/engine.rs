@@ -39,6 +39,20 @@ pub struct EngineConfig {
     /// How many layers the GPU runs, the last ones (llama.cpp's `-ngl`);
     /// `None` offloads every layer and the output part.
     pub n_gpu_layers: Option<u32>,
+    /// Bytes of host memory for the prompt cache below the KV cells:
+    /// prefixes of released sequences kept as their K/V rows, so that a
+    /// long prompt that comes back after its cells were evicted is copied
+    /// back instead of recomputed (llama.cpp's `--cache-ram`). 0 (the
+    /// default here; front ends size it with [`default_cache_ram`]) keeps
+    /// none.
+    ///
+    /// [`default_cache_ram`]: crate::default_cache_ram
+    pub cache_ram: usize,
+    /// Folder of the prompt cache's disk tier: the same blocks as files,
+    /// so that a restarted process restores what an earlier one computed.
+    /// Setting it costs one read of every weight at start-up (the model's
+    /// identity names the files' folder). `None` keeps nothing on disk.
+    pub cache_dir: Option<crate::CacheDir>,
 }
 
 impl EngineConfig {
@@ -83,6 +97,8 @@ impl Default for EngineConfig {
             repack: true,
             device: crate::device::DeviceChoice::Cpu,
             n_gpu_layers: None,
+            cache_ram: 0,
+            cache_dir: None,
         }
     }
 }

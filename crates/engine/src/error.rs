@@ -75,6 +75,14 @@ pub enum EngineError {
         /// Why.
         msg: String,
     },
+    /// The prompt cache's folder cannot be opened.
+    #[error("prompt cache folder {}: {msg}", path.display())]
+    PromptCache {
+        /// The folder.
+        path: std::path::PathBuf,
+        /// Why.
+        msg: String,
+    },
     /// The prompt has no tokens.
     #[error("the prompt is empty")]
     EmptyPrompt,

@@ -37,8 +37,8 @@ pub use generate::{
 };
 pub use load::{check_fits, load_tokenizer, LoadedModel, PromptMode};
 pub use runtime::{
-    normalize_l2, BatchEntry, CacheUsage, KvLayout, Pooling, Runtime, SeqId, SeqSnapshot,
-    StepLogits,
+    default_cache_ram, normalize_l2, BatchEntry, CacheDir, CacheUsage, KvLayout, Pooling,
+    PromptCacheStats, Runtime, SeqId, SeqSnapshot, StepLogits, BLOCK_TOKENS as PROMPT_BLOCK_TOKENS,
 };
 pub use scheduler::{Event, GenId, GenTimes, Scheduler};
 pub use spec::{DraftModel, SpecConfig, SpecStats, Speculation};

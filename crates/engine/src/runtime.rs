@@ -19,6 +19,9 @@
 //! cache, idle, so that a later prompt with the same beginning can share
 //! their cells ([`Runtime::new_sequence_for`]). Idle sequences are evicted,
 //! least recently used first, as soon as their cells or ids are needed.
+//! Below the cells, a prompt cache in host RAM and on disk ([`tier`])
+//! keeps released prefixes as their K/V bytes and restores them into
+//! fresh cells when a prompt with the same beginning comes back.
 
 mod batch;
 mod embed;
@@ -26,6 +29,7 @@ mod inspect;
 mod params;
 mod poison;
 mod snapshot;
+mod tier;
 
 use std::sync::Arc;
 
@@ -40,6 +44,7 @@ pub use batch::BatchEntry;
 pub(crate) use batch::{Batch, Entries, Wanted};
 pub use embed::{normalize_l2, Pooling};
 pub use snapshot::{KvLayout, SeqSnapshot};
+pub use tier::{default_cache_ram, CacheDir, PromptCacheStats, BLOCK_TOKENS};
 
 /// A handle to one sequence of a [`Runtime`]: an id the runtime hands out
 /// and checks on every use (a removed sequence's handle is rejected, even
@@ -142,6 +147,8 @@ pub struct Runtime {
     outputs: Vec<f32>,
     offsets: Vec<usize>,
     starts: Vec<(u32, usize)>,
+    /// The prompt cache below the cells (RAM, disk), when configured.
+    tier: Option<tier::PromptTier>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -191,7 +198,12 @@ impl Runtime {
                 );
             }
         }
+        let compute = format!("{simd:?}, {plan_devices:?}");
+        let position_bytes =
+            2 * model.hparams.n_layer * cfg.kv_format.row_bytes(model.hparams.kv_width());
+        let tier = tier::PromptTier::open(&cfg, &model, position_bytes, compute)?;
         Ok(Runtime {
+            tier,
             cache,
             simd,
             offload: plan_devices,
@@ -397,18 +409,21 @@ impl Runtime {
 
     /// A new sequence that will be fed `prompt`: the longest beginning of
     /// `prompt` that a live or idle sequence already holds is shared (no
-    /// computation, no copy), and the returned count says how many tokens
-    /// that is. At least the last token of `prompt` is left to evaluate, so
-    /// its logits can be computed. Feed `prompt[reused..]` next.
+    /// computation, no copy), then, when the prompt cache below the cells
+    /// holds a longer beginning, its rows are copied into fresh cells (no
+    /// computation either, the same bits); the returned count says how
+    /// many tokens the sequence holds. At least the last token of `prompt`
+    /// is left to evaluate, so its logits can be computed. Feed
+    /// `prompt[reused..]` next.
     ///
     /// # Errors
     /// As [`new_sequence`](Runtime::new_sequence).
     pub fn new_sequence_for(&mut self, prompt: &[u32]) -> Result<(SeqId, usize)> {
-        let limit = prompt.len().saturating_sub(1);
+        let target = &prompt[..prompt.len().saturating_sub(1)];
         let mut best: Option<(usize, u32)> = None;
         for (i, s) in self.seqs.iter().enumerate() {
             let Some(s) = s else { continue };
-            let n = common_prefix(&s.history, &prompt[..limit]);
+            let n = common_prefix(&s.history, target);
             if n > 0 && best.is_none_or(|(b, _)| n > b) {
                 best = Some((n, i as u32));
             }
@@ -423,17 +438,17 @@ impl Runtime {
             }
         }
         let seq = self.new_sequence()?;
-        let Some((n, src)) = best else {
-            return Ok((seq, 0));
-        };
+        let mut shared = 0;
         // With every other slot live, the source itself may have been the
         // one evicted.
-        if self.seqs[src as usize].is_none() || src == seq.slot {
-            return Ok((seq, 0));
+        if let Some((n, src)) = best {
+            if self.seqs[src as usize].is_some() && src != seq.slot {
+                self.cells.share(src, seq.slot, n as i32)?;
+                self.state_mut(seq)?.history.extend_from_slice(&prompt[..n]);
+                shared = n;
+            }
         }
-        self.cells.share(src, seq.slot, n as i32)?;
-        self.state_mut(seq)?.history.extend_from_slice(&prompt[..n]);
-        Ok((seq, n))
+        Ok((seq, self.extend_from_tiers(seq, target, shared)))
     }
 
     /// A new sequence that shares every cell of `parent` (nothing is
@@ -481,7 +496,9 @@ impl Runtime {
 
     /// Hands `seq` back: its handle becomes invalid, but its cells stay
     /// cached for [`new_sequence_for`](Runtime::new_sequence_for) until
-    /// their room is needed (least recently used first).
+    /// their room is needed (least recently used first). With a prompt
+    /// cache configured, its whole blocks of tokens that the cache does not
+    /// hold yet are copied there first, so they outlive the cells.
     ///
     /// # Errors
     /// [`EngineError::UnknownSequence`] for a stale handle.
@@ -491,6 +508,7 @@ impl Runtime {
         let s = self.state_mut(seq)?;
         s.idle = true;
         s.last_used = tick;
+        self.save_to_tiers(seq.slot);
         Ok(())
     }
 

@@ -1,5 +1,7 @@
-//! The identity of a model's weights, for session files.
+//! The identity of a model's weights, for session files and the prompt
+//! cache's disk tier.
 
+use minfer_models::Model;
 use sha2::{Digest, Sha256};
 
 use super::file::ModelIdentity;
@@ -9,6 +11,12 @@ use crate::load::LoadedModel;
 /// `model`: equal for the same weights whatever the file is called or how
 /// it is split. Reads the whole model once (about a second for 400 MB).
 pub fn model_identity(model: &LoadedModel) -> ModelIdentity {
+    weights_identity(model.model(), model.name())
+}
+
+/// [`model_identity`] of a bare [`Model`] (what a runtime holds), named
+/// `name` (informative only).
+pub(crate) fn weights_identity(model: &Model, name: String) -> ModelIdentity {
     let file = model.file();
     let mut h = Sha256::new();
     for t in file.tensors() {
@@ -27,7 +35,7 @@ pub fn model_identity(model: &LoadedModel) -> ModelIdentity {
         .collect::<String>();
     ModelIdentity {
         tensor_sha256: hex,
-        arch: model.model().arch().to_string(),
-        name: model.name(),
+        arch: model.arch().to_string(),
+        name,
     }
 }

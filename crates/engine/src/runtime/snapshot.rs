@@ -2,6 +2,8 @@
 //! exactly as stored, so that a session file restores it without
 //! recomputing anything and bit for bit.
 
+use std::ops::Range;
+
 use minfer_graph::{KvFormat, KvKind};
 
 use super::Runtime;
@@ -65,18 +67,37 @@ impl Runtime {
     /// when a position has no cell or no region (a broken invariant).
     pub fn export_sequence(&self, seq: SeqId) -> Result<SeqSnapshot> {
         let tokens = self.history(seq)?.to_vec();
+        let rows = self.export_rows(seq.slot, 0..tokens.len())?;
+        Ok(SeqSnapshot {
+            layout: self.kv_layout(),
+            tokens,
+            rows,
+        })
+    }
+
+    /// The K/V rows of positions `range` of the sequence in `slot` (live
+    /// or idle), position by position as in [`SeqSnapshot::rows`]: what
+    /// the prompt cache copies out of a released sequence, only the
+    /// positions its tiers do not hold yet.
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidArgument`] when a position has no cell or no
+    /// region (a broken invariant).
+    pub(crate) fn export_rows(&self, slot: u32, range: Range<usize>) -> Result<Vec<u8>> {
         let layout = self.kv_layout();
-        let mut cells = Vec::with_capacity(tokens.len());
-        for pos in 0..tokens.len() {
-            let cell = self.cells.cell_of(seq.slot, pos as i32).ok_or_else(|| {
-                EngineError::InvalidArgument(format!("{seq} has no cell for position {pos}"))
+        let mut cells = Vec::with_capacity(range.len());
+        for pos in range.clone() {
+            let cell = self.cells.cell_of(slot, pos as i32).ok_or_else(|| {
+                EngineError::InvalidArgument(format!(
+                    "sequence {slot} has no cell for position {pos}"
+                ))
             })? as usize;
             cells.push(cell);
         }
         // Each region read once (one device read for a GPU region), then
         // the rows interleaved position by position, layer by layer.
         let mut per_region = Vec::with_capacity(layout.n_layer * 2);
-        // An empty sequence has no rows, and no graph may have run yet.
+        // An empty range has no rows, and no graph may have run yet.
         let layers = if cells.is_empty() { 0 } else { layout.n_layer };
         for layer in 0..layers {
             for kind in [KvKind::K, KvKind::V] {
@@ -85,23 +106,19 @@ impl Runtime {
                         "no KV region for layer {layer}"
                     )));
                 }
-                let mut r = Vec::new();
+                let mut r = Vec::with_capacity(cells.len() * layout.row_bytes());
                 self.cache.kv_read_raw_rows(layer, kind, &cells, &mut r)?;
                 per_region.push(r);
             }
         }
         let row = layout.row_bytes();
-        let mut rows = Vec::with_capacity(tokens.len() * layout.position_bytes());
-        for pos in 0..tokens.len() {
+        let mut rows = Vec::with_capacity(cells.len() * layout.position_bytes());
+        for pos in 0..cells.len() {
             for r in &per_region {
                 rows.extend_from_slice(&r[pos * row..(pos + 1) * row]);
             }
         }
-        Ok(SeqSnapshot {
-            layout,
-            tokens,
-            rows,
-        })
+        Ok(rows)
     }
 
     /// Fills `seq`, which must be empty, with a snapshot: fresh cells get
@@ -138,6 +155,34 @@ impl Runtime {
                 n_vocab: self.n_vocab(),
             });
         }
+        self.append_rows(seq, &snap.tokens, &snap.rows)
+    }
+
+    /// Appends `tokens` to `seq` at its next positions, with their K/V rows
+    /// (`rows`, in [`SeqSnapshot::rows`]' layout for this runtime) written
+    /// into fresh cells: the shared core of a session file's restore and a
+    /// prompt-cache tier's. Nothing is computed.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownSequence`]; [`EngineError::InvalidArgument`]
+    /// when `rows` is not `tokens`' size; [`EngineError::ContextFull`] past
+    /// `n_ctx`; [`EngineError::CacheFull`] when there are not enough free
+    /// cells even after evicting idle sequences. Nothing changes on error.
+    pub(crate) fn append_rows(&mut self, seq: SeqId, tokens: &[u32], rows: &[u8]) -> Result<()> {
+        let start = self.n_past(seq)? as usize;
+        let layout = self.kv_layout();
+        let n = tokens.len();
+        if rows.len() != n * layout.position_bytes() {
+            return Err(EngineError::InvalidArgument(format!(
+                "{n} tokens with {} bytes of rows do not match this runtime's layout",
+                rows.len()
+            )));
+        }
+        if start + n > layout.n_ctx as usize {
+            return Err(EngineError::ContextFull {
+                n_ctx: layout.n_ctx,
+            });
+        }
         self.make_room(n);
         let free = self.cells.n_ctx() - self.cells.used();
         if n > free {
@@ -155,31 +200,32 @@ impl Runtime {
                 )?;
             }
         }
-        let row = layout.row_bytes();
-        let mut chunks = snap.rows.chunks_exact(row);
-        for pos in 0..n {
-            let cell = match self.cells.allocate(seq.slot, pos as i32) {
-                Ok(c) => c as usize,
-                Err(e) => {
-                    let _ = self.cells.remove(seq.slot, 0);
-                    return Err(e.into());
-                }
-            };
-            for layer in 0..layout.n_layer {
-                for kind in [KvKind::K, KvKind::V] {
-                    // Sizes were checked above, so every chunk is there.
-                    let bytes = chunks.next().unwrap_or_default();
-                    if self.cache.kv_info(layer, kind).is_some() {
-                        self.cache.kv_write_raw_row(layer, kind, cell, bytes)?;
-                    }
-                }
-            }
+        if let Err(e) = self.write_rows(seq.slot, start, rows) {
+            // Positions from `start` on were never part of the sequence.
+            let _ = self.cells.remove(seq.slot, start as i32);
+            return Err(e);
         }
         self.tick += 1;
         let tick = self.tick;
         let s = self.state_mut(seq)?;
-        s.history.extend_from_slice(&snap.tokens);
+        s.history.extend_from_slice(tokens);
         s.last_used = tick;
+        Ok(())
+    }
+
+    /// Takes a cell for each position from `start` on and writes its rows.
+    fn write_rows(&mut self, slot: u32, start: usize, rows: &[u8]) -> Result<()> {
+        let layout = self.kv_layout();
+        let row = layout.row_bytes();
+        for (i, position) in rows.chunks_exact(layout.position_bytes()).enumerate() {
+            let cell = self.cells.allocate(slot, (start + i) as i32)? as usize;
+            for (r, bytes) in position.chunks_exact(row).enumerate() {
+                let (layer, kind) = (r / 2, if r % 2 == 0 { KvKind::K } else { KvKind::V });
+                if self.cache.kv_info(layer, kind).is_some() {
+                    self.cache.kv_write_raw_row(layer, kind, cell, bytes)?;
+                }
+            }
+        }
         Ok(())
     }
 }
