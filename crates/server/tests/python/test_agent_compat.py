@@ -76,7 +76,7 @@ def test_hosted_tools_and_zod_schemas_never_400(tools_url, tools_model):
         "/v1/messages",
         {
             "model": tools_model,
-            "max_tokens": 24,
+            "max_tokens": 160,
             "tools": tools,
             "tool_choice": {"type": "any"},
             "messages": [{"role": "user", "content": "Make a task to buy milk."}],
@@ -107,10 +107,10 @@ def test_hosted_tools_and_zod_schemas_never_400(tools_url, tools_model):
 
 
 def test_grammar_errors_are_short(tools_url, tools_model):
-    # A tool schema that cannot compile even relaxed (a broken regular
-    # expression): the error says why in a sentence, never by dumping the
-    # grammar it was part of.
-    broken = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(unclosed"}}, "required": ["a"]}
+    # A tool schema that no relaxation makes satisfiable (a value both a
+    # string and an integer): the error says why in a sentence, never by
+    # dumping the grammar it was part of.
+    broken = {"type": "object", "properties": {"a": {"allOf": [{"type": "string"}, {"type": "integer"}]}}, "required": ["a"]}
     tools = [{"type": "function", "function": {"name": f"f{i}", "parameters": broken}} for i in range(20)]
     status, body = post(
         tools_url,
@@ -125,6 +125,7 @@ def test_grammar_errors_are_short(tools_url, tools_model):
     )
     assert status == 400, body
     assert len(json.dumps(body)) < 1000, body
+    assert "unsatisfiable" in body["error"]["message"].lower(), body
 
 
 def test_cached_tokens_in_each_api(tools_url, tools_model):
