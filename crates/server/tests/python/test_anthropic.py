@@ -29,6 +29,12 @@ HELLO = dict(
 )
 
 
+
+def prompt_tokens(usage):
+    """All the prompt's tokens: Anthropic's `input_tokens` counts only those
+    the prefix cache did not hold, `cache_read_input_tokens` the others."""
+    return usage.input_tokens + (usage.cache_read_input_tokens or 0)
+
 def client_for(url, key="unused"):
     # No retries: an error must reach the test, not be retried away.
     return anthropic.Anthropic(base_url=url, api_key=key, max_retries=0, timeout=300)
@@ -54,7 +60,7 @@ def test_a_message_is_answered_and_counted(claude, tools_model):
     counted = claude.messages.count_tokens(
         model=tools_model, system=HELLO["system"], messages=HELLO["messages"]
     )
-    assert counted.input_tokens == m.usage.input_tokens
+    assert counted.input_tokens == prompt_tokens(m.usage)
     # The system prompt is in the prompt.
     longer = claude.messages.count_tokens(
         model=tools_model, system=HELLO["system"] + " Be kind.", messages=HELLO["messages"]
@@ -82,10 +88,10 @@ def test_streamed_equals_sync(claude, tools_model):
         final = s.get_final_message()
     assert streamed == text_of(sync)
     assert text_of(final) == text_of(sync)
-    assert (final.stop_reason, final.usage.output_tokens, final.usage.input_tokens) == (
+    assert (final.stop_reason, final.usage.output_tokens, prompt_tokens(final.usage)) == (
         sync.stop_reason,
         sync.usage.output_tokens,
-        sync.usage.input_tokens,
+        prompt_tokens(sync.usage),
     )
     # The raw events, in Anthropic's order (the client drops `ping`).
     events = list(claude.messages.create(model=tools_model, stream=True, **HELLO))
@@ -165,7 +171,7 @@ def test_tool_use_round_trip(claude, tools_model):
     alone = claude.messages.create(
         model=tools_model, messages=ASK, tools=[WEATHER], tool_choice={"type": "none"}, max_tokens=1
     )
-    assert second.usage.input_tokens > alone.usage.input_tokens + 10
+    assert prompt_tokens(second.usage) > prompt_tokens(alone.usage) + 10
 
 
 def test_any_tool_choice_forces_a_call(claude, tools_model):

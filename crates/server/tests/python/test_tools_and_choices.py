@@ -133,11 +133,12 @@ def test_refused_fields_and_templates_without_tools(client, model, tools_client,
     with pytest.raises(openai.BadRequestError) as e:
         call(tools_client, tools_model, tools=[{"type": "function", "function": {"name": "a b"}}])
     assert e.value.body["param"] == "tools[0].function.name"
-    # SmolLM2's template knows no tools: refused, naming the model.
-    with pytest.raises(openai.BadRequestError) as e:
-        call(client, model)
-    assert e.value.body["param"] == "tools"
-    assert model in e.value.body["message"]
+    # SmolLM2's template has no place for tools: they are described in the
+    # system prompt instead (agents send tools to every model), so the
+    # prompt grows by their description and the request is answered.
+    plain = client.chat.completions.create(model=model, messages=ASK, max_tokens=1)
+    with_tools = call(client, model, max_tokens=1)
+    assert with_tools.usage.prompt_tokens > plain.usage.prompt_tokens + 20
 
 
 def test_n_choices_each_match_the_request_alone(tools_client, tools_model):
