@@ -60,7 +60,18 @@ fn openai_client_against_minfer_serve() {
     let mut open = Server::start(
         &model,
         home.path(),
-        &["-np", "4", "--n-ctx", "8192", "--drain-timeout", "5"],
+        // The soak test bounds the RSS: the prompt-cache tier gets a
+        // budget it counts.
+        &[
+            "-np",
+            "4",
+            "--n-ctx",
+            "8192",
+            "--drain-timeout",
+            "5",
+            "--cache-ram",
+            "128",
+        ],
     );
     let mut keyed = Server::start(
         &model,
