@@ -292,30 +292,28 @@ fn flat_name(namespace: &str, name: &str) -> String {
     }
 }
 
+/// The functions of one `namespace` tool: its name, each function's name
+/// and the function itself.
+fn members(t: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
+    let ns = t.get("name").and_then(Value::as_str).unwrap_or_default();
+    let list = t.get("tools").and_then(Value::as_array);
+    list.into_iter().flatten().map(move |f| {
+        let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
+        (ns, name, f)
+    })
+}
+
 /// The functions of the `namespace` tools in `list`.
 fn scoped(list: &[Value]) -> Vec<Scoped> {
-    let mut out = Vec::new();
-    for t in list {
-        if t.get("type").and_then(Value::as_str) != Some("namespace") {
-            continue;
-        }
-        let ns = t.get("name").and_then(Value::as_str).unwrap_or_default();
-        for f in t
-            .get("tools")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(name) = f.get("name").and_then(Value::as_str) {
-                out.push(Scoped {
-                    flat: flat_name(ns, name),
-                    namespace: ns.to_string(),
-                    name: name.to_string(),
-                });
-            }
-        }
-    }
-    out
+    list.iter()
+        .filter(|t| t.get("type").and_then(Value::as_str) == Some("namespace"))
+        .flat_map(members)
+        .map(|(ns, name, _)| Scoped {
+            flat: flat_name(ns, name),
+            namespace: ns.to_string(),
+            name: name.to_string(),
+        })
+        .collect()
 }
 
 /// One function tool in the chat shape, named `name`.
@@ -338,14 +336,7 @@ fn tools(list: &[Value]) -> Value {
         match t.get("type").and_then(Value::as_str) {
             Some("function") => out.push(chat_function(t, &t["name"])),
             Some("namespace") => {
-                let ns = t.get("name").and_then(Value::as_str).unwrap_or_default();
-                for f in t
-                    .get("tools")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
+                for (ns, name, f) in members(t) {
                     out.push(chat_function(f, &json!(flat_name(ns, name))));
                 }
             }
