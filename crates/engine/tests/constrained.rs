@@ -206,7 +206,15 @@ fn a_bad_schema_is_refused_before_any_token() {
     let e = s
         .submit(
             &prompt,
-            &sampled(0, Constraint::JsonSchema("{\"type\": 5}".into())),
+            // Lenient mode reads unknown keywords and odd types as "any";
+            // a value that must be both a string and an integer is a
+            // contradiction no relaxation can lift.
+            &sampled(
+                0,
+                Constraint::JsonSchema(
+                    r#"{"allOf": [{"type": "string"}, {"type": "integer"}]}"#.into(),
+                ),
+            ),
         )
         .unwrap_err();
     assert!(matches!(e, minfer_engine::EngineError::Grammar(_)), "{e}");
