@@ -20,7 +20,8 @@ Each JSON line has:
     method, path (including the query string), headers (authorization and
     x-api-key values replaced by "REDACTED"), body (parsed JSON if it parses,
     else a string), status, response_head (first 2000 chars of the response
-    body as received from upstream; chunked encoding is removed).
+    body as received from upstream, or --head-limit; chunked encoding is
+    removed).
 """
 
 import argparse
@@ -51,8 +52,9 @@ class Recorder:
     """Appends records to the JSONL file; remembers the ones still in flight
     so that stopping the proxy (SIGTERM/SIGINT) still writes them."""
 
-    def __init__(self, path):
+    def __init__(self, path, head_limit=HEAD_LIMIT):
         self.path = path
+        self.head_limit = head_limit
         self.lock = threading.Lock()
         self.in_flight = {}
 
@@ -75,14 +77,15 @@ class Recorder:
             with open(self.path, "a", encoding="utf-8") as f:
                 for record, head in items:
                     out = dict(record)
-                    out["response_head"] = bytes(head).decode("utf-8", errors="replace")[:HEAD_LIMIT]
+                    text = bytes(head).decode("utf-8", errors="replace")
+                    out["response_head"] = text[: self.head_limit] if self.head_limit > 0 else text
                     out["error"] = why
                     out.pop("_flushed", None)
                     record["_flushed"] = True
                     f.write(json.dumps(out, ensure_ascii=False) + "\n")
 
 
-def make_handler(upstream, recorder, timeout):
+def make_handler(upstream, recorder, timeout, head_limit=HEAD_LIMIT):
     up = urllib.parse.urlsplit(upstream)
     if up.scheme != "http":
         raise SystemExit("only http:// upstreams are supported")
@@ -173,8 +176,10 @@ def make_handler(upstream, recorder, timeout):
                     data = resp.read1(65536) if hasattr(resp, "read1") else resp.read(1)
                     if not data:
                         break
-                    if len(head) < HEAD_LIMIT * 4:
-                        head += data[: HEAD_LIMIT * 4 - len(head)]
+                    if head_limit <= 0:
+                        head += data
+                    elif len(head) < head_limit * 4:
+                        head += data[: head_limit * 4 - len(head)]
                     if chunked:
                         self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
                     else:
@@ -202,7 +207,8 @@ def make_handler(upstream, recorder, timeout):
                 if conn is not None:
                     conn.close()
                 self.close_connection = True
-                record["response_head"] = head.decode("utf-8", errors="replace")[:HEAD_LIMIT]
+                text = head.decode("utf-8", errors="replace")
+                record["response_head"] = text[:head_limit] if head_limit > 0 else text
                 record["elapsed_s"] = round(time.time() - started, 3)
                 recorder.write(record)
 
@@ -225,11 +231,13 @@ def main():
     ap.add_argument("--upstream", required=True, help="e.g. http://127.0.0.1:8090")
     ap.add_argument("--out", required=True, help="JSONL file to append to")
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--head-limit", type=int, default=HEAD_LIMIT,
+                    help="characters of each response kept (0: the whole response)")
     args = ap.parse_args()
     host = urllib.parse.urlsplit(args.upstream).hostname
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise SystemExit("refusing non-loopback upstream %r" % host)
-    handler = make_handler(args.upstream, Recorder(args.out), args.timeout)
+    handler = make_handler(args.upstream, Recorder(args.out, args.head_limit), args.timeout, args.head_limit)
     srv = ThreadingHTTPServer((args.host, args.port), handler)
     srv.daemon_threads = True
     recorder = handler.recorder

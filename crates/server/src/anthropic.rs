@@ -542,7 +542,7 @@ async fn run(shared: Arc<Shared>, body: Body) -> Result<Response, ApiError> {
             shared.cfg.keep_alive,
         ));
     }
-    let got = respond::gather(1, &mut rx).await;
+    let got = respond::gather(1, &mut rx, Some((&split, &ticket))).await;
     drop(ticket);
     let c = got?.pop().ok_or_else(|| ApiError::internal("no answer"))?;
     let blocks = Blocks::of(&split, &c.text);

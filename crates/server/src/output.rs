@@ -73,7 +73,15 @@ pub struct Splitter {
     known: Catalog,
     /// With tools: the filter that catches calls outside the markers.
     bare: Option<BareCalls>,
+    /// The calls of the answer so far.
+    calls: Vec<Call>,
+    /// The answer is over although the model goes on: see
+    /// [`Splitter::ended`].
+    ended: bool,
 }
+
+/// Calls in one answer past which the model is taken to be looping.
+const MAX_CALLS: usize = 32;
 
 /// The length of the longest suffix of `s` that is a proper prefix of
 /// `tag` (text that may still become the tag).
@@ -104,32 +112,69 @@ impl Splitter {
             tools: split.tools.clone(),
             known: split.known.clone(),
             bare,
+            calls: Vec::new(),
+            ended: false,
         }
+    }
+
+    /// Whether the answer is over although the model may go on: it wrote a
+    /// call it had already written (small models repeat their call until
+    /// the context is full), or more calls than any answer needs. What
+    /// follows is dropped; the caller should stop the generation.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Passes `pieces` on up to the first repeated call.
+    fn settle(&mut self, pieces: Vec<Piece>) -> Vec<Piece> {
+        let mut out = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            if self.ended {
+                break;
+            }
+            if let Piece::Call(c) = &p {
+                if self.calls.contains(c) || self.calls.len() >= MAX_CALLS {
+                    self.ended = true;
+                    break;
+                }
+                self.calls.push(c.clone());
+            }
+            out.push(p);
+        }
+        out
     }
 
     /// Adds generated text; returns what is now decided.
     pub fn push(&mut self, text: &str) -> Vec<Piece> {
+        if self.ended {
+            return Vec::new();
+        }
         self.buf.push_str(text);
         let mut out = Vec::new();
         while self.step(&mut out, false) {}
-        match &mut self.bare {
+        let out = match &mut self.bare {
             Some(b) => b.push(out),
             None => out,
-        }
+        };
+        self.settle(out)
     }
 
     /// The generation ended: everything left is decided.
     pub fn finish(&mut self) -> Vec<Piece> {
+        if self.ended {
+            return Vec::new();
+        }
         let mut out = Vec::new();
         while self.step(&mut out, true) {}
-        match &mut self.bare {
+        let out = match &mut self.bare {
             Some(b) => {
                 let mut all = b.push(out);
                 all.extend(b.finish());
                 all
             }
             None => out,
-        }
+        };
+        self.settle(out)
     }
 
     /// Decides what it can of the buffer; `true` when the state changed
@@ -297,6 +342,64 @@ mod tests {
             Piece::Call(_) => out.push(p),
             p => emit(out, p),
         }
+    }
+
+    #[test]
+    fn a_repeated_call_ends_the_answer() {
+        let known = Catalog::new(vec![("read".into(), serde_json::json!({}))]);
+        let call = "{\"name\": \"read\", \"arguments\": {\"path\": \"a\"}}\n";
+        let tagged = format!("<tool_call>\n{}</tool_call>\n", call.trim_end());
+        for text in [call.to_string(), tagged] {
+            for n in [1, 4, 1000] {
+                let mut s = Splitter::new(&Split {
+                    reasoning: false,
+                    in_thinking: false,
+                    tools: qwen(),
+                    known: known.clone(),
+                });
+                let mut out = Vec::new();
+                // The model loops: the same call again and again.
+                let mut fed = 0;
+                while !s.ended() && fed < 20 {
+                    out.extend(split_no_finish(&mut s, &text, n));
+                    fed += 1;
+                }
+                assert!(s.ended(), "{text:?} in pieces of {n}");
+                assert!(fed <= 3, "ended only after {fed} repeats");
+                out.extend(s.push(&text));
+                out.extend(s.finish());
+                let want = Call {
+                    name: "read".into(),
+                    arguments: r#"{"path":"a"}"#.into(),
+                };
+                assert_eq!(out, vec![Piece::Call(want)], "{text:?} in pieces of {n}");
+            }
+        }
+        // Two different calls are two calls, and the answer goes on.
+        let mut s = Splitter::new(&Split {
+            reasoning: false,
+            in_thinking: false,
+            tools: qwen(),
+            known,
+        });
+        let two = "{\"name\": \"read\", \"arguments\": {\"path\": \"a\"}}\n{\"name\": \"read\", \"arguments\": {\"path\": \"b\"}}";
+        let got = split(&mut s, two, 3);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(!s.ended());
+    }
+
+    fn split_no_finish(s: &mut Splitter, text: &str, n: usize) -> Vec<Piece> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < text.len() {
+            let mut j = (i + n).min(text.len());
+            while !text.is_char_boundary(j) {
+                j += 1;
+            }
+            out.extend(s.push(&text[i..j]));
+            i = j;
+        }
+        out
     }
 
     #[test]

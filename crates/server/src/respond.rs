@@ -273,18 +273,39 @@ pub struct Collected {
     pub finish: Finish,
 }
 
-/// Reads every choice's output to its end.
+/// Reads every choice's output to its end. With `watch`, each choice's
+/// text also goes through a splitter of that split, and the generation is
+/// stopped once every choice's answer is complete although the model goes
+/// on (see [`Splitter::ended`]).
 ///
 /// # Errors
 /// The request's error, or a 500 when the model thread stopped.
-pub async fn gather(n: usize, rx: &mut UnboundedReceiver<Out>) -> Result<Vec<Collected>, ApiError> {
+pub async fn gather(
+    n: usize,
+    rx: &mut UnboundedReceiver<Out>,
+    watch: Option<(&Split, &Ticket)>,
+) -> Result<Vec<Collected>, ApiError> {
+    let mut splitters: Vec<Splitter> = match watch {
+        Some((split, _)) if split.tools.is_some() => (0..n).map(|_| Splitter::new(split)).collect(),
+        _ => Vec::new(),
+    };
     let mut text = vec![String::new(); n];
     let mut logprobs = vec![Vec::new(); n];
     let mut prompt_logprobs = vec![Vec::new(); n];
     let mut finish: Vec<Option<Finish>> = vec![None; n];
     while finish.iter().any(Option::is_none) {
         match rx.recv().await {
-            Some(Out::Text(k, s)) if k < n => text[k].push_str(&s),
+            Some(Out::Text(k, s)) if k < n => {
+                text[k].push_str(&s);
+                if let (Some(sp), Some((_, ticket))) = (splitters.get_mut(k), watch) {
+                    if !sp.ended() {
+                        sp.push(&s);
+                        if sp.ended() && splitters.iter().all(Splitter::ended) {
+                            ticket.stop();
+                        }
+                    }
+                }
+            }
             Some(Out::Logprobs(k, v)) if k < n => logprobs[k].push(v),
             Some(Out::PromptLogprobs(k, v)) if k < n => prompt_logprobs[k] = v,
             Some(Out::Done(k, f)) if k < n => finish[k] = Some(f),
@@ -311,7 +332,8 @@ pub async fn gather(n: usize, rx: &mut UnboundedReceiver<Out>) -> Result<Vec<Col
 
 /// Waits for the whole generation and answers it as one JSON object.
 pub async fn collect(shape: Shape, ticket: Ticket, mut rx: UnboundedReceiver<Out>) -> Response {
-    let result = gather(shape.n, &mut rx).await;
+    let watch = (shape.api == Api::Chat).then_some((&shape.split, &ticket));
+    let result = gather(shape.n, &mut rx, watch).await;
     drop(ticket);
     match result {
         Ok(c) => axum::Json(shape.complete(&c)).into_response(),
@@ -408,6 +430,12 @@ impl StreamState {
         if self.shape.api == Api::Chat {
             let pieces = self.choices[k].splitter.push(s);
             self.pieces(k, pieces);
+            // Every choice has its answer although the model goes on.
+            if self.choices.iter().all(|c| c.done || c.splitter.ended()) {
+                if let Some(t) = &self.ticket {
+                    t.stop();
+                }
+            }
         } else {
             self.chunk(k, json!({"content": s}), None);
         }

@@ -613,7 +613,7 @@ pub async fn responses(
             shared.cfg.keep_alive,
         ));
     }
-    let got = respond::gather(1, &mut rx).await;
+    let got = respond::gather(1, &mut rx, Some((&split, &ticket))).await;
     drop(ticket);
     let c = got?.pop().ok_or_else(|| ApiError::internal("no answer"))?;
     let blocks = Blocks::of(&split, &c.text);

@@ -175,6 +175,13 @@ impl Ticket {
     pub fn id(&self) -> u64 {
         self.id
     }
+
+    /// Ends the generation now as a finished answer: its choices end
+    /// normally (the receiver still gets their `Done`), the model stops
+    /// computing. For answers known complete before the model says so.
+    pub fn stop(&self) {
+        self.shared.send(Cmd::Stop(self.id));
+    }
 }
 
 impl Drop for Ticket {

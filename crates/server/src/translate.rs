@@ -132,6 +132,12 @@ impl Blocks {
         out
     }
 
+    /// Whether the answer is complete although the model goes on (see
+    /// [`Splitter::ended`]).
+    pub fn ended(&self) -> bool {
+        self.splitter.ended()
+    }
+
     /// Whether the answer called a tool.
     pub fn has_calls(&self) -> bool {
         self.closed.iter().any(|b| matches!(b, Block::Call(_)))
@@ -190,6 +196,9 @@ pub trait Sink: Send + 'static {
     /// else is (a long prompt being prefilled): clients abort a stream
     /// that stays silent too long.
     fn idle(&mut self, out: &mut Vec<Named>);
+    /// Whether the answer is complete although the model goes on: the
+    /// generation is then stopped, and ends as if the model had.
+    fn ended(&self) -> bool;
 }
 
 /// Feeds `sink` the stream tests' answer (a thinking block, text, then one
@@ -255,7 +264,12 @@ pub fn stream(
                 continue;
             };
             match got {
-                Some(Out::Text(0, s)) => st.sink.text(&s, &mut out),
+                Some(Out::Text(0, s)) => {
+                    st.sink.text(&s, &mut out);
+                    if let (true, Some(t)) = (st.sink.ended(), &st.ticket) {
+                        t.stop();
+                    }
+                }
                 Some(Out::Done(0, f)) => {
                     st.sink.done(&f, &mut out);
                     st.ticket = None;

@@ -33,6 +33,9 @@ pub enum Cmd {
     Submit(Box<Job>),
     /// The request with this id is no longer wanted.
     Cancel(u64),
+    /// The request with this id has its answer: end its generation now,
+    /// as if the model had stopped (its choices end normally).
+    Stop(u64),
     /// Cancel every running and queued request (end of the drain period).
     CancelAll,
     /// Stop the thread once nothing is running.
@@ -234,6 +237,7 @@ impl Worker {
         match cmd {
             Cmd::Submit(job) => self.waiting.push_back(*job),
             Cmd::Cancel(id) => self.cancel(id, true),
+            Cmd::Stop(id) => self.end(id, StopReason::StopString, false),
             Cmd::CancelAll => {
                 self.waiting.clear();
                 let ids: Vec<u64> = self.running.keys().copied().collect();
@@ -265,6 +269,12 @@ impl Worker {
 
     /// Ends request `id` and frees its sequence now.
     fn cancel(&mut self, id: u64, disconnect: bool) {
+        self.end(id, StopReason::Cancelled, disconnect);
+    }
+
+    /// Ends request `id` now, its choices with `reason`, and frees its
+    /// sequence.
+    fn end(&mut self, id: u64, reason: StopReason, disconnect: bool) {
         if let Some(pos) = self.waiting.iter().position(|j| j.id == id) {
             self.waiting.remove(pos);
             if disconnect {
@@ -283,6 +293,7 @@ impl Worker {
             self.sched.cancel(b.gen);
             while let Some(ev) = self.sched.next_event(b.gen) {
                 if let Event::Done(stats) = ev {
+                    log_done(id, k, &stats, b.cached, disconnect);
                     generated += stats.generated_tokens;
                     let _ = r.out.send(Out::Done(
                         k,
@@ -290,7 +301,7 @@ impl Worker {
                             prompt_tokens: stats.prompt_tokens,
                             completion_tokens: stats.generated_tokens,
                             cached_tokens: b.cached,
-                            reason: StopReason::Cancelled,
+                            reason,
                         },
                     ));
                 }
@@ -546,6 +557,7 @@ fn relay(
             }
             Event::Done(stats) => {
                 b.done = true;
+                log_done(id, k, &stats, b.cached, false);
                 let rest = b.utf8.finish();
                 if !rest.is_empty() {
                     let _ = out.send(Out::Text(k, rest.to_string()));
@@ -580,4 +592,34 @@ fn relay(
         }
     }
     false
+}
+
+/// One line per finished choice at `info` (`-v`): where the time went, so
+/// that an operator sees what a client waited for (a long prefill, a cache
+/// hit, a client that gave up).
+fn log_done(
+    id: u64,
+    choice: usize,
+    stats: &minfer_engine::GenerationStats,
+    cached: usize,
+    disconnect: bool,
+) {
+    let rate = if stats.decode_secs > 0.0 {
+        stats.generated_tokens as f64 / stats.decode_secs
+    } else {
+        0.0
+    };
+    let end = if disconnect {
+        "client went away".to_string()
+    } else {
+        format!("{:?}", stats.stop_reason)
+    };
+    tracing::info!(
+        "request {id}.{choice}: prompt {} tokens ({cached} cached), first token after {:.2} s, \
+         {} tokens in {:.2} s ({rate:.1} t/s), {end}",
+        stats.prompt_tokens,
+        stats.prefill_secs,
+        stats.generated_tokens,
+        stats.decode_secs,
+    );
 }

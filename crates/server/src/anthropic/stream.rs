@@ -93,6 +93,10 @@ impl Sink for Stream {
     fn idle(&mut self, out: &mut Vec<Named>) {
         out.push(ev("ping", json!({})));
     }
+
+    fn ended(&self) -> bool {
+        self.blocks.ended()
+    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,16 @@
 //! fenced block anywhere in the answer is held until it closes and, if it
 //! holds nothing but such calls, becomes them. Anything else is released
 //! as the text it was.
+//!
+//! Bare JSON is decided one value at a time: a complete value followed by
+//! the start of another is a call at once (so that calls stream as they
+//! are written, and a model that repeats its call can be stopped), while
+//! the last value waits for the end, since text after it would make the
+//! whole answer text.
 
-use super::json::parse_any;
+use serde_json::Value;
+
+use super::json::{parse_any, value_calls};
 use super::Catalog;
 use crate::output::Piece;
 
@@ -87,7 +95,7 @@ impl BareCalls {
                 }
                 true
             }
-            State::Bare => false,
+            State::Bare => self.bare_values(out),
             State::Passing => {
                 if let Some(at) = self.held.find(FENCE) {
                     let text: String = self.held.drain(..at).collect();
@@ -117,6 +125,48 @@ impl BareCalls {
                 true
             }
         }
+    }
+
+    /// Releases the complete bare values that another value follows, as
+    /// calls; all that is held as text once something else shows up.
+    fn bare_values(&mut self, out: &mut Vec<Piece>) -> bool {
+        let mut values = serde_json::Deserializer::from_str(&self.held).into_iter::<Value>();
+        let mut calls = Vec::new();
+        let mut decided = 0;
+        let text = loop {
+            match values.next() {
+                Some(Ok(v)) => {
+                    let end = values.byte_offset();
+                    let rest = self.held[end..].trim_start();
+                    if rest.is_empty() {
+                        break false;
+                    }
+                    if !rest.starts_with(['{', '[']) {
+                        break true;
+                    }
+                    match value_calls(&v, Some(&self.known)) {
+                        Some(c) => {
+                            calls.extend(c);
+                            decided = end;
+                        }
+                        None => break true,
+                    }
+                }
+                Some(Err(e)) if e.is_eof() => break false,
+                Some(Err(_)) => break true,
+                None => break false,
+            }
+        };
+        if decided > 0 {
+            self.held.drain(..decided);
+            out.extend(calls.into_iter().map(Piece::Call));
+        }
+        if text {
+            let rest = std::mem::take(&mut self.held);
+            push_text(out, rest);
+            self.state = State::Passing;
+        }
+        text
     }
 
     /// A held block: calls if it is nothing but calls, else its text.

@@ -55,21 +55,24 @@ pub(super) fn parse_any(text: &str, known: Option<&Catalog>) -> Option<Vec<Call>
     let body = unfence(text)?;
     let mut calls = Vec::new();
     for v in serde_json::Deserializer::from_str(body).into_iter::<Value>() {
-        match v.ok()? {
-            Value::Array(list) => {
-                for item in &list {
-                    calls.push(call(item, known)?);
-                }
-            }
-            Value::Object(o) if o.get("tool_calls").is_some_and(Value::is_array) => {
-                for item in o["tool_calls"].as_array().into_iter().flatten() {
-                    calls.push(call(item, known)?);
-                }
-            }
-            one => calls.push(call(&one, known)?),
-        }
+        calls.extend(value_calls(&v.ok()?, known)?);
     }
     (!calls.is_empty()).then_some(calls)
+}
+
+/// One JSON value as calls: a call object, a list of them, or a
+/// `tool_calls` wrapper; `None` if it is anything else.
+pub(super) fn value_calls(v: &Value, known: Option<&Catalog>) -> Option<Vec<Call>> {
+    match v {
+        Value::Array(list) => list.iter().map(|item| call(item, known)).collect(),
+        Value::Object(o) if o.get("tool_calls").is_some_and(Value::is_array) => o["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|item| call(item, known))
+            .collect(),
+        one => Some(vec![call(one, known)?]),
+    }
 }
 
 /// What follows Mistral's `[TOOL_CALLS]`: a JSON list of calls, or

@@ -143,6 +143,12 @@ impl Reply {
         out
     }
 
+    /// Whether the answer is complete although the model goes on (see
+    /// [`Splitter::ended`]): the caller stops the generation.
+    pub fn ended(&self) -> bool {
+        self.splitter.ended()
+    }
+
     fn feed(&mut self, out: Out) -> Step {
         match out {
             Out::Text(0, s) => {
@@ -232,7 +238,12 @@ pub async fn collect(mut reply: Reply, ticket: Ticket, mut rx: UnboundedReceiver
             break Err(ApiError::internal("the model thread stopped"));
         };
         match reply.feed(out) {
-            Step::More(ds) => ds.into_iter().for_each(|d| all.merge(d)),
+            Step::More(ds) => {
+                ds.into_iter().for_each(|d| all.merge(d));
+                if reply.ended() {
+                    ticket.stop();
+                }
+            }
             Step::Done(ds, f) => {
                 ds.into_iter().for_each(|d| all.merge(d));
                 break Ok(reply.line(&all, Some(&f)));
@@ -276,6 +287,9 @@ impl StreamState {
                 for d in ds {
                     let v = self.reply.line(&d, None);
                     self.push(&v);
+                }
+                if let (true, Some(t)) = (self.reply.ended(), &self.ticket) {
+                    t.stop();
                 }
             }
             Step::Done(mut ds, f) => {

@@ -134,6 +134,10 @@ impl Sink for Stream {
         let obj = self.shape.object(&self.blocks.closed, None);
         self.ev("response.in_progress", json!({"response": obj}), out);
     }
+
+    fn ended(&self) -> bool {
+        self.blocks.ended()
+    }
 }
 
 #[cfg(test)]
