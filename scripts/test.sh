@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what the tests need
 # (the Python gguf reference, tmux for the chat's terminal test, HAProxy
-# for the router test, Mesa's
-# software Vulkan driver for the GPU backend's tests, a venv with the
+# for the router test, the coding agents of the live client test (npm
+# and PyPI, pinned), Mesa's software Vulkan driver for the GPU backend's tests, a venv with the
 # official openai client for the server's test, Selenium for its chat
 # page's browser test and the offline validators of deploy/), fetches the models
 # with minfer itself, runs every test, then lists any recorded skips.
@@ -63,6 +63,27 @@ python3 -m venv target/pyenv
 target/pyenv/bin/pip install -q openai==1.109.1 anthropic==2.15.0 ollama==0.6.3 pytest==8.3.4 selenium==4.27.1 \
     kubernetes-validate==1.37.0 check-jsonschema==0.39.0
 export MINFER_TEST_PYTHON="$PWD/target/pyenv/bin/python"
+
+# The coding agents of the live client test (crates/cli/tests/agents.rs),
+# from their registries at pinned versions: Claude Code, Codex CLI and
+# Continue's CLI from npm, aider and llm from PyPI, each in its own venv
+# (their pinned dependencies conflict).
+# Node 18 or later runs the npm ones (Debian's nodejs when none is here).
+if ! command -v npm >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && apt-get install -y -qq nodejs npm
+    else
+        echo "npm is missing: install Node.js (apt-get install nodejs npm) for the live agent test" >&2
+        exit 1
+    fi
+fi
+npm install --prefix target/agents --no-audit --no-fund --loglevel=error \
+    @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0 @continuedev/cli@1.5.47
+python3 -m venv target/agents/aider
+target/agents/aider/bin/pip install -q aider-chat==0.86.2
+python3 -m venv target/agents/llm
+target/agents/llm/bin/pip install -q llm==0.36
+export MINFER_AGENTS_DIR="$PWD/target/agents"
 
 rm -f target/minfer-skipped.txt
 # Every known model: Qwen2.5-Coder 0.5B and 1.5B, SmolLM2-135M, Gemma 3

@@ -534,6 +534,7 @@ async fn run(shared: Arc<Shared>, body: Body) -> Result<Response, ApiError> {
             ids,
             blocks: Blocks::new(&split),
             stops,
+            heard: std::time::Instant::now(),
         };
         return Ok(translate::stream(
             first,

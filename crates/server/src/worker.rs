@@ -293,7 +293,12 @@ impl Worker {
             self.sched.cancel(b.gen);
             while let Some(ev) = self.sched.next_event(b.gen) {
                 if let Event::Done(stats) = ev {
-                    log_done(id, k, &stats, b.cached, disconnect);
+                    let why = match (disconnect, reason) {
+                        (true, _) => "client went away",
+                        (false, StopReason::Cancelled) => "cancelled",
+                        (false, _) => "stopped: the answer was complete",
+                    };
+                    log_done(id, k, &stats, b.cached, Some(why));
                     generated += stats.generated_tokens;
                     let _ = r.out.send(Out::Done(
                         k,
@@ -557,7 +562,7 @@ fn relay(
             }
             Event::Done(stats) => {
                 b.done = true;
-                log_done(id, k, &stats, b.cached, false);
+                log_done(id, k, &stats, b.cached, None);
                 let rest = b.utf8.finish();
                 if !rest.is_empty() {
                     let _ = out.send(Out::Text(k, rest.to_string()));
@@ -602,18 +607,14 @@ fn log_done(
     choice: usize,
     stats: &minfer_engine::GenerationStats,
     cached: usize,
-    disconnect: bool,
+    why: Option<&str>,
 ) {
     let rate = if stats.decode_secs > 0.0 {
         stats.generated_tokens as f64 / stats.decode_secs
     } else {
         0.0
     };
-    let end = if disconnect {
-        "client went away".to_string()
-    } else {
-        format!("{:?}", stats.stop_reason)
-    };
+    let end = why.map_or_else(|| format!("{:?}", stats.stop_reason), str::to_string);
     tracing::info!(
         "request {id}.{choice}: prompt {} tokens ({cached} cached), first token after {:.2} s, \
          {} tokens in {:.2} s ({rate:.1} t/s), {end}",

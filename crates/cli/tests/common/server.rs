@@ -34,6 +34,18 @@ impl Server {
     /// [`Server::start`] with `threads` compute threads (and the CPU's own
     /// SIMD level, whatever `MINFER_SIMD` says).
     pub fn start_on(model: &Path, home: &Path, threads: usize, args: &[&str]) -> Server {
+        Self::start_with(model, home, threads, args, Stdio::inherit())
+    }
+
+    /// [`Server::start_on`] with the server's log (stderr) going to
+    /// `stderr`.
+    pub fn start_with(
+        model: &Path,
+        home: &Path,
+        threads: usize,
+        args: &[&str],
+        stderr: Stdio,
+    ) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_minfer"))
             .arg("serve")
             .arg(model)
@@ -46,7 +58,7 @@ impl Server {
             .env_remove("MINFER_SIMD")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn minfer serve");
         let stdout = child.stdout.take().expect("stdout is piped");

@@ -3,6 +3,8 @@
 //! `input_json_delta`) and `content_block_stop`, then `message_delta`
 //! with the stop reason and usage, and `message_stop`.
 
+use std::time::{Duration, Instant};
+
 use serde_json::{json, Value};
 
 use super::{content_block, error_body, stop, usage, Ids};
@@ -15,7 +17,18 @@ pub(super) struct Stream {
     pub(super) ids: Ids,
     pub(super) blocks: Blocks,
     pub(super) stops: Vec<String>,
+    /// When the client last got an event it does not skip (anything but a
+    /// `ping`).
+    pub(super) heard: Instant,
 }
+
+/// Silence after which a long prefill sends a `message_delta` with no
+/// change: the official SDKs drop `ping` events before the caller sees
+/// them, so a client's own idle timer (Claude Code aborts a stream after
+/// 300 s without an event) counts only real events. The Messages API
+/// allows several `message_delta` events; this one changes nothing
+/// (`stop_reason` still null, no tokens out yet).
+const PROGRESS_EVERY: Duration = Duration::from_secs(60);
 
 pub(super) fn ev(name: &'static str, mut v: Value) -> Named {
     v["type"] = json!(name);
@@ -71,6 +84,9 @@ impl Stream {
 impl Sink for Stream {
     fn text(&mut self, s: &str, out: &mut Vec<Named>) {
         let evs = self.blocks.push(s);
+        if !evs.is_empty() {
+            self.heard = Instant::now();
+        }
         self.events(evs, out);
     }
 
@@ -92,6 +108,14 @@ impl Sink for Stream {
 
     fn idle(&mut self, out: &mut Vec<Named>) {
         out.push(ev("ping", json!({})));
+        if self.heard.elapsed() >= PROGRESS_EVERY {
+            self.heard = Instant::now();
+            out.push(ev(
+                "message_delta",
+                json!({"delta": {"stop_reason": null, "stop_sequence": null},
+                       "usage": {"output_tokens": 0}}),
+            ));
+        }
     }
 
     fn ended(&self) -> bool {
@@ -105,12 +129,39 @@ mod tests {
     use crate::respond::Split;
 
     #[test]
+    fn a_long_silence_gets_an_event_the_sdks_pass_on() {
+        let mut st = Stream {
+            ids: Ids::new(3),
+            blocks: Blocks::new(&Split::qwen_tools()),
+            stops: Vec::new(),
+            heard: Instant::now(),
+        };
+        let mut out = Vec::new();
+        st.idle(&mut out);
+        assert_eq!(out.iter().map(|(n, _)| *n).collect::<Vec<_>>(), ["ping"]);
+        st.heard = Instant::now() - PROGRESS_EVERY;
+        out.clear();
+        st.idle(&mut out);
+        assert_eq!(
+            out.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            ["ping", "message_delta"]
+        );
+        // Nothing changes: no stop reason, no tokens.
+        assert_eq!(out[1].1["delta"]["stop_reason"], Value::Null);
+        assert_eq!(out[1].1["usage"], json!({"output_tokens": 0}));
+        out.clear();
+        st.idle(&mut out);
+        assert_eq!(out.len(), 1, "one progress event a period");
+    }
+
+    #[test]
     fn thinking_text_and_calls_stream_as_blocks() {
         let split = Split::qwen_tools();
         let mut st = Stream {
             ids: Ids::new(3),
             blocks: Blocks::new(&split),
             stops: Vec::new(),
+            heard: Instant::now(),
         };
         let out = crate::translate::feed_think_text_call(&mut st);
         let names: Vec<&str> = out.iter().map(|(n, _)| *n).collect();
