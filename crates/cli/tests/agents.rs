@@ -332,6 +332,15 @@ fn answers(request: &Value, id: &str) -> bool {
     hit
 }
 
+/// Whether the result of call `id` in `request` is marked an error.
+fn refused(request: &Value, id: &str) -> bool {
+    let mut hit = false;
+    walk(&request["body"], &mut |item| {
+        hit |= item["tool_use_id"].as_str() == Some(id) && item["is_error"] == Value::Bool(true);
+    });
+    hit
+}
+
 /// The call `id` as a later request gives it back in its history (whole,
 /// where a stream sent its arguments in pieces).
 fn echoed(request: &Value, id: &str) -> Option<String> {
@@ -415,7 +424,10 @@ fn problems(o: &Outcome) -> Vec<String> {
                 }
                 Some(next) => {
                     let whole = echoed(next, &call.id).unwrap_or(call.text);
-                    if writes_the_file(&whole) && o.file.is_none() {
+                    // A client may refuse a call by its own policy (Claude
+                    // Code asks before writing, and `-p` cannot ask): it
+                    // then answers with an error, which is carrying it out.
+                    if writes_the_file(&whole) && o.file.is_none() && !refused(next, &call.id) {
                         bad.push(format!("the call ran but no hello.txt: {whole}"));
                     }
                 }
