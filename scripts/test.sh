@@ -83,6 +83,10 @@ python3 -m venv target/agents/aider
 target/agents/aider/bin/pip install -q aider-chat==0.86.2
 python3 -m venv target/agents/llm
 target/agents/llm/bin/pip install -q llm==0.36
+# Open WebUI (crates/cli/tests/open_webui.rs): a large install (some 7 GB
+# with its ML dependencies), kept between runs in target/.
+python3 -m venv target/agents/open-webui
+target/agents/open-webui/bin/pip install -q open-webui==0.12.4
 export MINFER_AGENTS_DIR="$PWD/target/agents"
 
 rm -f target/minfer-skipped.txt
