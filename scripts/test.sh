@@ -77,16 +77,30 @@ if ! command -v npm >/dev/null 2>&1; then
         exit 1
     fi
 fi
-npm install --prefix target/agents --no-audit --no-fund --loglevel=error \
-    @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0 @continuedev/cli@1.5.47
-python3 -m venv target/agents/aider
-target/agents/aider/bin/pip install -q aider-chat==0.86.2
-python3 -m venv target/agents/llm
-target/agents/llm/bin/pip install -q llm==0.36
-# Open WebUI (crates/cli/tests/open_webui.rs): a large install (some 7 GB
-# with its ML dependencies), kept between runs in target/.
-python3 -m venv target/agents/open-webui
-target/agents/open-webui/bin/pip install -q open-webui==0.12.4
+# Several GB of downloads (Open WebUI brings its ML stack, some 7 GB): they
+# run while the workspace builds, and the live tests wait for the
+# `installed` file (its exit status) before they start a client.
+install_agents() {
+    npm install --prefix target/agents --no-audit --no-fund --loglevel=error \
+        @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0 @continuedev/cli@1.5.47 || return 1
+    python3 -m venv target/agents/aider || return 1
+    target/agents/aider/bin/pip install -q aider-chat==0.86.2 || return 1
+    python3 -m venv target/agents/llm || return 1
+    target/agents/llm/bin/pip install -q llm==0.36 || return 1
+    # Open WebUI (crates/cli/tests/open_webui.rs).
+    python3 -m venv target/agents/open-webui || return 1
+    target/agents/open-webui/bin/pip install -q open-webui==0.12.4
+}
+mkdir -p target/agents
+rm -f target/agents/installed
+{
+    if install_agents > target/agents/install.log 2>&1; then
+        echo 0 > target/agents/installed.tmp
+    else
+        echo 1 > target/agents/installed.tmp
+    fi
+    mv target/agents/installed.tmp target/agents/installed
+} &
 export MINFER_AGENTS_DIR="$PWD/target/agents"
 
 rm -f target/minfer-skipped.txt

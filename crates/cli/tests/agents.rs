@@ -602,6 +602,7 @@ fn coding_agents_complete_their_runs_against_minfer_serve() {
     let Some(dir) = agents_dir() else {
         return;
     };
+    common::clients_installed(&dir, Duration::from_secs(45 * 60));
     let root = minfer_testutil::workspace_root();
     let runs = root.join("target/agent-runs");
     std::fs::create_dir_all(&runs).unwrap();

@@ -101,6 +101,7 @@ fn open_webui_answers_a_chat_against_minfer_serve() {
     let Some(python) = need("MINFER_TEST_PYTHON", "a Python with selenium") else {
         return;
     };
+    common::clients_installed(&dir, Duration::from_secs(45 * 60));
     let root = minfer_testutil::workspace_root();
     let runs = root.join("target/agent-runs");
     std::fs::create_dir_all(&runs).unwrap();

@@ -114,3 +114,32 @@ pub fn golden_capital(model: &Path, max: usize) -> (String, String) {
         .collect();
     (prompt, String::from_utf8(text).unwrap())
 }
+
+/// Waits for `scripts/test.sh`'s background install of the live clients
+/// into `dir` (it writes `installed`, holding the install's exit status,
+/// when done; where there is no `install.log` they were installed by
+/// hand). Panics with the log's end when the install failed or outlasted
+/// `limit`.
+pub fn clients_installed(dir: &Path, limit: std::time::Duration) {
+    let done = dir.join("installed");
+    let log = dir.join("install.log");
+    let deadline = std::time::Instant::now() + limit;
+    while !done.exists() && log.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clients' install into {} did not finish within {limit:?}",
+            dir.display()
+        );
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+    let status = std::fs::read_to_string(&done).unwrap_or_else(|_| "0".into());
+    if status.trim() != "0" {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(30).collect();
+        panic!(
+            "installing the clients failed (exit {}): {}",
+            status.trim(),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+}
