@@ -649,3 +649,36 @@ fn coding_agents_complete_their_runs_against_minfer_serve() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The checks on a recorded live run (llm 0.36 given a `write_file`
+/// function, five calls delivered and run until its chain limit): they
+/// pass with the file there, and fail without it.
+#[test]
+fn the_checks_hold_a_recorded_run_to_its_calls() {
+    let path = minfer_testutil::workspace_root()
+        .join("crates/server/tests/fixtures/clients/llm-0.36-live-write-file.jsonl");
+    let records: Vec<Value> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let calls: usize = records.iter().map(|r| delivered(r).len()).sum();
+    assert_eq!(calls, 5);
+    let mut o = Outcome {
+        name: "llm",
+        code: Some(1),
+        secs: 13.0,
+        records,
+        file: Some("hi".into()),
+        stdout: String::new(),
+        stderr: String::new(),
+    };
+    assert!(problems(&o).is_empty(), "{:?}", problems(&o));
+    o.file = None;
+    let bad = problems(&o);
+    assert_eq!(bad.len(), 5, "{bad:?}");
+    // A run cut at its bound is a failure whatever it did.
+    o.file = Some("hi".into());
+    o.code = None;
+    assert_eq!(problems(&o).len(), 1);
+}
