@@ -52,6 +52,8 @@ pub struct Metrics {
     step_count: AtomicU64,
     /// Sum of step times in microseconds.
     step_micros: AtomicU64,
+    /// The prompt cache's tiers, as of the last step.
+    pub prompt_cache: Mutex<minfer_engine::PromptCacheStats>,
 }
 
 impl Metrics {
@@ -171,6 +173,7 @@ impl Metrics {
         }
         self.render_gateway(&mut s);
         self.render_spec(&mut s);
+        self.render_prompt_cache(&mut s);
         let name = "minfer_step_seconds";
         let _ = writeln!(
             s,
@@ -260,6 +263,84 @@ impl Metrics {
 impl Metrics {
     /// Speculative decoding's counters, under llama-server's and vLLM's
     /// names (which agree) and minfer's prefix.
+    /// The prompt cache's RAM and disk tiers (`--cache-ram`, `--cache-dir`).
+    fn render_prompt_cache(&self, s: &mut String) {
+        let p = *self.prompt_cache.lock().unwrap_or_else(|e| e.into_inner());
+        let gauges = [
+            (
+                "minfer_prompt_cache_ram_budget_bytes",
+                "The RAM tier's budget.",
+                p.ram_budget as u64,
+            ),
+            (
+                "minfer_prompt_cache_ram_bytes",
+                "Bytes the RAM tier holds.",
+                p.ram_bytes as u64,
+            ),
+            (
+                "minfer_prompt_cache_ram_blocks",
+                "Prompt blocks the RAM tier holds.",
+                p.ram_blocks as u64,
+            ),
+            (
+                "minfer_prompt_cache_disk_blocks",
+                "Prompt blocks in the disk tier's folder.",
+                p.disk_blocks as u64,
+            ),
+            (
+                "minfer_prompt_cache_disk_bytes",
+                "Bytes of those blocks.",
+                p.disk_bytes,
+            ),
+        ];
+        for (name, help, v) in gauges {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        let counters = [
+            (
+                "minfer_prompt_cache_restored_tokens_total{tier=\"ram\"}",
+                p.restored_tokens_ram,
+            ),
+            (
+                "minfer_prompt_cache_restored_tokens_total{tier=\"disk\"}",
+                p.restored_tokens_disk,
+            ),
+        ];
+        let name = "minfer_prompt_cache_restored_tokens_total";
+        let _ = writeln!(
+            s,
+            "# HELP {name} Prompt tokens restored from a tier instead of computed.\n# TYPE {name} counter"
+        );
+        for (series, v) in counters {
+            let _ = writeln!(s, "{series} {v}");
+        }
+        let rest = [
+            (
+                "minfer_prompt_cache_ram_evicted_blocks_total",
+                "Blocks the RAM tier dropped for room.",
+                p.ram_evicted_blocks,
+            ),
+            (
+                "minfer_prompt_cache_disk_written_blocks_total",
+                "Block files written.",
+                p.disk_written,
+            ),
+            (
+                "minfer_prompt_cache_disk_write_failures_total",
+                "Block files that could not be written.",
+                p.disk_write_failures,
+            ),
+            (
+                "minfer_prompt_cache_disk_refused_blocks_total",
+                "Block files refused (corrupt, another model or layout) and removed.",
+                p.disk_refused,
+            ),
+        ];
+        for (name, help, v) in rest {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        }
+    }
+
     fn render_spec(&self, s: &mut String) {
         let counters = [
             (
@@ -293,6 +374,26 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prompt_cache_tiers_are_reported() {
+        let m = Metrics::default();
+        *m.prompt_cache.lock().unwrap() = minfer_engine::PromptCacheStats {
+            ram_budget: 1 << 20,
+            ram_bytes: 4096,
+            restored_tokens_disk: 512,
+            ..Default::default()
+        };
+        let t = m.render();
+        for line in [
+            "minfer_prompt_cache_ram_budget_bytes 1048576\n",
+            "minfer_prompt_cache_ram_bytes 4096\n",
+            "minfer_prompt_cache_restored_tokens_total{tier=\"disk\"} 512\n",
+            "# TYPE minfer_prompt_cache_disk_write_failures_total counter\n",
+        ] {
+            assert!(t.contains(line), "{line} in {t}");
+        }
+    }
 
     #[test]
     fn gateway_gauges_follow_the_queue_and_the_cache() {

@@ -519,6 +519,7 @@ impl Worker {
         m.cells_used.store(u.used as u64, Relaxed);
         m.cells_free.store(rt.room() as u64, Relaxed);
         m.cells_live.store(rt.live_cells() as u64, Relaxed);
+        *m.prompt_cache.lock().unwrap_or_else(|e| e.into_inner()) = rt.prompt_cache_stats();
     }
 }
 
