@@ -20,12 +20,12 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::server::{wait_for, Server};
+use common::proxy::{records, Proxy};
+use common::server::Server;
 use serde_json::Value;
 
 const TASK: &str = "Create a file named hello.txt containing the word hi.";
@@ -72,59 +72,6 @@ struct Outcome {
     stderr: String,
 }
 
-/// A free loopback port (released for the proxy to take).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// The recording proxy in front of `upstream`, writing to `out`.
-struct Proxy {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        // SIGTERM writes the records still in flight.
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        if wait_for(&mut self.child, Duration::from_secs(5)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Proxy {
-    fn start(upstream: &str, out: &Path) -> Proxy {
-        let port = free_port();
-        let script = minfer_testutil::workspace_root().join("scripts/agents/record_proxy.py");
-        let child = Command::new("python3")
-            .arg(script)
-            .args(["--port", &port.to_string(), "--upstream", upstream])
-            .arg("--out")
-            .arg(out)
-            .args(["--head-limit", "0", "--timeout", "1200"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start scripts/agents/record_proxy.py");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the proxy never listened");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Proxy {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-}
-
 /// Runs `agent` in `work` behind a fresh proxy to `upstream`, with the
 /// config files in `cfg` pointed at the proxy.
 fn run(
@@ -156,11 +103,7 @@ fn run(
     let out = cmd.output().expect("start the client");
     let secs = t.elapsed().as_secs_f64();
     drop(proxy);
-    let records = std::fs::read_to_string(&record)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let records = records(&record);
     Outcome {
         name: agent.name,
         code: out.status.code().filter(|&c| c != 124 && c != 137),

@@ -14,10 +14,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::server::{wait_for, Server};
+use common::proxy::{free_port, records, wait_listening, Proxy, Stopped};
+use common::server::Server;
 
 fn need(var: &str, what: &str) -> Option<PathBuf> {
     match std::env::var_os(var) {
@@ -32,38 +33,8 @@ fn need(var: &str, what: &str) -> Option<PathBuf> {
     }
 }
 
-/// A child process killed with the test.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        if wait_for(&mut self.0, Duration::from_secs(10)).is_none() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-fn wait_listening(port: u16, limit: Duration, what: &str) {
-    let deadline = Instant::now() + limit;
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} never listened");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
 /// Open WebUI on a free port, backed by `upstream` (an OpenAI base URL).
-fn open_webui(bin: &Path, data: &Path, upstream: &str, log: &Path) -> (Killed, u16) {
+fn open_webui(bin: &Path, data: &Path, upstream: &str, log: &Path) -> (Stopped, u16) {
     let port = free_port();
     let child = Command::new(bin)
         .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
@@ -85,7 +56,7 @@ fn open_webui(bin: &Path, data: &Path, upstream: &str, log: &Path) -> (Killed, u
         ))
         .spawn()
         .expect("start open-webui");
-    let child = Killed(child);
+    let child = Stopped(child);
     wait_listening(port, Duration::from_secs(300), "open-webui");
     (child, port)
 }
@@ -110,25 +81,10 @@ fn open_webui_answers_a_chat_against_minfer_serve() {
 
     let record = runs.join("open-webui.jsonl");
     let _ = std::fs::remove_file(&record);
-    let proxy_port = free_port();
-    let proxy = Killed(
-        Command::new("python3")
-            .arg(root.join("scripts/agents/record_proxy.py"))
-            .args(["--port", &proxy_port.to_string(), "--upstream"])
-            .arg(server.url())
-            .arg("--out")
-            .arg(&record)
-            .args(["--head-limit", "0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the proxy"),
-    );
-    wait_listening(proxy_port, Duration::from_secs(20), "the proxy");
-
+    let proxy = Proxy::start(&server.url(), &record);
     let data = home.path().join("open-webui");
     std::fs::create_dir_all(&data).unwrap();
-    let upstream = format!("http://127.0.0.1:{proxy_port}/v1");
+    let upstream = format!("{}/v1", proxy.url);
     let (ui, port) = open_webui(
         &dir.join("open-webui/bin/open-webui"),
         &data,
@@ -150,11 +106,7 @@ fn open_webui_answers_a_chat_against_minfer_serve() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!("open_webui_chat.py: {stdout}");
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(&record)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let records = records(&record);
     for r in &records {
         eprintln!(
             "   {} {} -> {} in {} s",

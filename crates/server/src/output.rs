@@ -316,22 +316,11 @@ mod tests {
         Some(Syntax::hermes(true))
     }
 
-    /// Feeds `text` in pieces of `n` bytes (at character boundaries) and
-    /// merges the result.
+    /// Feeds `text` in pieces of `n` bytes (at character boundaries), then
+    /// the end, and merges the result.
     fn split(s: &mut Splitter, text: &str, n: usize) -> Vec<Piece> {
         let mut out = Vec::new();
-        let mut i = 0;
-        while i < text.len() {
-            let mut j = (i + n).min(text.len());
-            while !text.is_char_boundary(j) {
-                j += 1;
-            }
-            for p in s.push(&text[i..j]) {
-                emit_any(&mut out, p);
-            }
-            i = j;
-        }
-        for p in s.finish() {
+        for p in split_no_finish(s, text, n).into_iter().chain(s.finish()) {
             emit_any(&mut out, p);
         }
         out
@@ -388,6 +377,7 @@ mod tests {
         assert!(!s.ended());
     }
 
+    /// Feeds `text` in pieces of `n` bytes (at character boundaries).
     fn split_no_finish(s: &mut Splitter, text: &str, n: usize) -> Vec<Piece> {
         let mut out = Vec::new();
         let mut i = 0;
