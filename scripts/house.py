@@ -10,9 +10,10 @@ imports between the modules of one crate, and no function over 120 lines.
 A module here is a source file: inline modules belong to their file, and
 `#[cfg(test)]` items are left out (tests are not architecture). An edge
 A -> B means code in A names an item that B defines; a path through a
-re-export (`pub use`) is followed to the module that defines the item,
-so a facade `mod.rs` that only re-exports is never the far end of an
-edge. The re-export itself is an edge from the facade to the definer.
+re-export (`pub use`, or a parent's private `use` that its children
+see) is followed to the module that defines the item, so a facade
+`mod.rs` that only re-exports is never the far end of an edge. The
+re-export itself is an edge from the facade to the definer.
 
 The scan reads Rust lexically (comments and literals blanked, braces
 matched), which is enough for this code base's plain `use` trees and
@@ -222,8 +223,10 @@ def analyse(crate):
     for path, text in crate.texts.items():
         for m in ITEM.finditer(text):
             crate.defs[path].add(m.group(2))
-        for is_pub, segs in use_trees(text):
-            if not is_pub or not segs:
+        # Every `use` counts, not only `pub use`: a module's private
+        # imports are visible to its children.
+        for _, segs in use_trees(text):
+            if not segs:
                 continue
             full = absolute(crate, path, segs)
             if full is None:
