@@ -229,7 +229,7 @@ def analyse(crate):
             if not segs:
                 continue
             full = absolute(crate, path, segs)
-            if full is None:
+            if not full:
                 continue
             if full[-1] == "*":
                 crate.globs[path].append(full[:-1])

@@ -181,7 +181,8 @@ impl Runtime {
         plan.window_positions.reserve(n_ctx);
         plan.kv_cells.reserve(n_batch);
         plan.window_offsets.reserve(n_batch + 1);
-        let mut cache = GraphCache::with_simd(simd, cfg.n_threads)?;
+        let cpu = minfer_cpu::CpuBackend::with_simd(simd, cfg.n_threads)?;
+        let mut cache = GraphCache::new(Box::new(cpu));
         let (plan_devices, gpu) =
             crate::device::open(cfg.device, cfg.n_gpu_layers, model.hparams.n_layer)?;
         if let Some(gpu) = gpu {

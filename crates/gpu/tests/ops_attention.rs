@@ -6,11 +6,11 @@
 
 mod attention_support;
 
+use minfer_cpu as cpu;
 use minfer_gpu::ops::attention::{
     attention, kv_store, new_kv, read_raw_row, rope_inplace, rope_kv_store, write_raw_row,
 };
 use minfer_gpu::{BufRange, Dispatch};
-use minfer_graph::backends::cpu;
 use minfer_graph::kv::KvRegion;
 use minfer_graph::{AttnParams, KvFormat, RopeParams, RopeStyle};
 use rand::rngs::StdRng;

@@ -12,9 +12,9 @@
 
 use std::sync::{Arc, OnceLock};
 
+use minfer_cpu as cpu;
 use minfer_gpu::ops::elementwise::{self as ew, BinaryOp};
 use minfer_gpu::{AdapterChoice, BufRange, Dispatch, Gpu};
-use minfer_graph::backends::cpu;
 use minfer_kernels::RowKernels;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -7,54 +7,27 @@
 //! Two devices exist: the CPU, always present, and at most one GPU. A
 //! [`Slot`] names a buffer of the pool of the backend that holds it, so
 //! the same slot number means different memory on each device.
+//!
+//! Every backend implements [`Backend`]. The one whose memory is the
+//! host's (the CPU backend, `minfer-cpu`) also implements [`HostBackend`]:
+//! a step's inputs are written into its buffers, its output is read from
+//! them without a copy, and values cross to another device through them.
+//! The cache holds the host backend and the optional GPU backend the same
+//! way, as trait objects, and knows neither crate.
 
 use std::ops::Range;
 use std::time::Duration;
 
-use crate::alloc::{MemPlan, Slot};
 use crate::builder::BuiltGraph;
-use crate::cache::GraphUid;
 use crate::error::Result;
 use crate::ir::KvKind;
+use crate::kv::KvRegion;
 use crate::params::{GraphParams, KvFormat};
+use crate::plan::{MemPlan, Slot};
+use crate::types::{Device, GraphUid, PoolSizes};
 use crate::weights::WeightStore;
-
-/// A device that runs nodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Device {
-    /// The host CPU: the kernels crate on the cache's thread pool.
-    Cpu,
-    /// The GPU backend the cache was given.
-    Gpu,
-}
-
-impl Device {
-    /// Both devices, in slot-table order.
-    pub const ALL: [Device; 2] = [Device::Cpu, Device::Gpu];
-
-    /// Index into per-device tables.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Lower-case name, as dumps and traces print it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Device::Cpu => "cpu",
-            Device::Gpu => "gpu",
-        }
-    }
-}
-
-/// Node buffers a backend must hold: the length of each pool buffer, by
-/// element type. Pools only grow; every graph of a cache shares them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PoolSizes {
-    /// Values of each f32 buffer.
-    pub f32: Vec<usize>,
-    /// Values of each i32 buffer.
-    pub i32: Vec<usize>,
-}
+use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::Kernels;
 
 /// The shape of one KV region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,4 +139,38 @@ pub trait Backend: Send {
 
     /// Waits until all work given to this backend has finished.
     fn synchronize(&mut self) -> Result<()>;
+}
+
+/// The backend whose buffers are host memory: it takes a step's inputs,
+/// hands back its output as a slice, and is the side every transfer
+/// between devices reads from or writes to. A cache has exactly one.
+pub trait HostBackend: Backend {
+    /// The values of f32 buffer `slot`.
+    fn f32_values(&self, slot: Slot) -> Result<&[f32]>;
+
+    /// The values of f32 buffer `slot`, for writing.
+    fn f32_values_mut(&mut self, slot: Slot) -> Result<&mut [f32]>;
+
+    /// The values of i32 buffer `slot`.
+    fn i32_values(&self, slot: Slot) -> Result<&[i32]>;
+
+    /// What the coming step's nodes need besides their buffers: the
+    /// filled length of the window inputs and the trace key of the graph.
+    fn set_step(&mut self, window_len: usize, trace_key: Option<u32>);
+
+    /// Layer `layer`'s K or V region, if this backend holds it.
+    fn region(&self, layer: usize, kind: KvKind) -> Option<&KvRegion>;
+
+    /// Layer `layer`'s K or V region for writing, if this backend holds it.
+    fn region_mut(&mut self, layer: usize, kind: KvKind) -> Option<&mut KvRegion>;
+
+    /// Repacks `weights` for this backend's kernels on its pool; returns
+    /// the bytes packed.
+    fn pack_weights(&self, weights: &WeightStore) -> usize;
+
+    /// The thread pool the kernels run on.
+    fn threads(&self) -> &ThreadPool;
+
+    /// The kernels, at the SIMD level chosen.
+    fn kernels(&self) -> &Kernels;
 }

@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use crate::error::{GraphError, Result};
 use crate::ir::*;
 use crate::params::GraphParams;
-use crate::weights::{WeightId, WeightStore};
+use crate::types::WeightId;
+use crate::weights::WeightStore;
 
 /// A finished node list with its inputs and output.
 #[derive(Clone, Debug, PartialEq)]

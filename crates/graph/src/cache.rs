@@ -7,37 +7,36 @@
 //! new uid from a counter that only grows, so a uid names exactly one
 //! topology for the life of the cache.
 //!
-//! The cache holds the backends: the CPU's, always, and a GPU's when one
-//! was given. Each owns its node buffers and the KV regions of the layers
+//! The cache holds the backends, both as trait objects: the host's (the
+//! CPU's), always, and a GPU's when one was given. Each owns its node buffers and the KV regions of the layers
 //! it runs, and those outlive every graph, so rebuilding (prefill →
 //! decode, a new turn) drops node plans but never the KV regions. Two
 //! caches share nothing: each owns its allocator, its backends, their
 //! regions and the CPU's thread pool.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::trace;
-use minfer_kernels::{Kernels, SimdLevel};
+use minfer_kernels::Kernels;
 
-use crate::alloc::{AllocStats, Allocator, MemPlan, Slot, Transfer};
-use crate::backend::{Backend, Device, GraphView, KvInfo};
-use crate::backends::cpu::CpuBackend;
+use crate::alloc::{AllocStats, Allocator};
+use crate::backend::{Backend, GraphView, HostBackend, KvInfo};
 use crate::builder::{BuiltGraph, GraphBuilder};
+use crate::entry::Entry;
 use crate::error::{GraphError, Result};
 use crate::fusion::{fuse, FusionReport};
-use crate::ir::{InputKind, KvKind, NodeId};
+use crate::ir::{KvKind, NodeId};
 use crate::kv::KvRegion;
 use crate::params::{GraphParams, KvFormat};
+use crate::plan::{MemPlan, Slot};
 use crate::splits::{Schedule, Split, TraceConfig};
+use crate::step::{no_gpu, Devices, StepInputs, StepTimings};
+use crate::types::{Device, GraphUid};
 use crate::weights::WeightStore;
 
 /// How many built graphs a cache keeps by default.
 pub const DEFAULT_CAPACITY: usize = 8;
-
-/// Identity of one built graph within its cache; never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GraphUid(pub u64);
 
 /// Options of a [`GraphCache`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,63 +56,10 @@ impl Default for CacheConfig {
     }
 }
 
-/// The data of one step, copied into the graph's input buffers. A slice
-/// for an input the graph does not have is ignored (it may be empty).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct StepInputs<'a> {
-    /// `n_tokens` token ids.
-    pub token_ids: &'a [i32],
-    /// `n_tokens` positions, each below `n_ctx`.
-    pub positions: &'a [i32],
-    /// `n_tokens` KV cells the tokens write.
-    pub kv_cells: &'a [i32],
-    /// `n_tokens + 1` offsets into `window_cells`.
-    pub window_offsets: &'a [i32],
-    /// Every token's attention window, concatenated.
-    pub window_cells: &'a [i32],
-    /// The position of each cell of `window_cells` (read by sliding-window
-    /// attention only).
-    pub window_positions: &'a [i32],
-    /// `n_out` rows (below `n_tokens`) whose outputs are wanted.
-    pub out_ids: &'a [i32],
-}
-
-/// Where the engine's own time went in the last step, measured only when
-/// [`GraphCache::set_timing`] is on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StepTimings {
-    /// The last `prepare`: params compare and MRU update on a reuse, or
-    /// the whole build on a miss.
-    pub prepare: Duration,
-    /// Validating and copying the step inputs.
-    pub fill: Duration,
-    /// The scheduler walk, kernels included.
-    pub run: Duration,
-    /// Time inside node kernels during the walk.
-    pub kernels: Duration,
-}
-
-impl StepTimings {
-    /// The walk's own cost: `run` minus the kernels.
-    pub fn sched_overhead(&self) -> Duration {
-        self.run.saturating_sub(self.kernels)
-    }
-}
-
-/// One built graph and everything derived from it once.
-struct Entry {
-    params: GraphParams,
-    uid: GraphUid,
-    graph: BuiltGraph,
-    plan: MemPlan,
-    sched: Schedule,
-    report: FusionReport,
-}
-
 /// Built graphs by params, the allocator that sizes their node buffers,
 /// and the backends that hold those buffers and the KV regions.
 pub struct GraphCache {
-    cpu: CpuBackend,
+    cpu: Box<dyn HostBackend>,
     gpu: Option<Box<dyn Backend>>,
     config: CacheConfig,
     /// Most recently prepared first.
@@ -138,48 +84,17 @@ impl std::fmt::Debug for GraphCache {
     }
 }
 
-fn check_len(what: &'static str, got: usize, want: usize) -> Result<()> {
-    if got != want {
-        return Err(GraphError::BadInput {
-            what,
-            msg: format!("{got} values, the graph takes {want}"),
-        });
-    }
-    Ok(())
-}
-
-fn check_cells(cells: &[i32], n_ctx: usize) -> Result<()> {
-    match cells
-        .iter()
-        .find(|&&c| usize::try_from(c).map_or(true, |c| c >= n_ctx))
-    {
-        Some(&c) => Err(GraphError::CellOutOfRange {
-            cell: c.into(),
-            n_ctx,
-        }),
-        None => Ok(()),
-    }
-}
-
 impl GraphCache {
-    /// A cache with its own pool of `n_threads` threads (the caller
-    /// included) and the default options.
-    pub fn new(kernels: Kernels, n_threads: usize) -> Self {
-        Self::with_config(kernels, n_threads, CacheConfig::default())
+    /// A cache over host backend `cpu` (the CPU backend of `minfer-cpu`)
+    /// with the default options.
+    pub fn new(cpu: Box<dyn HostBackend>) -> Self {
+        Self::with_config(cpu, CacheConfig::default())
     }
 
-    /// A cache whose kernels run at `level` (an error when this CPU lacks
-    /// it), with its own pool of `n_threads` threads and default options.
-    /// Front ends choose the SIMD level through this, without depending on
-    /// the kernels crate.
-    pub fn with_simd(level: SimdLevel, n_threads: usize) -> Result<Self> {
-        Ok(Self::new(Kernels::new(level)?, n_threads))
-    }
-
-    /// A cache with explicit options.
-    pub fn with_config(kernels: Kernels, n_threads: usize, config: CacheConfig) -> Self {
+    /// A cache over host backend `cpu` with explicit options.
+    pub fn with_config(cpu: Box<dyn HostBackend>, config: CacheConfig) -> Self {
         GraphCache {
-            cpu: CpuBackend::new(kernels, n_threads),
+            cpu,
             gpu: None,
             config: CacheConfig {
                 capacity: config.capacity.max(1),
@@ -228,14 +143,14 @@ impl GraphCache {
 
     fn backend(&self, d: Device) -> Result<&dyn Backend> {
         match d {
-            Device::Cpu => Ok(&self.cpu),
+            Device::Cpu => Ok(self.cpu.as_ref()),
             Device::Gpu => self.gpu.as_deref().ok_or_else(no_gpu),
         }
     }
 
     fn backend_mut(&mut self, d: Device) -> Result<&mut dyn Backend> {
         match d {
-            Device::Cpu => Ok(&mut self.cpu),
+            Device::Cpu => Ok(self.cpu.as_mut()),
             Device::Gpu => match self.gpu.as_mut() {
                 Some(g) => Ok(g.as_mut()),
                 None => Err(no_gpu()),
@@ -638,80 +553,6 @@ impl GraphCache {
         Ok(())
     }
 
-    /// Checks the step inputs against the graph, before anything runs.
-    fn validate(e: &Entry, inputs: &StepInputs) -> Result<()> {
-        let p = &e.params;
-        let (n, n_ctx) = (p.n_tokens as usize, p.compute.n_ctx as usize);
-        // A position at or past the context is refused whether or not the
-        // graph reads positions: it would name a cell that does not exist.
-        if let Some(&pos) = inputs
-            .positions
-            .iter()
-            .find(|&&q| usize::try_from(q).map_or(true, |q| q >= n_ctx))
-        {
-            return Err(GraphError::PositionOutOfRange {
-                pos: pos.into(),
-                n_ctx,
-            });
-        }
-        for &(kind, id) in &e.graph.inputs {
-            let cap = e.graph.nodes[id].n_elements();
-            match kind {
-                InputKind::TokenIds => check_len("token_ids", inputs.token_ids.len(), n)?,
-                InputKind::Positions => check_len("positions", inputs.positions.len(), n)?,
-                InputKind::KvCells => {
-                    check_len("kv_cells", inputs.kv_cells.len(), n)?;
-                    check_cells(inputs.kv_cells, n_ctx)?;
-                }
-                InputKind::WindowOffsets => {
-                    let o = inputs.window_offsets;
-                    check_len("window_offsets", o.len(), n + 1)?;
-                    let sorted = o.windows(2).all(|w| w[0] <= w[1]);
-                    let in_range = o.first().is_some_and(|&f| f >= 0)
-                        && o.last()
-                            .is_some_and(|&l| l as usize <= inputs.window_cells.len());
-                    if !sorted || !in_range {
-                        return Err(GraphError::BadInput {
-                            what: "window_offsets",
-                            msg: format!(
-                                "offsets must rise from 0 to at most {} (the window cells)",
-                                inputs.window_cells.len()
-                            ),
-                        });
-                    }
-                }
-                InputKind::WindowCells => {
-                    if inputs.window_cells.len() > cap {
-                        return Err(GraphError::BadInput {
-                            what: "window_cells",
-                            msg: format!("{} cells, room for {cap}", inputs.window_cells.len()),
-                        });
-                    }
-                    check_cells(inputs.window_cells, n_ctx)?;
-                }
-                InputKind::WindowPositions => check_len(
-                    "window_positions",
-                    inputs.window_positions.len(),
-                    inputs.window_cells.len(),
-                )?,
-                InputKind::OutIds => {
-                    check_len("out_ids", inputs.out_ids.len(), p.n_out as usize)?;
-                    if let Some(&bad) = inputs
-                        .out_ids
-                        .iter()
-                        .find(|&&r| usize::try_from(r).map_or(true, |r| r >= n))
-                    {
-                        return Err(GraphError::BadInput {
-                            what: "out_ids",
-                            msg: format!("row {bad} is not one of the {n} tokens"),
-                        });
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Runs graph `uid` on one step's inputs and returns its output (the
     /// logits: `n_out` rows of the output width). Inputs are validated
     /// before anything is written, positions against `n_ctx` included.
@@ -722,123 +563,24 @@ impl GraphCache {
         weights: &WeightStore,
         inputs: &StepInputs,
     ) -> Result<&[f32]> {
-        let t_fill = self.timing.then(Instant::now);
-        let idx = self
+        let e = self
             .entries
             .iter()
-            .position(|e| e.uid == uid)
+            .find(|e| e.uid == uid)
             .ok_or(GraphError::UnknownGraph(uid.0))?;
-        let e = &self.entries[idx];
-        if let Some(max) = e.plan.max_weight {
-            if max.0 as usize >= weights.len() {
-                return Err(GraphError::InvalidGraph(format!(
-                    "graph {} reads weight {} but the store holds {}",
-                    uid.0,
-                    max.0,
-                    weights.len()
-                )));
-            }
-        }
-        Self::validate(e, inputs)?;
-        let cpu_slots = e.plan.on(Device::Cpu);
-        for &(kind, id) in &e.graph.inputs {
-            let src = match kind {
-                InputKind::TokenIds => inputs.token_ids,
-                InputKind::Positions => inputs.positions,
-                InputKind::KvCells => inputs.kv_cells,
-                InputKind::WindowOffsets => inputs.window_offsets,
-                InputKind::WindowCells => inputs.window_cells,
-                InputKind::WindowPositions => inputs.window_positions,
-                InputKind::OutIds => inputs.out_ids,
-            };
-            self.cpu.write_i32(cpu_slots[id], src)?;
-        }
-        let t_run = self.timing.then(Instant::now);
-        if self.config.trace.census {
-            e.sched.trace(uid.0, e.graph.nodes.len());
-        }
-        let window_len = inputs.window_cells.len();
-        self.cpu.set_step(window_len, e.sched.trace_key);
-        let mut kernels = Duration::ZERO;
-        let mut next = 0;
-        let n_splits = e.sched.splits.len();
-        for k in 0..=n_splits {
-            while let Some(t) = e.plan.transfers.get(next) {
-                if t.before_split != k {
-                    break;
-                }
-                transfer(
-                    &mut self.cpu,
-                    self.gpu.as_deref_mut(),
-                    &e.plan,
-                    t,
-                    window_len,
-                )?;
-                next += 1;
-            }
-            let Some(split) = e.sched.splits.get(k) else {
-                break;
-            };
-            let view = GraphView {
-                uid,
-                graph: &e.graph,
-                params: &e.params,
-                plan: &e.plan,
-                splits: &e.sched.ranges[split.device.index()],
-                weights,
-            };
-            kernels += match split.device {
-                Device::Cpu => self.cpu.run(&view, split.nodes.clone(), self.timing)?,
-                Device::Gpu => match self.gpu.as_mut() {
-                    Some(g) => g.run(&view, split.nodes.clone(), self.timing)?,
-                    None => return Err(no_gpu()),
-                },
-            };
-        }
-        if let (Some(tf), Some(tr)) = (t_fill, t_run) {
-            self.timings.fill = tr - tf;
-            self.timings.run = tr.elapsed();
-            self.timings.kernels = kernels;
-        }
-        let out = cpu_slots[e.graph.output];
-        self.cpu.f32_values(out)
-    }
-}
-
-fn no_gpu() -> GraphError {
-    GraphError::Backend {
-        backend: "GPU",
-        msg: "the offload plan names the GPU, but the cache has no GPU backend".into(),
-    }
-}
-
-/// Carries one value across a split boundary.
-fn transfer(
-    cpu: &mut CpuBackend,
-    gpu: Option<&mut (dyn Backend + 'static)>,
-    plan: &MemPlan,
-    t: &Transfer,
-    window_len: usize,
-) -> Result<()> {
-    let gpu = gpu.ok_or_else(no_gpu)?;
-    let (cpu_slot, gpu_slot) = (plan.on(Device::Cpu)[t.node], plan.on(Device::Gpu)[t.node]);
-    match t.to {
-        Device::Gpu => match cpu_slot {
-            Slot::I32 { .. } => {
-                let v = cpu.i32_values(cpu_slot)?;
-                // The window inputs are sized for the widest possible
-                // windows; only their filled part is copied.
-                let n = match t.input {
-                    Some(InputKind::WindowCells | InputKind::WindowPositions) => {
-                        window_len.min(v.len())
-                    }
-                    _ => v.len(),
-                };
-                gpu.write_i32(gpu_slot, &v[..n])
-            }
-            _ => gpu.write_f32(gpu_slot, cpu.f32_values(cpu_slot)?),
-        },
-        Device::Cpu => gpu.read_f32(gpu_slot, cpu.f32_values_mut(cpu_slot)?),
+        let devices = Devices {
+            host: self.cpu.as_mut(),
+            gpu: self.gpu.as_deref_mut(),
+        };
+        let timings = self.timing.then_some(&mut self.timings);
+        crate::step::run(
+            e,
+            devices,
+            weights,
+            inputs,
+            self.config.trace.census,
+            timings,
+        )
     }
 }
 

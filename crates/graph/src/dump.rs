@@ -11,10 +11,10 @@ use std::fmt::Write as _;
 use minfer_kernels::trace::{GraphMeta, NodeMeta};
 use serde_json::{json, Map, Value};
 
-use crate::alloc::Slot;
 use crate::builder::BuiltGraph;
 use crate::ir::{DType, KvKind, Op};
 use crate::params::{GraphKind, GraphParams};
+use crate::plan::Slot;
 use crate::weights::WeightStore;
 
 fn dtype_name(d: DType) -> &'static str {
@@ -106,7 +106,7 @@ pub struct DumpParts<'a> {
     /// Each node's slot on its home device.
     pub slots: &'a [Slot],
     /// Each node's home device.
-    pub devices: &'a [crate::backend::Device],
+    pub devices: &'a [crate::types::Device],
     /// Each node's in-place flag.
     pub inplace: &'a [bool],
     /// Nodes per op name.

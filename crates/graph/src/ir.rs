@@ -6,7 +6,7 @@
 //! row (`n_head * head_dim`), tokens along rows, which is all the llama
 //! family needs.
 
-use crate::weights::WeightId;
+use crate::types::WeightId;
 
 /// Index of a node in its graph's node list.
 pub type NodeId = usize;

@@ -36,10 +36,12 @@ enum Storage {
 /// values of every cell, row after row, or `Q8_0` for a region whose rows
 /// must be decoded (through [`KvRegion::slice`]).
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum KvData<'a> {
+pub enum KvData<'a> {
+    /// F32 values.
     F32(&'a [f32]),
     /// Raw IEEE half bits.
     F16(&'a [u16]),
+    /// Q8_0 blocks, read through [`KvRegion::slice`].
     Q8_0,
 }
 
@@ -295,7 +297,7 @@ impl KvRegion {
     /// Every cell's values as stored (cell `c` is the `row_elems` values
     /// from `c * row_elems`), or [`KvData::Q8_0`].
     #[inline]
-    pub(crate) fn data(&self) -> KvData<'_> {
+    pub fn data(&self) -> KvData<'_> {
         match &self.data {
             Storage::F32(d) => KvData::F32(d),
             Storage::F16(d) => KvData::F16(d),
@@ -309,7 +311,7 @@ impl KvRegion {
     /// `None` when the range or the cell is out of bounds or `buf` is too
     /// small; callers validate beforehand, so this is the hot-path accessor.
     #[inline]
-    pub(crate) fn slice<'a>(
+    pub fn slice<'a>(
         &'a self,
         cell: usize,
         start: usize,

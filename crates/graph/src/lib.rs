@@ -4,24 +4,26 @@
 
 pub mod alloc;
 pub mod backend;
-pub mod backends;
 pub mod builder;
 pub mod cache;
 pub mod dump;
+mod entry;
 mod error;
 pub mod export;
 pub mod fusion;
 pub mod ir;
 pub mod kv;
 pub mod params;
+pub mod plan;
 pub mod splits;
+pub mod step;
+pub mod types;
 pub mod weights;
 
-pub use alloc::{AllocStats, MemPlan, Slot, Transfer};
-pub use backend::{Backend, Device, GraphView, KvInfo, PoolSizes};
-pub use backends::cpu::CpuBackend;
+pub use alloc::AllocStats;
+pub use backend::{Backend, GraphView, HostBackend, KvInfo};
 pub use builder::{BuiltGraph, GraphBuilder};
-pub use cache::{CacheConfig, GraphCache, GraphUid, StepInputs, StepTimings, DEFAULT_CAPACITY};
+pub use cache::{CacheConfig, GraphCache, DEFAULT_CAPACITY};
 pub use error::{GraphError, Result};
 pub use fusion::FusionReport;
 pub use ir::{
@@ -33,5 +35,8 @@ pub use minfer_kernels::{KernelError, SimdLevel};
 pub use params::{
     BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat, OutputKind,
 };
+pub use plan::{MemPlan, Slot, Transfer};
 pub use splits::{assign, Split, TraceConfig};
-pub use weights::{WeightId, WeightInfo, WeightStore};
+pub use step::{StepInputs, StepTimings};
+pub use types::{Device, GraphUid, PoolSizes, WeightId};
+pub use weights::{WeightInfo, WeightStore};

@@ -91,20 +91,20 @@ impl BackendPlan {
     }
 
     /// The device that runs layer `layer` (and holds its KV regions).
-    pub fn layer_device(self, layer: usize) -> crate::backend::Device {
+    pub fn layer_device(self, layer: usize) -> crate::types::Device {
         match self {
             BackendPlan::Gpu {
                 first_gpu_layer, ..
-            } if layer >= first_gpu_layer as usize => crate::backend::Device::Gpu,
-            _ => crate::backend::Device::Cpu,
+            } if layer >= first_gpu_layer as usize => crate::types::Device::Gpu,
+            _ => crate::types::Device::Cpu,
         }
     }
 
     /// The device of the output part.
-    pub fn output_device(self) -> crate::backend::Device {
+    pub fn output_device(self) -> crate::types::Device {
         match self {
-            BackendPlan::Gpu { output: true, .. } => crate::backend::Device::Gpu,
-            _ => crate::backend::Device::Cpu,
+            BackendPlan::Gpu { output: true, .. } => crate::types::Device::Gpu,
+            _ => crate::types::Device::Cpu,
         }
     }
 

@@ -10,10 +10,10 @@
 
 use std::ops::Range;
 
-use crate::backend::Device;
 use crate::builder::BuiltGraph;
 use crate::ir::Op;
 use crate::params::BackendPlan;
+use crate::types::Device;
 
 /// What the scheduler reports on stderr. Chosen by whoever creates the
 /// cache (for example from a command-line flag); the graph layer never

@@ -11,10 +11,7 @@ use minfer_kernels::pool::{SharedMut, ThreadPool};
 use minfer_kernels::Kernels;
 
 use crate::error::{GraphError, Result};
-
-/// Handle of a registered tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WeightId(pub u32);
+use crate::types::WeightId;
 
 /// Type and 2-D shape of a registered tensor.
 #[derive(Clone, Debug, PartialEq)]

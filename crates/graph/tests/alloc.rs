@@ -5,8 +5,7 @@ mod common;
 
 use common::{params, store, Hp};
 use minfer_graph::{
-    CacheConfig, Fusion, GraphBuilder, GraphCache, InputKind, NodeId, Result, Slot, StepInputs,
-    TraceConfig,
+    CacheConfig, Fusion, GraphBuilder, InputKind, NodeId, Result, Slot, StepInputs, TraceConfig,
 };
 use minfer_kernels::{GgmlType, Kernels};
 
@@ -28,7 +27,7 @@ fn f32_buf(s: Option<Slot>) -> Option<usize> {
 fn a_long_chain_reuses_freed_buffers() {
     let hp = Hp::SMALL;
     let w = store(&hp, GgmlType::F32, 41);
-    let mut c = GraphCache::new(Kernels::detect(), 1);
+    let mut c = minfer_cpu::graph_cache(Kernels::detect(), 1, CacheConfig::default());
     // Each rms_norm reads one value and writes a new buffer, so only two
     // f32 buffers are ever live at once.
     let uid = c
@@ -62,7 +61,7 @@ fn a_long_chain_reuses_freed_buffers() {
 fn reshape_aliases_and_inplace_reuses_the_buffer() {
     let hp = Hp::SMALL;
     let w = store(&hp, GgmlType::F32, 42);
-    let mut c = GraphCache::new(Kernels::detect(), 1);
+    let mut c = minfer_cpu::graph_cache(Kernels::detect(), 1, CacheConfig::default());
     let mut ids = [0; 4];
     let uid = c
         .prepare(&params(2, 2, 16, Fusion::ALL), &w, |b| {
@@ -111,7 +110,7 @@ fn reshape_aliases_and_inplace_reuses_the_buffer() {
 fn integers_live_in_i32_buffers() {
     let hp = Hp::SMALL;
     let w = store(&hp, GgmlType::Q8_0, 43);
-    let mut c = GraphCache::new(Kernels::detect(), 1);
+    let mut c = minfer_cpu::graph_cache(Kernels::detect(), 1, CacheConfig::default());
     let uid = c
         .prepare(&params(3, 1, 16, Fusion::ALL), &w, |b| {
             common::build(b, &hp)
@@ -141,7 +140,7 @@ fn the_trace_hook_runs_when_configured() {
         trace: TraceConfig { census: true },
         ..CacheConfig::default()
     };
-    let mut c = GraphCache::with_config(Kernels::detect(), 1, config);
+    let mut c = minfer_cpu::graph_cache(Kernels::detect(), 1, config);
     let (out, uid) = common::run(&mut c, &w, &hp, &[1, 2], 0, 1, 16, Fusion::ALL).unwrap();
     assert_eq!(out.len(), hp.vocab);
     let splits = c.splits(uid).unwrap();

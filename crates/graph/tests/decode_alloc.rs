@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::{build, params, Hp, SeqInputs};
 use minfer_gguf::{GgufFile, GgufWriter};
-use minfer_graph::{Fusion, GraphCache, WeightStore};
+use minfer_graph::{CacheConfig, Fusion, WeightStore};
 use minfer_kernels::blocks::f32_to_f16;
 use minfer_kernels::{GgmlType, Kernels};
 use minfer_testutil::counting::{count, Counting};
@@ -100,7 +100,7 @@ fn decode_steps_after_the_first_allocate_nothing() {
 
     let n_ctx = 256u32;
     let fusion = Fusion::ALL;
-    let mut cache = GraphCache::new(Kernels::detect(), 2);
+    let mut cache = minfer_cpu::graph_cache(Kernels::detect(), 2, CacheConfig::default());
     cache.set_timing(true);
 
     let prompt = common::tokens(16, hp.vocab, 7);

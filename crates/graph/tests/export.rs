@@ -4,14 +4,14 @@ mod common;
 
 use common::{build, params, store, Hp};
 use minfer_graph::export::{to_dot, to_json, to_json_string};
-use minfer_graph::{Fusion, GraphCache};
+use minfer_graph::{CacheConfig, Fusion};
 use minfer_kernels::{GgmlType, Kernels};
 
 #[test]
 fn dot_and_json_contain_every_node() {
     let hp = Hp::SMALL;
     let w = store(&hp, GgmlType::Q8_0, 31);
-    let mut c = GraphCache::new(Kernels::detect(), 1);
+    let mut c = minfer_cpu::graph_cache(Kernels::detect(), 1, CacheConfig::default());
     for fusion in [Fusion::ALL, Fusion::NONE] {
         let uid = c
             .prepare(&params(4, 1, 32, fusion), &w, |b| build(b, &hp))

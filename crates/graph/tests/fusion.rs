@@ -6,14 +6,15 @@ mod common;
 use common::{build, params, run, store, tokens, Hp};
 use minfer_graph::fusion::{fuse, FusionReport};
 use minfer_graph::{
-    BackendPlan, Fusion, GraphBuilder, GraphCache, InputKind, KvKind, Op, Slot, WeightStore,
+    BackendPlan, CacheConfig, Fusion, GraphBuilder, GraphCache, InputKind, KvKind, Op, Slot,
+    WeightStore,
 };
 use minfer_kernels::{GgmlType, Kernels};
 
 const N_CTX: u32 = 32;
 
 fn cache() -> GraphCache {
-    GraphCache::new(Kernels::detect(), 2)
+    minfer_cpu::graph_cache(Kernels::detect(), 2, CacheConfig::default())
 }
 
 /// Prefill of 6 tokens (all rows out) then 3 decode steps; every logit.

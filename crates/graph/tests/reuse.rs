@@ -7,7 +7,7 @@ mod common;
 use std::cell::Cell;
 
 use common::{build, params, run, store, tokens, Hp, SeqInputs};
-use minfer_graph::backends::cpu;
+use minfer_cpu as cpu;
 use minfer_graph::kv::KvRegion;
 use minfer_graph::{
     CacheConfig, Fusion, GraphCache, GraphError, GraphKind, GraphParams, KvFormat, KvKind, NodeId,
@@ -18,7 +18,7 @@ use minfer_kernels::{GgmlType, Kernels};
 const N_CTX: u32 = 32;
 
 fn cache() -> GraphCache {
-    GraphCache::new(Kernels::detect(), 2)
+    minfer_cpu::graph_cache(Kernels::detect(), 2, CacheConfig::default())
 }
 
 /// A graph with no KV: embedding → norm → LM head. Params such as n_ctx
@@ -143,7 +143,7 @@ fn mru_capacity_evicts_the_least_recent() {
         capacity: 2,
         ..CacheConfig::default()
     };
-    let mut c = GraphCache::with_config(Kernels::detect(), 1, config);
+    let mut c = minfer_cpu::graph_cache(Kernels::detect(), 1, config);
     let a = c
         .prepare(&params(1, 1, N_CTX, Fusion::ALL), &w, build_plain)
         .unwrap();

@@ -7,8 +7,8 @@
 mod common;
 
 use common::{f32s, graph_logits, load, matvec, rms_norm, rope};
+use minfer_cpu::geglu_inplace;
 use minfer_gguf::Value;
-use minfer_graph::backends::cpu::geglu_inplace;
 use minfer_graph::Fusion;
 use minfer_models::testing::TinyModel;
 use minfer_models::Model;

@@ -6,11 +6,11 @@
 
 use std::sync::{Arc, OnceLock};
 
+use minfer_cpu::{self as cpu, AttnScratch, Windows};
 use minfer_gpu::ops::attention::{
     attention, kv_store, new_kv, read_raw_row, write_raw_row, DeviceKv, SlidingInputs,
 };
 use minfer_gpu::{AdapterChoice, BufRange, Dispatch, Gpu};
-use minfer_graph::backends::cpu::{self, AttnScratch, Windows};
 use minfer_graph::kv::KvRegion;
 use minfer_graph::{AttnParams, KvFormat};
 use minfer_kernels::pool::ThreadPool;

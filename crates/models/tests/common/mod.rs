@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use minfer_gguf::GgufFile;
 use minfer_graph::{
-    BackendPlan, ComputeParams, Fusion, GraphCache, GraphKind, GraphParams, KvFormat, OutputKind,
-    StepInputs,
+    BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat, OutputKind, StepInputs,
 };
 use minfer_kernels::Kernels;
 use minfer_models::testing::TinyModel;
@@ -80,7 +79,8 @@ pub fn graph_logits(m: &Model, tokens: &[u32], fusion: Fusion) -> Vec<f32> {
         },
         weights_version: 0,
     };
-    let mut cache = GraphCache::new(Kernels::detect(), 2);
+    let mut cache =
+        minfer_cpu::graph_cache(Kernels::detect(), 2, minfer_graph::CacheConfig::default());
     cache.set_verify(true);
     let uid = cache
         .prepare(&params, &m.weights, |b| m.build_graph(b))

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use minfer_graph::backends::cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
+use minfer_cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
 use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
 use minfer_graph::{AttnParams, KvFormat};
 use minfer_kernels::pool::ThreadPool;

@@ -8,9 +8,7 @@ mod support;
 
 use support::{assert_close, randn, rope_params};
 
-use minfer_graph::backends::cpu::{
-    attention, kv_store, rms_norm, rope_inplace, softmax_inplace, AttnScratch,
-};
+use minfer_cpu::{attention, kv_store, rms_norm, rope_inplace, softmax_inplace, AttnScratch};
 use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
 use minfer_graph::{AttnParams, GraphError, KvFormat, RopeStyle};
 use minfer_kernels::pool::ThreadPool;

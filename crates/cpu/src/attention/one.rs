@@ -4,9 +4,10 @@
 
 use minfer_kernels::rows::dot_f32;
 
+use minfer_graph::kv::{KvData, KvRegion};
+
+use super::head::{head_rows, Head};
 use super::scratch::ThreadBuf;
-use super::tile::{head_rows, Head};
-use crate::kv::{KvData, KvRegion};
 
 /// One query head over its window: `out = Σ softmax(scale · q·k_j)_j v_j`,
 /// each dot product as [`dot_f32`] computes it and each output element

@@ -10,14 +10,11 @@
 use minfer_kernels::pool::{SharedMut, ThreadPool};
 use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, RowKernels};
 
-use super::{LayerKv, TypedPool};
-use crate::alloc::Slot;
-use crate::backends::cpu;
-use crate::builder::BuiltGraph;
-use crate::error::{GraphError, Result};
-use crate::ir::{AttnParams, KvKind, NodeId, Op};
-use crate::kv::KvRegion;
-use crate::weights::{WeightId, WeightStore};
+use minfer_graph::ir::{AttnParams, KvKind, NodeId, Op};
+use minfer_graph::kv::KvRegion;
+use minfer_graph::{BuiltGraph, GraphError, Result, Slot, WeightId, WeightStore};
+
+use crate::pool::{LayerKv, TypedPool};
 
 /// Everything a node may read or write during a step.
 pub(crate) struct ExecCtx<'a> {
@@ -29,7 +26,7 @@ pub(crate) struct ExecCtx<'a> {
     pub rows: RowKernels,
     pub threads: &'a ThreadPool,
     pub act: &'a mut ActScratch,
-    pub attn: &'a mut cpu::AttnScratch,
+    pub attn: &'a mut crate::AttnScratch,
     /// Copy of K rows that a fused RoPE+store rotates before storing.
     pub rope_scratch: &'a mut [f32],
     pub n_ctx: usize,
@@ -115,7 +112,7 @@ pub(crate) fn exec_node(
         Op::KvStore { layer, kind } => {
             let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
             let cells = src_i32(cx.pool, slot_of(1))?;
-            cpu::kv_store(region(cx.kv, *layer, *kind)?, x, cells)
+            crate::kv_store(region(cx.kv, *layer, *kind)?, x, cells)
         }
         Op::RopeKvStore { rope, layer } => {
             let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
@@ -131,8 +128,8 @@ pub(crate) fn exec_node(
                     msg: "rope scratch is smaller than planned".into(),
                 })?;
             tmp.copy_from_slice(x);
-            cpu::rope_inplace(tmp, pos, rope, cx.n_ctx)?;
-            cpu::kv_store(region(cx.kv, *layer, KvKind::K)?, tmp, cells)
+            crate::rope_inplace(tmp, pos, rope, cx.n_ctx)?;
+            crate::kv_store(region(cx.kv, *layer, KvKind::K)?, tmp, cells)
         }
         _ => {
             let Slot::F32 { buf, len } = slots[i] else {
@@ -184,13 +181,13 @@ fn compute(
                 Slot::Weight(id) => {
                     let ty = cx.weights.info(id).ty;
                     match cx.weights.packed(id) {
-                        Some(p) => cpu::get_rows_packed(ty, p, t[0], t[1], ids, out),
-                        None => cpu::get_rows(ty, cx.weights.data(id), t[0], t[1], ids, out),
+                        Some(p) => crate::get_rows_packed(ty, p, t[0], t[1], ids, out),
+                        None => crate::get_rows(ty, cx.weights.data(id), t[0], t[1], ids, out),
                     }
                 }
                 s => {
                     let table = f32_bytes(src_f32(cx.pool, cx.weights, s)?);
-                    cpu::get_rows(GgmlType::F32, table, t[0], t[1], ids, out)
+                    crate::get_rows(GgmlType::F32, table, t[0], t[1], ids, out)
                 }
             }
         }
@@ -199,7 +196,7 @@ fn compute(
             if ne0 == 0 || x.len() != out.len() || x.len() % ne0 != 0 || x.len() < 64 * ne0 {
                 // One thread: a decode step's few rows, or input that
                 // `rms_norm` refuses with its own error.
-                return cpu::rms_norm(x, ne0, *eps, out);
+                return crate::rms_norm(x, ne0, *eps, out);
             }
             // Row by row, so any split of the rows over threads gives the
             // same bits.
@@ -212,7 +209,7 @@ fn compute(
                 // outlives the job; each thread writes only its own rows.
                 let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(at), len) };
                 // The shapes were checked above, so this cannot fail.
-                let _ = cpu::rms_norm(&x[at..at + len], ne0, eps, o);
+                let _ = crate::rms_norm(&x[at..at + len], ne0, eps, o);
             });
             Ok(())
         }
@@ -220,14 +217,14 @@ fn compute(
             seed(cx, out)?;
             let b = src_f32(cx.pool, cx.weights, slot_of(1))?;
             if node.op == Op::Add {
-                cpu::add_inplace(out, b, ne0)
+                crate::add_inplace(out, b, ne0)
             } else {
-                cpu::mul_inplace(out, b, ne0)
+                crate::mul_inplace(out, b, ne0)
             }
         }
         Op::Scale(s) => {
             seed(cx, out)?;
-            cpu::scale_inplace(out, *s);
+            crate::scale_inplace(out, *s);
             Ok(())
         }
         Op::Silu => {
@@ -237,7 +234,7 @@ fn compute(
         }
         Op::Tanh => {
             seed(cx, out)?;
-            cpu::tanh_inplace(out);
+            crate::tanh_inplace(out);
             Ok(())
         }
         Op::SwiGlu | Op::GeGlu => {
@@ -268,11 +265,11 @@ fn compute(
         }
         Op::Softmax => {
             seed(cx, out)?;
-            cpu::softmax_inplace(cx.rows, out, ne0)
+            crate::softmax_inplace(cx.rows, out, ne0)
         }
         Op::Rope(p) => {
             seed(cx, out)?;
-            cpu::rope_inplace(out, src_i32(cx.pool, slot_of(1))?, p, cx.n_ctx)
+            crate::rope_inplace(out, src_i32(cx.pool, slot_of(1))?, p, cx.n_ctx)
         }
         Op::MatMul => {
             let Slot::Weight(id) = slot_of(0) else {
@@ -337,16 +334,16 @@ fn attention(
         });
     };
     if p.sliding_window == 0 {
-        return cpu::attention(q, k, v, offsets, cells, p, cx.threads, cx.attn, out);
+        return crate::attention(q, k, v, offsets, cells, p, cx.threads, cx.attn, out);
     }
     let positions = src_i32(cx.pool, slot_of(5))?;
     let cell_pos = src_i32(cx.pool, slot_of(6))?;
     let cell_pos = &cell_pos[..cx.window_len.min(cell_pos.len())];
-    let windows = cpu::Windows {
+    let windows = crate::Windows {
         offsets,
         cells,
         query_pos: positions,
         cell_pos,
     };
-    cpu::attention_sliding(q, k, v, &windows, p, cx.threads, cx.attn, out)
+    crate::attention_sliding(q, k, v, &windows, p, cx.threads, cx.attn, out)
 }

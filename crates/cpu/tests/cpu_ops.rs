@@ -7,7 +7,7 @@ mod support;
 
 use support::{assert_close, randn, rope_params};
 
-use minfer_graph::backends::cpu::{
+use minfer_cpu::{
     add_inplace, geglu_inplace, gelu_tanh, get_rows, mul_inplace, rms_norm, rope_inplace,
     scale_inplace, softmax_inplace, tanh_inplace,
 };

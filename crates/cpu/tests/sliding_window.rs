@@ -8,7 +8,7 @@ mod support;
 
 use support::randn;
 
-use minfer_graph::backends::cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
+use minfer_cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
 use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
 use minfer_graph::{AttnParams, GraphError, KvFormat};
 use minfer_kernels::pool::ThreadPool;

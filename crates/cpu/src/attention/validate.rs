@@ -2,10 +2,11 @@
 //! work is handed to the threads, so that the loops only index what was
 //! checked.
 
-use crate::backends::cpu::bad_len;
-use crate::error::{GraphError, Result};
-use crate::ir::AttnParams;
-use crate::kv::KvRegion;
+use minfer_graph::ir::AttnParams;
+use minfer_graph::kv::KvRegion;
+use minfer_graph::{GraphError, Result};
+
+use crate::check::bad_len;
 
 /// Checks that every cell is inside a region of `n_ctx` cells.
 pub(super) fn check_cells(cells: &[i32], n_ctx: usize) -> Result<()> {

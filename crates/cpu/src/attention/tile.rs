@@ -15,41 +15,13 @@
 
 use std::ops::Range;
 
+use minfer_graph::kv::{KvData, KvRegion};
 use minfer_kernels::pool::SharedMut;
-use minfer_kernels::{RowKernels, Rows};
 
 use super::blocks::attend_tile;
+use super::head::{Head, Sliding, Tile};
 use super::one::attend_head;
 use super::scratch::{ThreadBuf, MAX_TILE};
-use super::Sliding;
-use crate::kv::{KvData, KvRegion};
-
-/// The rows of `window` in a region's storage `data`, from value `start`
-/// of each row (one kv head).
-pub(super) fn head_rows<'a, T>(
-    data: &'a [T],
-    region: &KvRegion,
-    start: usize,
-    window: &'a [i32],
-) -> Rows<'a, T> {
-    Rows {
-        data,
-        stride: region.row_elems(),
-        offset: start,
-        idx: window,
-    }
-}
-
-/// What every query of a work item shares.
-#[derive(Clone, Copy)]
-pub(super) struct Head {
-    /// Values per head.
-    pub(super) hd: usize,
-    /// Where the KV head starts inside each cache row.
-    pub(super) start: usize,
-    pub(super) scale: f32,
-    pub(super) rk: RowKernels,
-}
 
 /// The queries of one attention call, as the work items read them.
 pub(super) struct Queries<'a> {
@@ -62,18 +34,6 @@ pub(super) struct Queries<'a> {
     pub(super) offsets: &'a [i32],
     pub(super) cells: &'a [i32],
     pub(super) sliding: Option<Sliding<'a>>,
-}
-
-/// Tokens whose windows are ranges of one list of cells.
-pub(super) struct Tile<'a> {
-    /// The last token's whole window.
-    pub(super) base: &'a [i32],
-    pub(super) len: usize,
-    /// Each token's query heads (`hd` values each, one after another),
-    /// window (a range of `base`) and output heads.
-    pub(super) qs: [&'a [f32]; MAX_TILE],
-    pub(super) ranges: [Range<usize>; MAX_TILE],
-    pub(super) outs: [&'a mut [f32]; MAX_TILE],
 }
 
 impl Queries<'_> {

@@ -3,10 +3,11 @@
 //!
 //! Attention never derives what to read from a position or a cache length:
 //! each query gets the exact list of cells it may see (built by
-//! [`KvCells`](crate::kv::KvCells)), so several sequences can share one
+//! [`KvCells`](minfer_graph::kv::KvCells)), so several sequences can share one
 //! batch and one region, and cells past a sequence's cursor are never read.
 
 mod blocks;
+mod head;
 mod items;
 mod one;
 mod scratch;
@@ -19,13 +20,15 @@ use minfer_kernels::pool::{SharedMut, ThreadPool};
 
 pub use scratch::AttnScratch;
 
-use super::bad_len;
-use crate::error::{GraphError, Result};
-use crate::ir::AttnParams;
-use crate::kv::KvRegion;
+use minfer_graph::ir::AttnParams;
+use minfer_graph::kv::KvRegion;
+use minfer_graph::{GraphError, Result};
+
+use crate::check::bad_len;
+use head::{Head, Sliding};
 use items::Items;
 use scratch::thread_buf;
-use tile::{Head, Queries};
+use tile::Queries;
 use validate::{check_cells, validate};
 
 /// Writes row `t` of `x` (rows of `region.row_elems()` values) into cell
@@ -177,23 +180,6 @@ pub fn attention_sliding(
         scratch,
         out,
     )
-}
-
-/// Positions that cut each window to its sliding suffix.
-#[derive(Clone, Copy)]
-pub(super) struct Sliding<'a> {
-    query_pos: &'a [i32],
-    cell_pos: &'a [i32],
-    size: i64,
-}
-
-impl Sliding<'_> {
-    /// Index in `cells` where token `t`'s sliding window starts, given its
-    /// full window `cells[from..to]`.
-    pub(super) fn start(&self, t: usize, from: usize, to: usize) -> usize {
-        let qp = i64::from(self.query_pos[t]);
-        from + self.cell_pos[from..to].partition_point(|&kp| qp - i64::from(kp) >= self.size)
-    }
 }
 
 /// The work of [`attention`] and [`attention_sliding`] once the windows

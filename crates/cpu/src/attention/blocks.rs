@@ -19,29 +19,20 @@ use std::ops::Range;
 
 use minfer_kernels::HeadRows;
 
-use super::scratch::{ThreadBuf, MAX_TILE};
-use super::tile::{head_rows, Head, Tile};
-use crate::kv::KvRegion;
+use minfer_graph::kv::KvRegion;
+
+use super::head::{head_rows, Head, Tile};
+use super::scratch::{ThreadBuf, BLOCK_VALUES, MAX_TILE};
 
 /// Keys per block when a lone token reads the rows in place: 64 rows of
 /// one KV head (8 KiB of f16 at a head of 64) stay in L1 while its heads
 /// read them.
 const KEY_BLOCK: usize = 64;
 
-/// The f32 values of a widened block: 16 KiB, so that the block and the
-/// queries reading it fit L1.
-const BLOCK_VALUES: usize = 4096;
-
 /// Keys per widened block for heads of `hd` values: [`BLOCK_VALUES`] in
 /// all, between 16 and [`KEY_BLOCK`] keys.
 fn block_keys(hd: usize) -> usize {
     (BLOCK_VALUES / hd.max(1)).clamp(16, KEY_BLOCK)
-}
-
-/// The f32 values a thread's block buffer needs for heads of up to
-/// `head_dim_max` values.
-pub(super) fn block_values(head_dim_max: usize) -> usize {
-    BLOCK_VALUES.max(16 * head_dim_max)
 }
 
 /// The blocks of up to `len` keys over the union of the windows.

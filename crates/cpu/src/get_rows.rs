@@ -3,8 +3,9 @@
 use minfer_kernels::dequant::dequantize_row;
 use minfer_kernels::GgmlType;
 
-use super::bad_len;
-use crate::error::{GraphError, Result};
+use minfer_graph::{GraphError, Result};
+
+use crate::check::bad_len;
 
 /// Dequantizes row `ids[i]` of `table` (`n_rows` rows of `ne0` elements of
 /// type `ty`) into row `i` of `out`.

@@ -7,8 +7,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use minfer_kernels::blocks::QK;
 use minfer_kernels::RowKernels;
 
-use super::blocks::block_values;
-
 /// The most query tokens one work item takes together: the fixed bound of
 /// the per-item arrays, never allocated.
 pub(super) const MAX_TILE: usize = 16;
@@ -146,4 +144,14 @@ pub(super) fn thread_buf(bufs: &[Mutex<ThreadBuf>], thread: usize) -> MutexGuard
     // A poisoned lock only means an earlier job panicked while holding it;
     // the buffers hold no invariant.
     bufs[thread].lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The f32 values of a widened block: 16 KiB, so that the block and the
+/// queries reading it fit L1.
+pub(super) const BLOCK_VALUES: usize = 4096;
+
+/// The f32 values a thread's block buffer needs for heads of up to
+/// `head_dim_max` values.
+pub(super) fn block_values(head_dim_max: usize) -> usize {
+    BLOCK_VALUES.max(16 * head_dim_max)
 }

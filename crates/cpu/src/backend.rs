@@ -1,4 +1,4 @@
-//! The CPU backend: the kernels crate's products and this folder's
+//! The CPU backend: the kernels crate's products and this crate's
 //! kernels on one persistent thread pool, node buffers as plain vectors,
 //! the KV regions of the layers it runs, and the scratch its kernels need,
 //! sized when a graph is prepared so that no step allocates.
@@ -6,36 +6,20 @@
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
+use minfer_graph::ir::{KvKind, Op};
+use minfer_graph::kv::KvRegion;
+use minfer_graph::splits::runs;
+use minfer_graph::{
+    Backend, Device, GraphError, GraphUid, GraphView, HostBackend, KvFormat, KvInfo, PoolSizes,
+    Result, Slot, WeightStore,
+};
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::trace;
-use minfer_kernels::{ActScratch, GgmlType, Kernels};
+use minfer_kernels::{ActScratch, GgmlType, Kernels, SimdLevel};
 
-use super::exec::{exec_node, ExecCtx};
-use super::AttnScratch;
-use crate::alloc::Slot;
-use crate::backend::{Backend, Device, GraphView, KvInfo, PoolSizes};
-use crate::cache::GraphUid;
-use crate::error::{GraphError, Result};
-use crate::ir::{KvKind, Op};
-use crate::kv::KvRegion;
-use crate::params::KvFormat;
-use crate::splits::runs;
-use crate::weights::WeightStore;
-
-/// The node buffers of the CPU, one list per element type so that
-/// integers never travel through `f32`.
-#[derive(Default)]
-pub(crate) struct TypedPool {
-    pub f32: Vec<Vec<f32>>,
-    pub i32: Vec<Vec<i32>>,
-}
-
-/// One layer's persistent K and V regions.
-#[derive(Default)]
-pub(crate) struct LayerKv {
-    pub k: Option<KvRegion>,
-    pub v: Option<KvRegion>,
-}
+use crate::attention::AttnScratch;
+use crate::exec::{exec_node, ExecCtx};
+use crate::pool::{LayerKv, TypedPool};
 
 /// The CPU's part of a graph cache.
 pub struct CpuBackend {
@@ -89,77 +73,11 @@ impl CpuBackend {
         }
     }
 
-    /// The kernels' instruction-set level.
-    pub fn kernels(&self) -> &Kernels {
-        &self.kernels
-    }
-
-    /// The thread pool the kernels run on.
-    pub fn threads(&self) -> &ThreadPool {
-        &self.threads
-    }
-
-    /// Repacks `weights` for these kernels (see [`WeightStore::pack`]) on
-    /// this backend's pool; returns the bytes packed.
-    pub fn pack_weights(&self, weights: &WeightStore) -> usize {
-        weights.pack(&self.kernels, &self.threads)
-    }
-
-    /// The f32 values of `slot`.
-    pub(crate) fn f32_values(&self, slot: Slot) -> Result<&[f32]> {
-        match slot {
-            Slot::F32 { buf, len } => Ok(&self.pool.f32[buf][..len]),
-            other => Err(GraphError::Exec {
-                node: format!("{other:?}"),
-                msg: "not an f32 buffer".into(),
-            }),
-        }
-    }
-
-    /// The f32 values of `slot`, for writing.
-    pub(crate) fn f32_values_mut(&mut self, slot: Slot) -> Result<&mut [f32]> {
-        match slot {
-            Slot::F32 { buf, len } => Ok(&mut self.pool.f32[buf][..len]),
-            other => Err(GraphError::Exec {
-                node: format!("{other:?}"),
-                msg: "not an f32 buffer".into(),
-            }),
-        }
-    }
-
-    /// The i32 values of `slot`.
-    pub(crate) fn i32_values(&self, slot: Slot) -> Result<&[i32]> {
-        match slot {
-            Slot::I32 { buf, len } => Ok(&self.pool.i32[buf][..len]),
-            other => Err(GraphError::Exec {
-                node: format!("{other:?}"),
-                msg: "not an i32 buffer".into(),
-            }),
-        }
-    }
-
-    /// Sets the filled length of the window inputs for the next run.
-    pub(crate) fn set_step(&mut self, window_len: usize, trace_key: Option<u32>) {
-        self.window_len = window_len;
-        self.trace_key = trace_key;
-    }
-
-    /// Layer `layer`'s K or V region, if this backend holds it.
-    pub fn region(&self, layer: usize, kind: KvKind) -> Option<&KvRegion> {
-        let l = self.kv.get(layer)?;
-        match kind {
-            KvKind::K => l.k.as_ref(),
-            KvKind::V => l.v.as_ref(),
-        }
-    }
-
-    /// Layer `layer`'s K or V region for writing, if this backend holds it.
-    pub fn region_mut(&mut self, layer: usize, kind: KvKind) -> Option<&mut KvRegion> {
-        let l = self.kv.get_mut(layer)?;
-        match kind {
-            KvKind::K => l.k.as_mut(),
-            KvKind::V => l.v.as_mut(),
-        }
+    /// A backend whose kernels run at `level` (an error when this CPU
+    /// lacks it) on a pool of `n_threads` threads. Front ends choose the
+    /// SIMD level through this, without depending on the kernels crate.
+    pub fn with_simd(level: SimdLevel, n_threads: usize) -> Result<Self> {
+        Ok(Self::new(Kernels::new(level)?, n_threads))
     }
 
     fn region_or_err(&self, layer: usize, kind: KvKind) -> Result<&KvRegion> {
@@ -407,5 +325,80 @@ impl Backend for CpuBackend {
 
     fn synchronize(&mut self) -> Result<()> {
         Ok(())
+    }
+}
+
+impl HostBackend for CpuBackend {
+    /// The kernels' instruction-set level.
+    fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
+    /// The thread pool the kernels run on.
+    fn threads(&self) -> &ThreadPool {
+        &self.threads
+    }
+
+    /// Repacks `weights` for these kernels (see [`WeightStore::pack`]) on
+    /// this backend's pool; returns the bytes packed.
+    fn pack_weights(&self, weights: &WeightStore) -> usize {
+        weights.pack(&self.kernels, &self.threads)
+    }
+
+    /// The f32 values of `slot`.
+    fn f32_values(&self, slot: Slot) -> Result<&[f32]> {
+        match slot {
+            Slot::F32 { buf, len } => Ok(&self.pool.f32[buf][..len]),
+            other => Err(GraphError::Exec {
+                node: format!("{other:?}"),
+                msg: "not an f32 buffer".into(),
+            }),
+        }
+    }
+
+    /// The f32 values of `slot`, for writing.
+    fn f32_values_mut(&mut self, slot: Slot) -> Result<&mut [f32]> {
+        match slot {
+            Slot::F32 { buf, len } => Ok(&mut self.pool.f32[buf][..len]),
+            other => Err(GraphError::Exec {
+                node: format!("{other:?}"),
+                msg: "not an f32 buffer".into(),
+            }),
+        }
+    }
+
+    /// The i32 values of `slot`.
+    fn i32_values(&self, slot: Slot) -> Result<&[i32]> {
+        match slot {
+            Slot::I32 { buf, len } => Ok(&self.pool.i32[buf][..len]),
+            other => Err(GraphError::Exec {
+                node: format!("{other:?}"),
+                msg: "not an i32 buffer".into(),
+            }),
+        }
+    }
+
+    /// Sets the filled length of the window inputs for the next run.
+    fn set_step(&mut self, window_len: usize, trace_key: Option<u32>) {
+        self.window_len = window_len;
+        self.trace_key = trace_key;
+    }
+
+    /// Layer `layer`'s K or V region, if this backend holds it.
+    fn region(&self, layer: usize, kind: KvKind) -> Option<&KvRegion> {
+        let l = self.kv.get(layer)?;
+        match kind {
+            KvKind::K => l.k.as_ref(),
+            KvKind::V => l.v.as_ref(),
+        }
+    }
+
+    /// Layer `layer`'s K or V region for writing, if this backend holds it.
+    fn region_mut(&mut self, layer: usize, kind: KvKind) -> Option<&mut KvRegion> {
+        let l = self.kv.get_mut(layer)?;
+        match kind {
+            KvKind::K => l.k.as_mut(),
+            KvKind::V => l.v.as_mut(),
+        }
     }
 }

@@ -9,7 +9,7 @@ mod support;
 
 use support::randn;
 
-use minfer_graph::backends::cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
+use minfer_cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
 use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
 use minfer_graph::{AttnParams, KvFormat};
 use minfer_kernels::pool::ThreadPool;

@@ -2,8 +2,8 @@
 //! rotated queries and keys match llama.cpp's to the last bit where the
 //! C library's `powf`/`cosf`/`sinf` are the same.
 
-use crate::error::{GraphError, Result};
-use crate::ir::{RopeParams, RopeStyle};
+use minfer_graph::ir::{RopeParams, RopeStyle};
+use minfer_graph::{GraphError, Result};
 
 /// Rotates every head of every row of `x` by its token's position.
 ///

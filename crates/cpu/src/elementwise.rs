@@ -5,8 +5,9 @@
 
 use minfer_kernels::RowKernels;
 
-use super::bad_len;
-use crate::error::{GraphError, Result};
+use minfer_graph::{GraphError, Result};
+
+use crate::check::bad_len;
 
 /// Checks that `len` is a whole number of rows of `ne0` values.
 fn check_rows(what: &'static str, len: usize, ne0: usize) -> Result<()> {
