@@ -10,7 +10,7 @@
 use minfer_kernels::pool::{SharedMut, ThreadPool};
 use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, RowKernels};
 
-use minfer_graph::ir::{AttnParams, KvKind, NodeId, Op};
+use minfer_graph::ir::{AttnParams, KvKind, Node, NodeId, Op};
 use minfer_graph::kv::KvRegion;
 use minfer_graph::{BuiltGraph, GraphError, Result, Slot, WeightId, WeightStore};
 
@@ -174,45 +174,14 @@ fn compute(
         Ok(())
     };
     match &node.op {
-        Op::GetRows => {
-            let ids = src_i32(cx.pool, slot_of(1))?;
-            let t = g.nodes[node.srcs[0]].shape;
-            match slot_of(0) {
-                Slot::Weight(id) => {
-                    let ty = cx.weights.info(id).ty;
-                    match cx.weights.packed(id) {
-                        Some(p) => crate::get_rows_packed(ty, p, t[0], t[1], ids, out),
-                        None => crate::get_rows(ty, cx.weights.data(id), t[0], t[1], ids, out),
-                    }
-                }
-                s => {
-                    let table = f32_bytes(src_f32(cx.pool, cx.weights, s)?);
-                    crate::get_rows(GgmlType::F32, table, t[0], t[1], ids, out)
-                }
-            }
-        }
-        Op::RmsNorm { eps } => {
-            let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
-            if ne0 == 0 || x.len() != out.len() || x.len() % ne0 != 0 || x.len() < 64 * ne0 {
-                // One thread: a decode step's few rows, or input that
-                // `rms_norm` refuses with its own error.
-                return crate::rms_norm(x, ne0, *eps, out);
-            }
-            // Row by row, so any split of the rows over threads gives the
-            // same bits.
-            let eps = *eps;
-            let dst = SharedMut::new(out.as_mut_ptr());
-            cx.threads.for_chunks(x.len() / ne0, 1, 2, |r| {
-                let (at, len) = (r.start * ne0, r.len() * ne0);
-                // SAFETY: the chunks of `for_chunks` are disjoint row ranges
-                // inside `out` (as long as `x`, whole rows of `ne0`), which
-                // outlives the job; each thread writes only its own rows.
-                let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(at), len) };
-                // The shapes were checked above, so this cannot fail.
-                let _ = crate::rms_norm(&x[at..at + len], ne0, eps, o);
-            });
-            Ok(())
-        }
+        Op::GetRows => get_rows(cx, g, &slot_of, node, out),
+        Op::RmsNorm { eps } => rms_norm_rows(
+            cx,
+            src_f32(cx.pool, cx.weights, slot_of(0))?,
+            ne0,
+            *eps,
+            out,
+        ),
         Op::Add | Op::Mul => {
             seed(cx, out)?;
             let b = src_f32(cx.pool, cx.weights, slot_of(1))?;
@@ -239,29 +208,7 @@ fn compute(
         }
         Op::SwiGlu | Op::GeGlu => {
             seed(cx, out)?;
-            let up = src_f32(cx.pool, cx.weights, slot_of(1))?;
-            if up.len() != out.len() {
-                return Err(GraphError::Exec {
-                    node: node.name.clone(),
-                    msg: format!("{} values with {} up values", out.len(), up.len()),
-                });
-            }
-            let rows = cx.rows;
-            let glu = |o: &mut [f32], u: &[f32]| match node.op {
-                Op::SwiGlu => rows.swiglu(o, u),
-                _ => rows.geglu(o, u),
-            };
-            // Element by element, so any split over threads gives the
-            // same bits.
-            let dst = SharedMut::new(out.as_mut_ptr());
-            cx.threads.for_chunks(out.len(), 64, 2, |r| {
-                // SAFETY: the chunks of `for_chunks` are disjoint and inside
-                // `out`, which outlives the job; each thread writes only
-                // its own range.
-                let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(r.start), r.len()) };
-                glu(o, &up[r]);
-            });
-            Ok(())
+            glu(cx, node, src_f32(cx.pool, cx.weights, slot_of(1))?, out)
         }
         Op::Softmax => {
             seed(cx, out)?;
@@ -271,37 +218,121 @@ fn compute(
             seed(cx, out)?;
             crate::rope_inplace(out, src_i32(cx.pool, slot_of(1))?, p, cx.n_ctx)
         }
-        Op::MatMul => {
-            let Slot::Weight(id) = slot_of(0) else {
-                return Err(GraphError::Exec {
-                    node: node.name.clone(),
-                    msg: "mat_mul needs a weight".into(),
-                });
-            };
-            let ws = g.nodes[node.srcs[0]].shape;
-            let x_node = &g.nodes[node.srcs[1]];
-            // Interleaved when the store repacked it for these kernels.
-            let (data, layout) = match cx.weights.packed(id) {
-                Some(p) => (p, Layout::Packed),
-                None => (cx.weights.data(id), Layout::Rows),
-            };
-            let w = MatRef {
-                ty: cx.weights.info(id).ty,
-                rows: ws[1],
-                cols: ws[0],
-                data,
-                layout,
-            };
-            let x = src_f32(cx.pool, cx.weights, slot_of(1))?;
-            matmul(cx.kernels, cx.threads, &w, x, x_node.shape[1], out, cx.act)?;
-            Ok(())
-        }
+        Op::MatMul => mat_mul(cx, g, &slot_of, node, out),
         Op::Attention(p) => attention(cx, p, &slot_of, out),
         op => Err(GraphError::Exec {
             node: node.name.clone(),
             msg: format!("op {} does not write a buffer", op.name()),
         }),
     }
+}
+
+/// A row gather: from a weight (packed or as stored) or from an f32
+/// value.
+fn get_rows(
+    cx: &ExecCtx,
+    g: &BuiltGraph,
+    slot_of: &dyn Fn(usize) -> Slot,
+    node: &Node,
+    out: &mut [f32],
+) -> Result<()> {
+    let ids = src_i32(cx.pool, slot_of(1))?;
+    let t = g.nodes[node.srcs[0]].shape;
+    match slot_of(0) {
+        Slot::Weight(id) => {
+            let ty = cx.weights.info(id).ty;
+            match cx.weights.packed(id) {
+                Some(p) => crate::get_rows_packed(ty, p, t[0], t[1], ids, out),
+                None => crate::get_rows(ty, cx.weights.data(id), t[0], t[1], ids, out),
+            }
+        }
+        s => {
+            let table = f32_bytes(src_f32(cx.pool, cx.weights, s)?);
+            crate::get_rows(GgmlType::F32, table, t[0], t[1], ids, out)
+        }
+    }
+}
+
+/// RMS norm of the rows of `x`, row by row on the pool for a batch.
+fn rms_norm_rows(cx: &ExecCtx, x: &[f32], ne0: usize, eps: f32, out: &mut [f32]) -> Result<()> {
+    if ne0 == 0 || x.len() != out.len() || !x.len().is_multiple_of(ne0) || x.len() < 64 * ne0 {
+        // One thread: a decode step's few rows, or input that
+        // `rms_norm` refuses with its own error.
+        return crate::rms_norm(x, ne0, eps, out);
+    }
+    // Row by row, so any split of the rows over threads gives the
+    // same bits.
+    let dst = SharedMut::new(out.as_mut_ptr());
+    cx.threads.for_chunks(x.len() / ne0, 1, 2, |r| {
+        let (at, len) = (r.start * ne0, r.len() * ne0);
+        // SAFETY: the chunks of `for_chunks` are disjoint row ranges
+        // inside `out` (as long as `x`, whole rows of `ne0`), which
+        // outlives the job; each thread writes only its own rows.
+        let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(at), len) };
+        // The shapes were checked above, so this cannot fail.
+        let _ = crate::rms_norm(&x[at..at + len], ne0, eps, o);
+    });
+    Ok(())
+}
+
+/// A gated unit over `out` (holding the gate) and `up`, element by
+/// element on the pool.
+fn glu(cx: &ExecCtx, node: &Node, up: &[f32], out: &mut [f32]) -> Result<()> {
+    if up.len() != out.len() {
+        return Err(GraphError::Exec {
+            node: node.name.clone(),
+            msg: format!("{} values with {} up values", out.len(), up.len()),
+        });
+    }
+    let rows = cx.rows;
+    let glu = |o: &mut [f32], u: &[f32]| match node.op {
+        Op::SwiGlu => rows.swiglu(o, u),
+        _ => rows.geglu(o, u),
+    };
+    // Element by element, so any split over threads gives the
+    // same bits.
+    let dst = SharedMut::new(out.as_mut_ptr());
+    cx.threads.for_chunks(out.len(), 64, 2, |r| {
+        // SAFETY: the chunks of `for_chunks` are disjoint and inside
+        // `out`, which outlives the job; each thread writes only
+        // its own range.
+        let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(r.start), r.len()) };
+        glu(o, &up[r]);
+    });
+    Ok(())
+}
+
+/// A matrix product of a weight with the activations.
+fn mat_mul(
+    cx: &mut ExecCtx,
+    g: &BuiltGraph,
+    slot_of: &dyn Fn(usize) -> Slot,
+    node: &Node,
+    out: &mut [f32],
+) -> Result<()> {
+    let Slot::Weight(id) = slot_of(0) else {
+        return Err(GraphError::Exec {
+            node: node.name.clone(),
+            msg: "mat_mul needs a weight".into(),
+        });
+    };
+    let ws = g.nodes[node.srcs[0]].shape;
+    let x_node = &g.nodes[node.srcs[1]];
+    // Interleaved when the store repacked it for these kernels.
+    let (data, layout) = match cx.weights.packed(id) {
+        Some(p) => (p, Layout::Packed),
+        None => (cx.weights.data(id), Layout::Rows),
+    };
+    let w = MatRef {
+        ty: cx.weights.info(id).ty,
+        rows: ws[1],
+        cols: ws[0],
+        data,
+        layout,
+    };
+    let x = src_f32(cx.pool, cx.weights, slot_of(1))?;
+    matmul(cx.kernels, cx.threads, &w, x, x_node.shape[1], out, cx.act)?;
+    Ok(())
 }
 
 /// Attention of one node: over each query's whole window, or, with a

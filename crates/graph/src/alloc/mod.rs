@@ -214,37 +214,7 @@ impl Allocator {
             max_weight: None,
             kv: Vec::new(),
         };
-        // The copies each split needs, in split order.
-        for (k, _) in splits.iter().enumerate() {
-            for d in Device::ALL {
-                for s in 0..n {
-                    let moves = devices[s] != d
-                        && live.first_split_on[d.index()][s] == Some(k)
-                        && matches!(kinds[s], Kind::F32 | Kind::I32);
-                    if moves {
-                        let input = match g.nodes[s].op {
-                            Op::Input(kind) => Some(kind),
-                            _ => None,
-                        };
-                        plan.transfers.push(Transfer {
-                            before_split: k,
-                            node: s,
-                            to: d,
-                            input,
-                        });
-                    }
-                }
-            }
-        }
-        // The result is read on the CPU.
-        if devices[g.output] != Device::Cpu {
-            plan.transfers.push(Transfer {
-                before_split: splits.len(),
-                node: g.output,
-                to: Device::Cpu,
-                input: None,
-            });
-        }
+        plan.transfers = transfers(g, devices, splits, &live, &kinds);
         let [cpu_pool, gpu_pool] = &mut self.pools;
         let mut walks = [Walk::new(cpu_pool), Walk::new(gpu_pool)];
         let stats = &mut self.stats;
@@ -316,20 +286,75 @@ impl Allocator {
             let slot = walks[Device::Cpu.index()].take(stats, Kind::F32, len, usize::MAX);
             plan.slots[Device::Cpu.index()][t.node] = slot;
         }
-        for (layer, rows) in kv_rows.iter().enumerate() {
-            for (kind, row) in [(KvKind::K, rows[0]), (KvKind::V, rows[1])] {
-                let Some(row) = row else { continue };
-                let device = kv_device(g, devices, layer, kind)?;
-                plan.kv.push(KvNeed {
-                    layer,
-                    kind,
-                    row,
-                    device,
-                });
-            }
-        }
+        plan.kv = kv_needs(g, devices, &kv_rows)?;
         Ok(plan)
     }
+}
+
+/// The copies each split needs, in split order, and the output's copy
+/// back to the CPU (where the result is read) after the last split.
+fn transfers(
+    g: &BuiltGraph,
+    devices: &[Device],
+    splits: &[(Device, Range<usize>)],
+    live: &Liveness,
+    kinds: &[Kind],
+) -> Vec<Transfer> {
+    let n = g.nodes.len();
+    let mut out = Vec::new();
+    for (k, _) in splits.iter().enumerate() {
+        for d in Device::ALL {
+            for s in 0..n {
+                let moves = devices[s] != d
+                    && live.first_split_on[d.index()][s] == Some(k)
+                    && matches!(kinds[s], Kind::F32 | Kind::I32);
+                if moves {
+                    let input = match g.nodes[s].op {
+                        Op::Input(kind) => Some(kind),
+                        _ => None,
+                    };
+                    out.push(Transfer {
+                        before_split: k,
+                        node: s,
+                        to: d,
+                        input,
+                    });
+                }
+            }
+        }
+    }
+    if devices[g.output] != Device::Cpu {
+        out.push(Transfer {
+            before_split: splits.len(),
+            node: g.output,
+            to: Device::Cpu,
+            input: None,
+        });
+    }
+    out
+}
+
+/// The KV regions the graph reads or writes (`kv_rows`: each layer's K
+/// and V row widths, as validation found them), with their devices.
+fn kv_needs(
+    g: &BuiltGraph,
+    devices: &[Device],
+    kv_rows: &[[Option<usize>; 2]],
+) -> Result<Vec<KvNeed>> {
+    let mut out = Vec::new();
+    for (layer, rows) in kv_rows.iter().enumerate() {
+        for (kind, row) in [(KvKind::K, rows[0]), (KvKind::V, rows[1])] {
+            let Some(row) = row else { continue };
+            let device = kv_device(g, devices, layer, kind)?;
+            out.push(KvNeed {
+                layer,
+                kind,
+                row,
+                device,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// The device of the nodes that store into or attend over a layer's
