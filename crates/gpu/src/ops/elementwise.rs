@@ -58,20 +58,28 @@ macro_rules! ew_source {
     };
 }
 
-const SRC_BINARY: &str = ew_source!("../shaders/ew_binary.wgsl");
-const SRC_SCALE: &str = ew_source!("../shaders/ew_scale.wgsl");
-const SRC_SILU: &str = ew_source!(
+/// A flat kernel (one value per invocation): the shared part, the files
+/// given (the last defines `apply`) and the shared entry point.
+macro_rules! ew_flat_source {
+    ($($file:literal),*) => {
+        ew_source!($($file,)* "../shaders/ew_flat_main.wgsl")
+    };
+}
+
+const SRC_BINARY: &str = ew_flat_source!("../shaders/ew_binary.wgsl");
+const SRC_SCALE: &str = ew_flat_source!("../shaders/ew_scale.wgsl");
+const SRC_SILU: &str = ew_flat_source!(
     "../shaders/ew_expf.wgsl",
     "../shaders/ew_silu_fn.wgsl",
     "../shaders/ew_silu.wgsl"
 );
-const SRC_SWIGLU: &str = ew_source!(
+const SRC_SWIGLU: &str = ew_flat_source!(
     "../shaders/ew_expf.wgsl",
     "../shaders/ew_silu_fn.wgsl",
     "../shaders/ew_swiglu.wgsl"
 );
-const SRC_TANH: &str = ew_source!("../shaders/ew_tanhf.wgsl", "../shaders/ew_tanh.wgsl");
-const SRC_GEGLU: &str = ew_source!("../shaders/ew_tanhf.wgsl", "../shaders/ew_geglu.wgsl");
+const SRC_TANH: &str = ew_flat_source!("../shaders/ew_tanhf.wgsl", "../shaders/ew_tanh.wgsl");
+const SRC_GEGLU: &str = ew_flat_source!("../shaders/ew_tanhf.wgsl", "../shaders/ew_geglu.wgsl");
 const SRC_RMS_NORM: &str = ew_source!("../shaders/ew_rms_norm.wgsl");
 const SRC_SOFTMAX: &str = ew_source!("../shaders/ew_expf.wgsl", "../shaders/ew_softmax.wgsl");
 

@@ -38,16 +38,8 @@ fn gelu_tanh(x: f32) -> f32 {
     return mul(mul(0.5, x), add(1.0, tanhf(inner)));
 }
 
-@compute @workgroup_size(256)
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = flat_index(wid, nwg, lid);
-    if i >= P.n {
-        return;
-    }
+// Value i of the dispatch (the entry point is ew_flat_main.wgsl).
+fn apply(i: u32) {
     let g = gate[i];
     var y: f32;
     if g <= -10.0 {
