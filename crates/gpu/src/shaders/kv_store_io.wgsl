@@ -1,5 +1,7 @@
-// Bindings and parameters of the KV store kernels (plain and fused with
-// RoPE): one workgroup per row of `x`, stored into cell `cells[row]`.
+// Bindings, parameters and entry point of the KV store kernels (plain and
+// fused with RoPE): one workgroup per row of `x`, stored into cell
+// `cells[row]`. The source (`prepare`, `value_bits`) and the format's
+// `store_row` come from the files compiled with this one.
 
 struct Params {
     n_rows: u32,
@@ -33,4 +35,24 @@ fn cell_word(row: u32) -> u32 {
         return 0xffffffffu;
     }
     return u32(c) * (P.stride >> 2u);
+}
+
+@compute @workgroup_size(64)
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = wg.x + wg.y * nwg.x;
+    if (row >= P.n_rows) {
+        return;
+    }
+    // Every lane prepares (the RoPE table is shared by the workgroup)
+    // before any may leave for an out-of-range cell.
+    prepare(row, lid);
+    let base = cell_word(row);
+    if (base == 0xffffffffu) {
+        return;
+    }
+    store_row(row, base, lid);
 }

@@ -4,21 +4,9 @@
 // lone last block, whose last word holds the cell's padding): no two
 // invocations write the same word.
 
-@compute @workgroup_size(64)
-fn main(
-    @builtin(workgroup_id) wg: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let row = wg.x + wg.y * nwg.x;
-    if (row >= P.n_rows) {
-        return;
-    }
-    prepare(row, lid);
-    let base = cell_word(row);
-    if (base == 0xffffffffu) {
-        return;
-    }
+// Writes row `row` of `x` from word `base` of `kv` (the entry point is
+// in kv_store_io.wgsl); `lid` is the invocation's lane.
+fn store_row(row: u32, base: u32, lid: u32) {
     let nb = P.row_elems >> 5u;
     let pairs = (nb + 1u) >> 1u;
     for (var pr = lid; pr < pairs; pr += WG) {
