@@ -105,22 +105,22 @@ const ACT_PLAIN: &str = include_str!("../shaders/matmul/act_plain.wgsl");
 const MV_LEGACY: &str = include_str!("../shaders/matmul/mv_legacy.wgsl");
 const MV_KQUANTS: &str = include_str!("../shaders/matmul/mv_kquants.wgsl");
 const MV_FLOAT: &str = include_str!("../shaders/matmul/mv_float.wgsl");
-const QUANT_Q8: &str = concat!(
-    include_str!("../shaders/matmul/common.wgsl"),
-    include_str!("../shaders/matmul/quant_q8.wgsl")
-);
-const QUANT_Q8_SG: &str = concat!(
-    include_str!("../shaders/matmul/common.wgsl"),
-    include_str!("../shaders/matmul/quant_q8_sg.wgsl")
-);
-const QUANT_Q8K: &str = concat!(
-    include_str!("../shaders/matmul/common.wgsl"),
-    include_str!("../shaders/matmul/quant_q8k.wgsl")
-);
-const QUANT_Q8K_SG: &str = concat!(
-    include_str!("../shaders/matmul/common.wgsl"),
-    include_str!("../shaders/matmul/quant_q8k_sg.wgsl")
-);
+/// An activation quantizer: the shared helpers, its parameters and
+/// bindings, and the kernel.
+macro_rules! quantizer {
+    ($file:literal) => {
+        concat!(
+            include_str!("../shaders/matmul/common.wgsl"),
+            include_str!("../shaders/matmul/quant_io.wgsl"),
+            include_str!($file)
+        )
+    };
+}
+
+const QUANT_Q8: &str = quantizer!("../shaders/matmul/quant_q8.wgsl");
+const QUANT_Q8_SG: &str = quantizer!("../shaders/matmul/quant_q8_sg.wgsl");
+const QUANT_Q8K: &str = quantizer!("../shaders/matmul/quant_q8k.wgsl");
+const QUANT_Q8K_SG: &str = quantizer!("../shaders/matmul/quant_q8k_sg.wgsl");
 
 /// A matmul shader for weight type `$wt` (its GGUF id): the type constant,
 /// then the shared helpers and the kernel.

@@ -7,17 +7,6 @@
 // words at g * A32_WORDS: 8 words of quants (four i8 each, element order),
 // then d and s as f32 holding their f16 values.
 
-struct Params {
-    n_tok: u32,
-    cols: u32,
-    nb: u32,
-    total: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> a: array<u32>;
-
 var<workgroup> amax_sh: array<f32, 256>;
 var<workgroup> q_sh: array<i32, 256>;
 var<workgroup> sum_sh: array<i32, 256>;

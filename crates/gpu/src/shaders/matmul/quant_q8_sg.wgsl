@@ -4,17 +4,6 @@
 // and quant sum taken across the eight by shuffles (max and integer sums
 // are exact in any order). Eight blocks per workgroup of 64.
 
-struct Params {
-    n_tok: u32,
-    cols: u32,
-    nb: u32,
-    total: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> a: array<u32>;
-
 @compute @workgroup_size(64)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,

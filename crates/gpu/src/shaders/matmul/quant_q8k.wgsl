@@ -4,20 +4,9 @@
 // round half to even of iscale * x), d = 1 / iscale, and the sums of each
 // 32 quants. One lane per value, one super-block per workgroup.
 //
-// Super-block g (token t, block b, g = t * nsb + b) is AK_WORDS words at
+// Super-block g (token t, block b, g = t * nb + b) is AK_WORDS words at
 // g * AK_WORDS: 64 words of quants (four i8 each), d as f32, then the
 // eight sums of 32 quants as i32.
-
-struct Params {
-    n_tok: u32,
-    cols: u32,
-    nsb: u32,
-    total: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> a: array<u32>;
 
 var<workgroup> amax_sh: array<f32, 256>;
 var<workgroup> at_sh: array<u32, 256>;
@@ -35,8 +24,8 @@ fn main(
     let ok = g < p.total;
     var v = 0.0;
     if (ok) {
-        let t = g / p.nsb;
-        let b = g - t * p.nsb;
+        let t = g / p.nb;
+        let b = g - t * p.nb;
         v = x[t * p.cols + b * 256u + lid];
     }
     x_sh[lid] = v;

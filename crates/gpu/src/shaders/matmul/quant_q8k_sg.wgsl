@@ -5,17 +5,6 @@
 // on ties, as the CPU's scan) found across the eight by shuffles. Eight
 // super-blocks per workgroup of 64.
 
-struct Params {
-    n_tok: u32,
-    cols: u32,
-    nsb: u32,
-    total: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> a: array<u32>;
-
 @compute @workgroup_size(64)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -27,8 +16,8 @@ fn main(
     let lane = sl & 7u;
     let g = (wid.x + wid.y * nwg.x) * 8u + (sg * sg_size + sl) / 8u;
     let gc = min(g, p.total - 1u);
-    let t = gc / p.nsb;
-    let b = gc - t * p.nsb;
+    let t = gc / p.nb;
+    let b = gc - t * p.nb;
     let base = t * p.cols + b * 256u + 32u * lane;
     var v: array<f32, 32>;
     for (var i = 0u; i < 32u; i++) {
