@@ -105,6 +105,7 @@ const ACT_PLAIN: &str = include_str!("../shaders/matmul/act_plain.wgsl");
 const MV_LEGACY: &str = include_str!("../shaders/matmul/mv_legacy.wgsl");
 const MV_KQUANTS: &str = include_str!("../shaders/matmul/mv_kquants.wgsl");
 const MV_FLOAT: &str = include_str!("../shaders/matmul/mv_float.wgsl");
+const MV_IO: &str = include_str!("../shaders/matmul/mv_io.wgsl");
 /// An activation quantizer: the shared helpers, its parameters and
 /// bindings, and the kernel.
 macro_rules! quantizer {
@@ -171,7 +172,7 @@ fn mv_kernel(gpu: &Gpu, ty: GgmlType, fam: Family, tt: usize) -> Result<(Arc<Ker
         };
         format!(
             "const WT: u32 = {}u;\nconst TT: u32 = {tt}u;\nconst RPL: u32 = {rpl}u;\n\
-             const WG: u32 = {wg}u;\n{COMMON}{}{}",
+             const WG: u32 = {wg}u;\n{COMMON}{}{MV_IO}{}",
             ty as u32,
             if sg { ACT_SG } else { ACT_PLAIN },
             crate::kernel::expand_repeats(body, &[("TT", tt)]),

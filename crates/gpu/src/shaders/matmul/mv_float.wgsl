@@ -8,22 +8,6 @@
 // depends on nothing but the row and the token. No lane waits for
 // another: the kernel has no barrier.
 
-struct Params {
-    rows: u32,       // rows of this weight chunk
-    cols: u32,
-    row_bytes: u32,
-    n_tok: u32,      // tokens in the whole product
-    out_stride: u32, // values per output row (all the weight's rows)
-    row0: u32,       // the chunk's first row in the whole weight
-    t_base: u32,     // the first token of this dispatch
-    zero: u32,       // 0 (see opq)
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> a: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
 // Half e (0..7) of eight f16 values starting at byte 2 of c[0] when odd,
 // at c[0] otherwise.
 fn half_at(c: ptr<function, array<u32, 5>>, e: u32, odd: bool) -> f32 {
@@ -71,7 +55,7 @@ fn tok(
 ) {
     let keep_lo = vec4<bool>(0u < n, 1u < n, 2u < n, 3u < n);
     let keep_hi = vec4<bool>(4u < n, 5u < n, 6u < n, 7u < n);
-    let x = act8(inv, (t0 + t) * p.cols + 8u * s);
+    let x = act8(inv, (t0 + t) * p.span + 8u * s);
     let xl = vec4<f32>(bitcast<f32>(x[0]), bitcast<f32>(x[1]), bitcast<f32>(x[2]), bitcast<f32>(x[3]));
     let xh = vec4<f32>(bitcast<f32>(x[4]), bitcast<f32>(x[5]), bitcast<f32>(x[6]), bitcast<f32>(x[7]));
     for (var j = 0u; j < RPL; j++) {
@@ -95,8 +79,8 @@ fn main(inv: Inv) {
     for (var j = 0u; j < RPL; j++) {
         ro[j] = min(r0 + j, p.rows - 1u) * p.row_bytes;
     }
-    let nfull = p.cols / 8u;
-    let rem = p.cols % 8u;
+    let nfull = p.span / 8u;
+    let rem = p.span % 8u;
     // The last step covers the rem values after the full ones (its other
     // lanes add nothing).
     let steps = nfull + select(0u, 1u, rem != 0u);

@@ -10,35 +10,12 @@
 // decoding 32 weights at a time and dotting them with every token; the
 // kernel has no barrier.
 
-struct Params {
-    rows: u32,       // rows of this weight chunk
-    nb: u32,         // super-blocks per row
-    row_bytes: u32,
-    n_tok: u32,      // tokens in the whole product
-    out_stride: u32, // values per output row (all the weight's rows)
-    row0: u32,       // the chunk's first row in the whole weight
-    t_base: u32,     // the first token of this dispatch
-    zero: u32,       // 0 (see opq)
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> a: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
 fn block_bytes() -> u32 {
     switch (WT) {
         case T_Q4_K: { return 144u; }
         case T_Q5_K: { return 176u; }
         default: { return 210u; }
     }
-}
-
-// x, through an operation the compiler cannot see through: keeps it from
-// fusing a product into the next addition (an FMA rounds once, the CPU
-// twice).
-fn opq(x: f32) -> f32 {
-    return bitcast<f32>(bitcast<u32>(x) | p.zero);
 }
 
 // Four 6-bit values minus 32, as signed bytes.
@@ -124,7 +101,7 @@ fn tok6(
     t0: u32,
     t: u32,
 ) {
-    let ab = ((t0 + t) * p.nb + b) * AK_WORDS;
+    let ab = ((t0 + t) * p.span + b) * AK_WORDS;
     let x = act8(inv, ab + 8u * g);
     for (var j = 0u; j < RPL; j++) {
         let s = dot32((*q)[j], x);
@@ -145,7 +122,7 @@ fn tok45(
     t0: u32,
     t: u32,
 ) {
-    let ab = ((t0 + t) * p.nb + b) * AK_WORDS;
+    let ab = ((t0 + t) * p.span + b) * AK_WORDS;
     let x = act8(inv, ab + 8u * g);
     let bsum = bitcast<i32>(a[ab + 65u + g]);
     for (var j = 0u; j < RPL; j++) {
@@ -166,7 +143,7 @@ fn tokd(
     t0: u32,
     t: u32,
 ) {
-    let da = bitcast<f32>(a[((t0 + t) * p.nb + b) * AK_WORDS + 64u]);
+    let da = bitcast<f32>(a[((t0 + t) * p.span + b) * AK_WORDS + 64u]);
     for (var j = 0u; j < RPL; j++) {
         let i = j * TT + t;
         (*acc)[i] = (*acc)[i] + (opq(((*dw)[j] * da) * f32((*isum)[i])) - opq(((*dmw)[j] * da) * f32((*msum)[i])));
@@ -182,7 +159,7 @@ fn main(inv: Inv) {
     for (var j = 0u; j < RPL; j++) {
         ro[j] = min(r0 + j, p.rows - 1u) * p.row_bytes;
     }
-    for (var b = 0u; b < p.nb; b++) {
+    for (var b = 0u; b < p.span; b++) {
         var isum: array<i32, RPL * TT>;
         var msum: array<i32, RPL * TT>;
         var dw: array<f32, RPL>;

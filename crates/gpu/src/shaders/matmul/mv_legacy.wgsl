@@ -12,22 +12,6 @@
 // read once for the TT tokens and each activation block once for the RPL
 // rows.
 
-struct Params {
-    rows: u32,      // rows of this weight chunk
-    nb: u32,        // blocks per row
-    row_bytes: u32,
-    n_tok: u32,     // tokens in the whole product
-    out_stride: u32, // values per output row (all the weight's rows)
-    row0: u32,      // the chunk's first row in the whole weight
-    t_base: u32,    // the first token of this dispatch
-    zero: u32,      // 0 (see opq)
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> a: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
 // Bytes of a block.
 fn block_bytes() -> u32 {
     switch (WT) {
@@ -56,13 +40,6 @@ fn fld(c: ptr<function, array<u32, 10>>, f: u32, odd: bool) -> u32 {
         return select((*c)[i], mid, odd);
     }
     return select(mid, (*c)[i + 1u], odd);
-}
-
-// x, through an operation the compiler cannot see through: keeps it from
-// fusing a product into the next addition (an FMA rounds once, the CPU
-// twice).
-fn opq(x: f32) -> f32 {
-    return bitcast<f32>(bitcast<u32>(x) | p.zero);
 }
 
 // Four 4-bit values (one per byte) minus 8, as signed bytes.
@@ -156,7 +133,7 @@ fn tok(
     t0: u32,
     t: u32,
 ) {
-    let ab = ((t0 + t) * p.nb + b) * A32_WORDS;
+    let ab = ((t0 + t) * p.span + b) * A32_WORDS;
     let aq = act8(inv, ab);
     let ds = act2(inv, ab + 8u);
     let da = bitcast<f32>(ds.x);
@@ -187,7 +164,7 @@ fn main(inv: Inv) {
     for (var j = 0u; j < RPL; j++) {
         ro[j] = min(r0 + j, p.rows - 1u) * p.row_bytes;
     }
-    for (var b = 0u; b < p.nb; b++) {
+    for (var b = 0u; b < p.span; b++) {
         var blk: array<Blk, RPL>;
         for (var j = 0u; j < RPL; j++) {
             blk[j] = decode(ro[j] + b * block_bytes());
@@ -195,7 +172,7 @@ fn main(inv: Inv) {
         // @repeat TT: tok(inv, &acc, &blk, b, t0, @u);
     }
     // Partial i ends in slot (i - nb) % 4.
-    let turn = p.nb & 3u;
+    let turn = p.span & 3u;
     for (var j = 0u; j < RPL; j++) {
         for (var t = 0u; t < TT; t++) {
             let s = acc[j * TT + t];
