@@ -22,6 +22,7 @@ mod engine;
 mod error;
 pub mod generate;
 mod load;
+pub mod model_facts;
 pub mod perplexity;
 mod runtime;
 pub mod scheduler;
@@ -36,6 +37,7 @@ pub use generate::{
     GenerateConfig, GenerationStats, StopReason, TokenLogprobs, Utf8Stream, MAX_TOP_LOGPROBS,
 };
 pub use load::{check_fits, load_tokenizer, LoadedModel, PromptMode};
+pub use model_facts::{MetaArray, MetaValue, ModelFacts, TensorFact};
 pub use runtime::{
     default_cache_ram, normalize_l2, BatchEntry, CacheDir, CacheUsage, KvLayout, Pooling,
     PromptCacheStats, Runtime, SeqId, SeqSnapshot, StepLogits, BLOCK_TOKENS as PROMPT_BLOCK_TOKENS,

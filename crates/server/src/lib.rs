@@ -11,22 +11,47 @@
 //! (a router's health check takes the replica out), connections are still
 //! accepted while running requests finish, for at most `drain_timeout`;
 //! then the server stops accepting, cancels what is left and returns.
+//!
+//! # Modules
+//!
+//! A request flows in a straight line: `router` → the API's folder →
+//! `http` (body, admission: the one check of the prompt against the
+//! context, then a place in the queue) → `worker` (the model thread) →
+//! the engine's scheduler; the answer comes back as typed `events` that
+//! each API renders in its own shape.
+//!
+//! - APIs, one folder each: `openai` (chat and text completions,
+//!   embeddings, models; its request types are the base the others
+//!   translate into), `anthropic` (Messages), `responses` (OpenAI
+//!   Responses), `ollama`, `llama` (llama-server's `/health`,
+//!   `/metrics`, `/tokenize`, `/detokenize` and the page at `/`).
+//! - `router` wires paths to handlers; `guard` is what every request
+//!   passes first (CORS preflight, API key, request counting).
+//! - `http`: what every API's handlers share about HTTP (body, JSON
+//!   errors, off-thread preparation, CORS, admission).
+//! - Below the APIs: `translate` (what Messages and Responses share:
+//!   answer blocks and their SSE stream), `gather` (a whole answer),
+//!   `output` (splitting an answer into reasoning, content and calls),
+//!   `calls` (tool-call syntaxes and parsers), `tools` (a request's
+//!   tools and their constraint), `template` (chat templates and what
+//!   they can do), `state` (what handlers share, admission counts),
+//!   `worker` and `events` (the model thread and what it sends),
+//!   `metrics`, `config`.
 
 mod anthropic;
-mod api;
 mod calls;
-mod chat;
-mod completion;
-mod cors;
-mod embeddings;
-mod error;
+mod config;
+mod events;
+mod gather;
+mod guard;
+mod http;
+mod llama;
 mod metrics;
 mod ollama;
+mod openai;
 mod output;
-mod page;
-mod respond;
 mod responses;
-mod routes;
+mod router;
 mod state;
 mod template;
 #[cfg(test)]
@@ -41,50 +66,16 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use minfer_engine::{EngineConfig, LoadedModel, Store};
+use minfer_engine::{LoadedModel, Store};
 use tokio::net::TcpListener;
 
-pub use error::ApiError;
+pub use config::ServerConfig;
+pub use http::ApiError;
 pub use metrics::Metrics;
 pub use template::TemplateChoice;
 
 use state::{Served, Shared};
 use worker::{Cmd, Worker};
-
-/// Settings of a server.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// The model: a path, a known name or `hf:…`.
-    pub model: String,
-    /// Requests that generate at once.
-    pub n_parallel: usize,
-    /// Requests that may wait for a slot; more get 503.
-    pub queue: usize,
-    /// Largest request body in bytes; larger ones get 413.
-    pub max_body: usize,
-    /// When set, every endpoint but `/health` needs `Authorization: Bearer KEY`.
-    pub api_key: Option<String>,
-    /// How long shutdown lets running requests finish before cancelling them.
-    pub drain_timeout: Duration,
-    /// How long a streamed answer may stay silent (a long prompt being
-    /// prefilled) before a keep-alive event goes out.
-    pub keep_alive: Duration,
-    /// The id `/v1/models` lists (default: the model's name or file stem).
-    pub alias: Option<String>,
-    /// Refuse requests whose `model` is not this model's id or alias
-    /// (otherwise any name is the one model served).
-    pub strict_model: bool,
-    /// Origins allowed to call the server from a browser (`*` for any);
-    /// empty: no CORS headers.
-    pub cors_origins: Vec<String>,
-    /// A chat template in place of the model's own.
-    pub chat_template: Option<TemplateChoice>,
-    /// The engine's settings (context, threads, kernels).
-    pub engine: EngineConfig,
-    /// Speculative decoding, when on: a draft model (path, known name or
-    /// `hf:…`; it runs with the engine's settings) and the settings.
-    pub speculation: Option<(Option<String>, minfer_engine::SpecConfig)>,
-}
 
 /// Why a server could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -241,7 +232,7 @@ pub async fn run(
         });
         drained(&drain_shared.metrics, drain).await;
     };
-    let app = routes::router(shared.clone());
+    let app = router::router(shared.clone());
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(graceful)

@@ -3,6 +3,7 @@
 //! bare or fenced JSON calls small models write instead). Text that might
 //! be the start of a marker is held back until the next piece decides it.
 
+pub use crate::calls::Piece;
 use crate::calls::{BareCalls, Call, Catalog, Syntax};
 
 const THINK_OPEN: &str = "<think>";
@@ -35,17 +36,6 @@ impl Split {
             known: Catalog::default(),
         }
     }
-}
-
-/// One decided piece of the answer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Piece {
-    /// Answer text.
-    Content(String),
-    /// Thinking text.
-    Reasoning(String),
-    /// A complete tool call.
-    Call(Call),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

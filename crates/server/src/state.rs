@@ -8,10 +8,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use minfer_engine::{ChatTemplate, LoadedModel};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
-use crate::error::ApiError;
+use crate::config::ServerConfig;
+use crate::events::Out;
+use crate::http::{ApiError, Cors};
 use crate::metrics::Metrics;
-use crate::worker::{Cmd, Job, Out, Part};
-use crate::ServerConfig;
+use crate::template::Abilities;
+use crate::worker::{Cmd, Job, Part};
 
 /// The model, once loaded, with the names it answers to.
 pub struct Served {
@@ -29,18 +31,6 @@ pub struct Served {
     /// Whether a request's `model` must name this model (otherwise any
     /// name, or none, is this model, as llama-server allows).
     pub strict_model: bool,
-}
-
-/// What a chat template can do, found once at start-up.
-#[derive(Debug, Clone, Default)]
-pub struct Abilities {
-    /// The template renders `tools` (its output changes when given some).
-    pub tools: bool,
-    /// The tool-call syntax it teaches (a template that takes tools and
-    /// shows no known markers gets the generic bare-JSON one).
-    pub tool_syntax: Option<crate::calls::Syntax>,
-    /// The template knows `<think>` blocks (a reasoning model's).
-    pub thinking: bool,
 }
 
 impl Served {
@@ -74,14 +64,14 @@ pub struct Shared {
     /// Counters for `/metrics`.
     pub metrics: Arc<Metrics>,
     /// The origins allowed to call from a browser (`--cors-origins`).
-    pub cors: crate::cors::Cors,
+    pub cors: Cors,
 }
 
 impl Shared {
     /// Shared state sending commands on `cmds`.
     pub fn new(cfg: ServerConfig, cmds: Sender<Cmd>, metrics: Arc<Metrics>) -> Shared {
         Shared {
-            cors: crate::cors::Cors::new(&cfg.cors_origins),
+            cors: Cors::new(&cfg.cors_origins),
             cfg,
             served: OnceLock::new(),
             cmds: Mutex::new(cmds),
@@ -109,24 +99,16 @@ impl Shared {
         let _ = tx.send(cmd);
     }
 
-    /// Admits one generation request and hands it to the model thread.
+    /// Takes a place for one generation request and hands it to the
+    /// model thread (callers go through
+    /// [`admit`](crate::http::admit), which checks the prompts first);
+    /// with `score`, each prompt's own log-probabilities (with that many
+    /// alternatives) come first.
     ///
     /// # Errors
     /// 503 when `-np` are running and `--queue` are waiting, or when the
     /// server is shutting down.
     pub fn submit(
-        self: &Arc<Self>,
-        parts: Vec<Part>,
-    ) -> Result<(Ticket, UnboundedReceiver<Out>), ApiError> {
-        self.submit_scored(parts, None)
-    }
-
-    /// As [`submit`](Self::submit); with `score`, each prompt's own
-    /// log-probabilities (with that many alternatives) come first.
-    ///
-    /// # Errors
-    /// As [`submit`](Self::submit).
-    pub fn submit_scored(
         self: &Arc<Self>,
         parts: Vec<Part>,
         score: Option<u8>,

@@ -8,7 +8,6 @@ use minfer_engine::{ChatMessage, ChatTemplate, Tokenizer};
 use serde_json::json;
 
 use crate::calls::Syntax;
-use crate::state::Abilities;
 
 /// A chat template named on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +106,18 @@ pub fn check(t: &ChatTemplate) -> Result<(), String> {
     t.render(&msgs, None, true)
         .map(drop)
         .map_err(|e| e.to_string())
+}
+
+/// What a chat template can do, found once at start-up.
+#[derive(Debug, Clone, Default)]
+pub struct Abilities {
+    /// The template renders `tools` (its output changes when given some).
+    pub tools: bool,
+    /// The tool-call syntax it teaches (a template that takes tools and
+    /// shows no known markers gets the generic bare-JSON one).
+    pub tool_syntax: Option<Syntax>,
+    /// The template knows `<think>` blocks (a reasoning model's).
+    pub thinking: bool,
 }
 
 /// What `t` can do: whether it renders tools (its output changes when

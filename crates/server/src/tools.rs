@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::calls::{Catalog, Format, Syntax};
-use crate::error::ApiError;
+use crate::http::ApiError;
 
 /// One entry of `tools`.
 #[derive(Debug, Clone, Deserialize)]

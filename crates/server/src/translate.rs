@@ -1,8 +1,9 @@
 //! What the Anthropic Messages and OpenAI Responses endpoints share. Both
 //! translate their requests into a [`ChatRequest`] and run it through the
-//! chat path ([`chat::prepare`], [`Shared::submit`]); both then list and
-//! stream the answer as ordered blocks (thinking, text, tool calls), which
-//! [`Blocks`] cuts from the model's text with the chat [`Splitter`].
+//! chat path ([`chat::prepare`], then [`admit`](crate::http::admit)); both
+//! then list and stream the answer as ordered blocks (thinking, text, tool
+//! calls), which [`Blocks`] cuts from the model's text with the chat
+//! [`Splitter`].
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -13,15 +14,14 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::api::ChatRequest;
 use crate::calls::Call;
-use crate::chat::{self, Prepared};
-use crate::error::ApiError;
-use crate::output::{Piece, Splitter};
-use crate::respond::Split;
-use crate::routes::check_prompt;
+use crate::events::{Finish, Out};
+use crate::gather::gather;
+use crate::http::{Admitted, ApiError};
+use crate::openai::chat::{self, Prepared};
+use crate::openai::request::ChatRequest;
+use crate::output::{Piece, Split, Splitter};
 use crate::state::{Shared, Ticket};
-use crate::worker::{Finish, Out};
 
 /// Builds the chat request an endpoint translated into OpenAI's chat
 /// shape.
@@ -35,17 +35,15 @@ pub fn chat_request(v: Value) -> Result<ChatRequest, ApiError> {
 }
 
 /// Checks the model, renders and tokenizes `req` as the chat endpoint
-/// does; `param` names the conversation's field in the endpoint's API.
+/// does (one choice).
 ///
 /// # Errors
 /// A 400 naming the field at fault, 404 for another model, 503 while the
 /// model loads.
-pub fn prepare(shared: &Shared, req: &ChatRequest, param: &str) -> Result<Prepared, ApiError> {
+pub fn prepare(shared: &Shared, req: &ChatRequest) -> Result<Prepared, ApiError> {
     let served = shared.served()?;
     served.check_model(&req.sampling.model)?;
-    let prep = chat::prepare(served, req, 1)?;
-    check_prompt(&prep.ids, shared.cfg.engine.n_ctx, param)?;
-    Ok(prep)
+    chat::prepare(served, req, 1)
 }
 
 /// The string `field` of the object at `at` (a request path such as
@@ -291,16 +289,27 @@ pub fn stream(
     Sse::new(events).into_response()
 }
 
+/// Waits for the whole answer of an admitted one-choice request, stopped
+/// once it is complete although the model goes on, and cuts it into
+/// blocks.
+///
+/// # Errors
+/// The request's error, or a 500 when the model thread stopped.
+pub async fn whole(
+    split: &Split,
+    (ticket, mut rx): Admitted,
+) -> Result<(Vec<Block>, Finish), ApiError> {
+    let got = gather(1, &mut rx, Some((split, &ticket))).await;
+    drop(ticket);
+    let c = got?.pop().ok_or_else(|| ApiError::internal("no answer"))?;
+    Ok((Blocks::of(split, &c.text), c.finish))
+}
+
 /// Unix seconds now.
 pub fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// Whether the answer was cut off (by the token limit or a full context).
-pub fn cut_off(f: &Finish) -> bool {
-    f.finish_reason() == "length"
 }
 
 #[cfg(test)]

@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use minfer_engine::trace::rec as trace;
 use minfer_engine::{
-    Event, GenId, GenerateConfig, Pooling, Scheduler, StopReason, TokenLogprobs, Tokenizer,
-    Utf8Stream,
+    EngineError, Event, GenId, GenerateConfig, Pooling, Scheduler, StopReason, Utf8Stream,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
+use crate::events::{Finish, Out, TokenLogprob};
 use crate::metrics::Metrics;
 
 /// KV cells kept free for each running answer to grow into when deciding
@@ -92,51 +92,6 @@ impl Job {
     }
 }
 
-/// What a request receives: for each choice, text, then one `Done`; or
-/// one `Error` after which nothing follows.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Out {
-    /// More text of a choice (whole UTF-8 characters).
-    Text(usize, String),
-    /// One generated token's entry of OpenAI's `logprobs.content` (only
-    /// when the request asked for log probabilities); it comes before the
-    /// text that holds the token.
-    Logprobs(usize, serde_json::Value),
-    /// The entries of a choice's prompt tokens (a scored job only), the
-    /// first with a null log probability; before any text of the choice.
-    PromptLogprobs(usize, Vec<serde_json::Value>),
-    /// A choice ended.
-    Done(usize, Finish),
-    /// The request failed; nothing follows.
-    Error(String),
-}
-
-/// How a generation ended.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Finish {
-    /// Tokens of the prompt.
-    pub prompt_tokens: usize,
-    /// Tokens generated (the end-of-generation token not included).
-    pub completion_tokens: usize,
-    /// Tokens of the prompt found in the prefix cache (not computed).
-    pub cached_tokens: usize,
-    /// Why it ended.
-    pub reason: StopReason,
-}
-
-impl Finish {
-    /// OpenAI's `finish_reason`.
-    pub fn finish_reason(&self) -> &'static str {
-        match self.reason {
-            StopReason::Eog
-            | StopReason::StopString
-            | StopReason::Cancelled
-            | StopReason::Grammar => "stop",
-            StopReason::MaxTokens | StopReason::ContextFull | StopReason::CacheFull => "length",
-        }
-    }
-}
-
 /// One choice of a running request.
 struct Branch {
     gen: GenId,
@@ -160,24 +115,6 @@ struct Running {
     prompt_len: usize,
     /// Trace time of its start, when tracing.
     t_trace: Option<u64>,
-}
-
-/// OpenAI's `{token, logprob, bytes, top_logprobs: [{token, logprob,
-/// bytes}]}` for one generated token; `token` is the token's bytes as
-/// UTF-8 (lossy for a token that holds part of a character, which `bytes`
-/// gives exactly).
-pub fn logprob_entry(tok: &Tokenizer, lp: &TokenLogprobs) -> serde_json::Value {
-    let one = |id: u32, logprob: f32| {
-        let bytes = tok.decode_token(id);
-        serde_json::json!({
-            "token": String::from_utf8_lossy(bytes),
-            "logprob": logprob,
-            "bytes": bytes,
-        })
-    };
-    let mut entry = one(lp.token, lp.logprob);
-    entry["top_logprobs"] = lp.top.iter().map(|&(id, l)| one(id, l)).collect();
-    entry
 }
 
 /// The model thread's state.
@@ -300,15 +237,7 @@ impl Worker {
                     };
                     log_done(id, k, &stats, b.cached, Some(why));
                     generated += stats.generated_tokens;
-                    let _ = r.out.send(Out::Done(
-                        k,
-                        Finish {
-                            prompt_tokens: stats.prompt_tokens,
-                            completion_tokens: stats.generated_tokens,
-                            cached_tokens: b.cached,
-                            reason,
-                        },
-                    ));
+                    let _ = r.out.send(Out::Done(k, finish(&stats, b.cached, reason)));
                 }
             }
         }
@@ -467,17 +396,15 @@ impl Worker {
             let mut scored = Vec::new();
             for (k, b) in r.branches.iter_mut().enumerate() {
                 if !b.done {
-                    failed |= relay(
-                        &mut self.sched,
-                        &self.metrics,
-                        k,
-                        b,
-                        &r.out,
+                    let mut cx = Relay {
+                        sched: &mut self.sched,
+                        metrics: &self.metrics,
+                        out: &r.out,
                         id,
-                        r.t_trace,
-                        failure.as_ref(),
-                        &mut scored,
-                    );
+                        t_trace: r.t_trace,
+                        failure: failure.as_ref(),
+                    };
+                    failed |= cx.relay(k, b, &mut scored);
                 }
             }
             // A prompt is scored once, by its first choice; every choice
@@ -523,81 +450,95 @@ impl Worker {
     }
 }
 
-/// Hands the events of one choice to its request; returns `true` when the
-/// choice failed (the request then gets an error and ends).
-#[allow(clippy::too_many_arguments)]
-fn relay(
-    sched: &mut Scheduler,
-    metrics: &Metrics,
-    k: usize,
-    b: &mut Branch,
-    out: &UnboundedSender<Out>,
+/// What relaying one request's events needs from the worker.
+struct Relay<'a> {
+    sched: &'a mut Scheduler,
+    metrics: &'a Metrics,
+    /// Where the request's events go.
+    out: &'a UnboundedSender<Out>,
+    /// The request's id.
     id: u64,
+    /// Trace time of its start, when tracing.
     t_trace: Option<u64>,
-    failure: Option<&minfer_engine::EngineError>,
-    scored: &mut Vec<(usize, Vec<serde_json::Value>)>,
-) -> bool {
-    while let Some(ev) = sched.next_event(b.gen) {
-        match ev {
-            Event::PromptLogprobs(lps) => {
-                let tok = sched.tokenizer();
-                let bytes = tok.decode_token(b.first);
-                let mut entries = vec![serde_json::json!({
-                    "token": String::from_utf8_lossy(bytes),
-                    "logprob": null,
-                    "bytes": bytes,
-                    "top_logprobs": null,
-                })];
-                entries.extend(lps.iter().map(|lp| logprob_entry(tok, lp)));
-                scored.push((b.part, entries));
-            }
-            Event::Text(bytes) => {
-                let s = b.utf8.push(&bytes);
-                if !s.is_empty() {
-                    let _ = out.send(Out::Text(k, s.to_string()));
+    /// The step's failure, if it failed.
+    failure: Option<&'a EngineError>,
+}
+
+impl Relay<'_> {
+    /// Hands the events of choice `k` to its request, and the entries of
+    /// a scored prompt to `scored`; returns `true` when the choice failed
+    /// (the request then gets an error and ends).
+    fn relay(
+        &mut self,
+        k: usize,
+        b: &mut Branch,
+        scored: &mut Vec<(usize, Vec<TokenLogprob>)>,
+    ) -> bool {
+        while let Some(ev) = self.sched.next_event(b.gen) {
+            match ev {
+                Event::PromptLogprobs(lps) => {
+                    let tok = self.sched.tokenizer();
+                    let mut entries = vec![TokenLogprob::unscored(tok, b.first)];
+                    entries.extend(lps.iter().map(|lp| TokenLogprob::new(tok, lp)));
+                    scored.push((b.part, entries));
                 }
-            }
-            Event::Logprobs(lp) => {
-                let entry = logprob_entry(sched.tokenizer(), &lp);
-                let _ = out.send(Out::Logprobs(k, entry));
-            }
-            Event::Done(stats) => {
-                b.done = true;
-                log_done(id, k, &stats, b.cached, None);
-                let rest = b.utf8.finish();
-                if !rest.is_empty() {
-                    let _ = out.send(Out::Text(k, rest.to_string()));
+                Event::Text(bytes) => {
+                    let s = b.utf8.push(&bytes);
+                    if !s.is_empty() {
+                        let _ = self.out.send(Out::Text(k, s.to_string()));
+                    }
                 }
-                metrics
-                    .completion_tokens
-                    .fetch_add(stats.generated_tokens as u64, Relaxed);
-                if let Some(t0) = t_trace {
-                    let n = stats.generated_tokens as u64;
-                    trace::track_span(id as u32, "request", t0, n);
+                Event::Logprobs(lp) => {
+                    let entry = TokenLogprob::new(self.sched.tokenizer(), &lp);
+                    let _ = self.out.send(Out::Logprobs(k, entry));
                 }
-                if stats.stop_reason == StopReason::Cancelled {
-                    // Only a failed step cancels on its own (our cancels
-                    // remove the request first).
-                    let msg = failure.map_or("the generation was cancelled".to_string(), |e| {
-                        format!("the engine failed: {e}")
-                    });
-                    let _ = out.send(Out::Error(msg));
-                    return true;
-                }
-                let _ = out.send(Out::Done(
-                    k,
-                    Finish {
-                        prompt_tokens: stats.prompt_tokens,
-                        completion_tokens: stats.generated_tokens,
-                        cached_tokens: b.cached,
-                        reason: stats.stop_reason,
-                    },
-                ));
-                return false;
+                Event::Done(stats) => return self.done(k, b, &stats),
             }
         }
+        false
     }
-    false
+
+    /// Ends choice `k` with `stats`; returns `true` when it failed.
+    fn done(&mut self, k: usize, b: &mut Branch, stats: &minfer_engine::GenerationStats) -> bool {
+        b.done = true;
+        log_done(self.id, k, stats, b.cached, None);
+        let rest = b.utf8.finish();
+        if !rest.is_empty() {
+            let _ = self.out.send(Out::Text(k, rest.to_string()));
+        }
+        self.metrics
+            .completion_tokens
+            .fetch_add(stats.generated_tokens as u64, Relaxed);
+        if let Some(t0) = self.t_trace {
+            let n = stats.generated_tokens as u64;
+            trace::track_span(self.id as u32, "request", t0, n);
+        }
+        if stats.stop_reason == StopReason::Cancelled {
+            // Only a failed step cancels on its own (our cancels
+            // remove the request first).
+            let msg = self
+                .failure
+                .map_or("the generation was cancelled".to_string(), |e| {
+                    format!("the engine failed: {e}")
+                });
+            let _ = self.out.send(Out::Error(msg));
+            return true;
+        }
+        let _ = self
+            .out
+            .send(Out::Done(k, finish(stats, b.cached, stats.stop_reason)));
+        false
+    }
+}
+
+/// How a choice ended, from its statistics.
+fn finish(stats: &minfer_engine::GenerationStats, cached: usize, reason: StopReason) -> Finish {
+    Finish {
+        prompt_tokens: stats.prompt_tokens,
+        completion_tokens: stats.generated_tokens,
+        cached_tokens: cached,
+        reason,
+    }
 }
 
 /// One line per finished choice at `info` (`-v`): where the time went, so

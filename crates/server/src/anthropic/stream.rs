@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::{content_block, error_body, stop, usage, Ids};
-use crate::error::ApiError;
+use super::reply::{content_block, error_body, stop, usage, Ids};
+use crate::events::Finish;
+use crate::http::ApiError;
 use crate::translate::{Block, Blocks, Ev, Named, Sink};
-use crate::worker::Finish;
 
 /// Where a streamed answer stands.
 pub(super) struct Stream {
@@ -126,7 +126,7 @@ impl Sink for Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::respond::Split;
+    use crate::output::Split;
 
     #[test]
     fn a_long_silence_gets_an_event_the_sdks_pass_on() {

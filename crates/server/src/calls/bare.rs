@@ -17,8 +17,7 @@
 use serde_json::Value;
 
 use super::json::{parse_any, value_calls};
-use super::Catalog;
-use crate::output::Piece;
+use super::types::{Catalog, Piece};
 
 const FENCE: &str = "```";
 

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{Call, Catalog};
+use super::types::{Call, Catalog};
 
 /// One call object. With `known`, the name must be one of its functions
 /// and the arguments an object (text outside the markers is only a call

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Call, Catalog};
+use super::types::{Call, Catalog};
 
 /// One newline at each end of a value belongs to the layout, not to it.
 fn trim_layout(v: &str) -> &str {

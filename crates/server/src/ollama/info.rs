@@ -6,11 +6,12 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use minfer_gguf::Value as GgufValue;
+use minfer_engine::{MetaValue, ModelFacts};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::time::rfc3339;
+use crate::openai::completion::fim_markers;
 use crate::state::Served;
 
 /// Arrays longer than this are reported empty unless `verbose`, as Ollama
@@ -78,31 +79,19 @@ fn human_number(n: u64) -> String {
     }
 }
 
-fn parameter_count(served: &Served) -> u64 {
-    served
-        .loaded
-        .file()
-        .tensors()
-        .iter()
-        .map(|t| t.info.n_elements())
-        .sum()
-}
-
 /// The quantization: the file's `general.file_type`, else the type most of
 /// its weights have.
-fn quantization(served: &Served) -> String {
-    let file = served.loaded.file();
-    if let Ok(Some(ft)) = file.metadata().get_u64("general.file_type") {
+fn quantization(facts: &ModelFacts) -> String {
+    if let Some(ft) = facts.file_type() {
         if let Some((_, name)) = FILE_TYPES.iter().find(|(v, _)| *v == ft) {
             return (*name).to_string();
         }
     }
     let mut bytes: Vec<(&'static str, u64)> = Vec::new();
-    for t in file.tensors() {
-        let name = t.info.ggml_type.name();
-        match bytes.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, b)) => *b += t.info.n_bytes,
-            None => bytes.push((name, t.info.n_bytes)),
+    for t in facts.tensors() {
+        match bytes.iter_mut().find(|(n, _)| *n == t.type_name) {
+            Some((_, b)) => *b += t.n_bytes,
+            None => bytes.push((t.type_name, t.n_bytes)),
         }
     }
     bytes
@@ -113,19 +102,15 @@ fn quantization(served: &Served) -> String {
 
 /// `details`: format, family, parameter size, quantization.
 pub fn details(served: &Served) -> Value {
-    let arch = served
-        .loaded
-        .file()
-        .architecture()
-        .unwrap_or("")
-        .to_string();
+    let facts = ModelFacts::of(&served.loaded);
+    let arch = facts.architecture();
     json!({
         "parent_model": "",
         "format": "gguf",
         "family": arch,
         "families": [arch],
-        "parameter_size": human_number(parameter_count(served)),
-        "quantization_level": quantization(served),
+        "parameter_size": human_number(facts.parameter_count()),
+        "quantization_level": quantization(&facts),
     })
 }
 
@@ -133,7 +118,7 @@ pub fn details(served: &Served) -> Value {
 /// where it recorded none, a stable stand-in (the sha256 of the path and
 /// the size; hashing a model of gigabytes per listing would take seconds).
 fn digest(path: &Path, size: u64) -> String {
-    if let Some(d) = minfer_store::recorded_sha256(path) {
+    if let Some(d) = minfer_engine::model_facts::recorded_sha256(path) {
         return d;
     }
     let mut h = Sha256::new();
@@ -151,7 +136,7 @@ fn modified_at(path: &Path) -> String {
 
 /// The fields `/api/tags` and `/api/ps` share.
 fn entry(served: &Served) -> Value {
-    let size = served.loaded.file().file_size();
+    let size = ModelFacts::of(&served.loaded).file_size();
     let name = listed_name(served);
     json!({
         "name": name,
@@ -183,37 +168,34 @@ pub fn ps(served: &Served, n_ctx: u32) -> Value {
 
 /// A metadata value as JSON; floats as their shortest decimal form (a
 /// `f32` 1e-5 reads 0.00001, not 9.99999974e-6).
-fn to_json(v: &GgufValue, verbose: bool) -> Value {
+fn to_json(v: &MetaValue, verbose: bool) -> Value {
     match v {
-        GgufValue::F32(f) => f
+        MetaValue::F32(f) => f
             .to_string()
             .parse::<f64>()
             .map_or(Value::Null, |x| json!(x)),
-        GgufValue::F64(f) => json!(f),
-        GgufValue::Bool(b) => json!(b),
-        GgufValue::String(s) => json!(s),
-        GgufValue::Array(a) if !verbose && a.items.len() > SHORT_ARRAY => json!([]),
-        GgufValue::Array(a) => a.items.iter().map(|x| to_json(x, verbose)).collect(),
-        other => other
-            .as_i64()
-            .map(|i| json!(i))
-            .or_else(|| other.as_u64().map(|u| json!(u)))
-            .unwrap_or(Value::Null),
+        MetaValue::F64(f) => json!(f),
+        MetaValue::Bool(b) => json!(b),
+        MetaValue::Str(s) => json!(s),
+        MetaValue::Array(a) if !verbose && a.len() > SHORT_ARRAY => json!([]),
+        MetaValue::Array(a) => a.iter().map(|x| to_json(&x, verbose)).collect(),
+        MetaValue::Int(i) => json!(i),
+        MetaValue::UInt(u) => json!(u),
     }
 }
 
 /// `model_info`: every metadata key but the name and the chat template
 /// (which `template` holds), with the parameter count.
 fn model_info(served: &Served, verbose: bool) -> Value {
-    let md = served.loaded.file().metadata();
+    let facts = ModelFacts::of(&served.loaded);
     let mut info = Map::new();
-    for (k, v) in md.iter() {
+    for (k, v) in facts.metadata() {
         if k != "general.name" && k != "tokenizer.chat_template" {
-            info.insert(k.to_string(), to_json(v, verbose));
+            info.insert(k.to_string(), to_json(&v, verbose));
         }
     }
     info.entry("general.parameter_count")
-        .or_insert_with(|| json!(parameter_count(served)));
+        .or_insert_with(|| json!(facts.parameter_count()));
     Value::Object(info)
 }
 
@@ -224,7 +206,7 @@ fn capabilities(served: &Served) -> Vec<&'static str> {
     if ab.tools && ab.tool_syntax.is_some() {
         caps.push("tools");
     }
-    if crate::completion::fim_markers(served).is_some() {
+    if fim_markers(served).is_some() {
         caps.push("insert");
     }
     if ab.thinking {
@@ -264,12 +246,10 @@ pub fn show(served: &Served, verbose: bool, n_ctx: u32) -> Value {
         modelfile.push_str(&format!("PARAMETER {k} {v}\n"));
     }
     let parameters: Vec<String> = params.iter().map(|(k, v)| format!("{k:<30} {v}")).collect();
-    let tensors: Vec<Value> = served
-        .loaded
-        .file()
+    let facts = ModelFacts::of(&served.loaded);
+    let tensors: Vec<Value> = facts
         .tensors()
-        .iter()
-        .map(|t| json!({"name": t.info.name, "type": t.info.ggml_type.name(), "shape": t.info.shape}))
+        .map(|t| json!({"name": t.name, "type": t.type_name, "shape": t.shape}))
         .collect();
     let mut v = json!({
         "modelfile": modelfile,
@@ -281,7 +261,7 @@ pub fn show(served: &Served, verbose: bool, n_ctx: u32) -> Value {
         "capabilities": capabilities(served),
         "modified_at": modified_at(served.loaded.path()),
     });
-    if let Ok(Some(license)) = served.loaded.file().metadata().get_str("general.license") {
+    if let Some(license) = facts.string("general.license") {
         v["license"] = json!(license);
     }
     v
@@ -303,14 +283,12 @@ mod tests {
 
     #[test]
     fn values_convert_to_json_with_long_arrays_hidden() {
-        assert_eq!(to_json(&GgufValue::F32(1e-5), false), json!(0.00001));
-        assert_eq!(to_json(&GgufValue::U32(7), false), json!(7));
-        assert_eq!(to_json(&GgufValue::I32(-1), false), json!(-1));
-        assert_eq!(to_json(&GgufValue::U64(u64::MAX), false), json!(u64::MAX));
-        let long = GgufValue::Array(minfer_gguf::Array {
-            elem_type: minfer_gguf::ValueType::U8,
-            items: (0..6).map(GgufValue::U8).collect(),
-        });
+        assert_eq!(to_json(&MetaValue::F32(1e-5), false), json!(0.00001));
+        assert_eq!(to_json(&MetaValue::Int(7), false), json!(7));
+        assert_eq!(to_json(&MetaValue::Int(-1), false), json!(-1));
+        assert_eq!(to_json(&MetaValue::UInt(u64::MAX), false), json!(u64::MAX));
+        let items = [0, 1, 2, 3, 4, 5].map(MetaValue::Int);
+        let long = MetaValue::Array(minfer_engine::MetaArray::of(&items));
         assert_eq!(to_json(&long, false), json!([]));
         assert_eq!(to_json(&long, true), json!([0, 1, 2, 3, 4, 5]));
     }

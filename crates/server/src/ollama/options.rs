@@ -4,8 +4,8 @@
 use minfer_engine::GenerateConfig;
 use serde_json::Value;
 
-use crate::api::Sampling;
-use crate::error::ApiError;
+use crate::http::ApiError;
+use crate::openai::request::Sampling;
 
 /// Ollama's sampling defaults where they differ from minfer's
 /// (`api.DefaultOptions`): its clients expect them.

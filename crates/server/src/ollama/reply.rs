@@ -13,13 +13,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use super::error::OllamaError;
 use super::time;
-use super::OllamaError;
-use crate::error::ApiError;
-use crate::output::{Piece, Splitter};
-use crate::respond::Split;
+use crate::events::{Finish, Out};
+use crate::http::ApiError;
+use crate::openai::logprobs;
+use crate::output::{Piece, Split, Splitter};
 use crate::state::Ticket;
-use crate::worker::{Finish, Out};
 
 /// Which endpoint answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +158,7 @@ impl Reply {
             }
             Out::Logprobs(0, v) => {
                 self.first.get_or_insert_with(Instant::now);
-                self.logprobs.push(v);
+                self.logprobs.push(logprobs::entry(&v));
                 Step::More(Vec::new())
             }
             Out::Done(0, f) => {
@@ -204,7 +204,7 @@ impl Reply {
         if let Some(f) = done {
             let now = Instant::now();
             let first = self.first.unwrap_or(now);
-            v["done_reason"] = json!(f.finish_reason());
+            v["done_reason"] = json!(if f.cut_off() { "length" } else { "stop" });
             v["total_duration"] = json!(nanos(now - self.started));
             v["load_duration"] = json!(nanos(self.submitted - self.started));
             v["prompt_eval_count"] = json!(f.prompt_tokens);

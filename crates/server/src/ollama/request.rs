@@ -8,16 +8,15 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::options::Options;
-use crate::api::{
+use crate::http::ApiError;
+use crate::openai::request::{
     ChatRequest, CompletionRequest, Content, JsonSchemaFormat, Message, Prompt, Refused,
     ResponseFormat,
 };
-use crate::error::ApiError;
-use crate::respond::Split;
-use crate::routes::check_prompt;
+use crate::openai::{chat, completion};
+use crate::output::Split;
 use crate::state::Served;
 use crate::tools::{Function, Tool};
-use crate::{chat, completion};
 
 /// One chat message.
 #[derive(Debug, Clone, Deserialize)]
@@ -363,7 +362,6 @@ pub fn prepare_chat(served: &Served, body: &ChatBody, lim: Limits) -> Result<Pre
         lim.n_ctx,
     )?;
     let mut prep = chat::prepare(served, &req, lim.n_parallel)?;
-    check_prompt(&prep.ids, lim.n_ctx, "messages")?;
     let mut cfg = prep.cfgs.swap_remove(0);
     opts.finish(&mut cfg);
     cfg.logprobs = logprobs(&body.common)?;
@@ -403,7 +401,7 @@ fn generate_as_is(
         suffix: suffix.map(str::to_string),
         sampling,
     };
-    let mut p = completion::prepare(served, &req, lim.n_parallel, lim.n_ctx)?;
+    let mut p = completion::prepare(served, &req, lim.n_parallel)?;
     let part = p.parts.swap_remove(0);
     Ok(Prepared {
         ids: part.prompt,
@@ -463,7 +461,6 @@ pub fn prepare_generate(
             lim.n_ctx,
         )?;
         let mut p = chat::prepare(served, &req, lim.n_parallel)?;
-        check_prompt(&p.ids, lim.n_ctx, "prompt")?;
         Prepared {
             ids: p.ids,
             cfg: p.cfgs.swap_remove(0),

@@ -5,10 +5,10 @@
 
 use serde_json::{json, Value};
 
-use super::Shape;
-use crate::error::ApiError;
-use crate::translate::{self, Block, Blocks, Ev, Named, Sink};
-use crate::worker::Finish;
+use super::shape::Shape;
+use crate::events::Finish;
+use crate::http::ApiError;
+use crate::translate::{Block, Blocks, Ev, Named, Sink};
 
 /// Where a streamed response stands.
 pub(super) struct Stream {
@@ -112,7 +112,7 @@ impl Sink for Stream {
 
     fn done(&mut self, f: &Finish, out: &mut Vec<Named>) {
         let evs = self.blocks.finish();
-        let cut = translate::cut_off(f);
+        let cut = f.cut_off();
         self.events(evs, cut, out);
         let obj = self.shape.object(&self.blocks.closed, Some(f));
         let name = if cut {
@@ -143,7 +143,7 @@ impl Sink for Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::respond::Split;
+    use crate::output::Split;
 
     #[test]
     fn items_stream_in_order_and_numbered() {

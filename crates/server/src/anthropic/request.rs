@@ -1,32 +1,15 @@
-//! Anthropic's Messages API (`POST /v1/messages`, `/v1/messages/count_tokens`)
-//! over the chat path: the request is translated into an OpenAI chat
-//! request (system, turns with text, `tool_use`, `tool_result` and
-//! `thinking` blocks, tools, tool choice, sampling), and the answer comes
-//! back as Anthropic's content blocks, whole or as its named SSE events.
-//! Errors take Anthropic's shape `{"type": "error", "error": {…}}`.
+//! A Messages request and its translation into an OpenAI chat request:
+//! system, turns with text, `tool_use`, `tool_result` and `thinking`
+//! blocks, tools, tool choice, sampling.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use minfer_engine::StopReason;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api;
-use crate::error::ApiError;
-use crate::respond::{self, Split};
-use crate::routes::{off_thread, read_body};
-use crate::state::Shared;
-use crate::translate::{self, string_at, Block, Blocks};
-use crate::worker::{Finish, Part};
-
-mod stream;
-
-use stream::{ev, Stream};
+use crate::http::ApiError;
+use crate::openai::request::ChatRequest;
+use crate::translate::{self, string_at};
 
 /// `POST /v1/messages` (and `count_tokens`, which needs no `max_tokens`).
 #[derive(Debug, Clone, Deserialize)]
@@ -85,40 +68,6 @@ pub struct Turn {
     pub role: String,
     /// A string or a list of content blocks.
     pub content: Value,
-}
-
-/// Anthropic's error type for a status.
-fn error_type(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        400 | 405 | 422 => "invalid_request_error",
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        503 | 529 => "overloaded_error",
-        _ => "api_error",
-    }
-}
-
-/// `e` in Anthropic's error shape; the message names the field at fault.
-pub fn error_body(e: &ApiError) -> Value {
-    let message = match &e.param {
-        Some(p) if !e.message.contains(p.as_str()) => format!("{p}: {}", e.message),
-        _ => e.message.clone(),
-    };
-    json!({"type": "error", "error": {"type": error_type(e.status), "message": message}})
-}
-
-/// `e` answered in Anthropic's shape with its status.
-pub fn error_response(e: ApiError) -> Response {
-    (e.status, axum::Json(error_body(&e))).into_response()
-}
-
-/// Whether `path` is one of this API's (its errors take its shape).
-pub fn is_path(path: &str) -> bool {
-    let p = path.strip_prefix("/v1").unwrap_or(path);
-    p == "/messages" || p == "/messages/count_tokens"
 }
 
 fn bad(param: &str, message: impl Into<String>) -> ApiError {
@@ -330,7 +279,7 @@ impl MessagesRequest {
     ///
     /// # Errors
     /// A 400 naming the field at fault.
-    pub fn to_chat(&self, need_max: bool) -> Result<api::ChatRequest, ApiError> {
+    pub fn to_chat(&self, need_max: bool) -> Result<ChatRequest, ApiError> {
         // Tools that Anthropic's servers would run: nothing here runs them.
         for (f, v) in [
             ("mcp_servers", &self.mcp_servers),
@@ -410,185 +359,18 @@ impl MessagesRequest {
     }
 }
 
-/// The ids of one answer.
-struct Ids {
-    /// `msg_…`.
-    message: String,
-    /// The request's number, for the tool-use ids.
-    n: u64,
-}
-
-impl Ids {
-    fn new(n: u64) -> Ids {
-        Ids {
-            message: format!("msg_{n:016x}"),
-            n,
-        }
-    }
-
-    fn tool_use(&self, block: usize) -> String {
-        format!("toolu_{:016x}{block:02}", self.n)
-    }
-}
-
-/// Anthropic's `stop_reason` and `stop_sequence`.
-fn stop(f: &Finish, calls: bool, stops: &[String]) -> (&'static str, Value) {
-    if calls {
-        return ("tool_use", Value::Null);
-    }
-    match f.reason {
-        // The engine does not say which stop string it met; with one
-        // there is no doubt.
-        StopReason::StopString => (
-            "stop_sequence",
-            json!(stops.first().filter(|_| stops.len() == 1)),
-        ),
-        _ if translate::cut_off(f) => ("max_tokens", Value::Null),
-        _ => ("end_turn", Value::Null),
-    }
-}
-
-/// A tool call's `input`: its arguments as JSON.
-fn input(arguments: &str) -> Value {
-    serde_json::from_str(arguments).unwrap_or_else(|_| json!(arguments))
-}
-
-fn content_block(ids: &Ids, i: usize, b: &Block) -> Value {
-    match b {
-        Block::Text(t) => json!({"type": "text", "text": t}),
-        // No signature: nothing here verifies thinking sent back.
-        Block::Reasoning(t) => json!({"type": "thinking", "thinking": t, "signature": ""}),
-        Block::Call(c) => json!({"type": "tool_use", "id": ids.tool_use(i),
-            "name": c.name, "input": input(&c.arguments)}),
-    }
-}
-
-/// Anthropic's `usage`: `input_tokens` counts only the prompt tokens that
-/// were computed; those the prefix cache held are `cache_read_input_tokens`.
-fn usage(prompt: usize, cached: usize, output: usize) -> Value {
-    json!({
-        "input_tokens": prompt.saturating_sub(cached),
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": cached,
-        "output_tokens": output,
-    })
-}
-
-fn message(ids: &Ids, model: &str, content: Vec<Value>, usage: Value) -> Value {
-    json!({
-        "id": ids.message,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": null,
-        "stop_sequence": null,
-        "usage": usage,
-    })
-}
-
-async fn parse_and_prepare(
-    shared: &Arc<Shared>,
-    body: Body,
-    need_max: bool,
-) -> Result<(MessagesRequest, crate::chat::Prepared), ApiError> {
-    let body = read_body(shared, body).await?;
-    let s = shared.clone();
-    off_thread(move || {
-        let req: MessagesRequest = api::parse(&body)?;
-        let chat = req.to_chat(need_max)?;
-        let prep = translate::prepare(&s, &chat, "messages")?;
-        Ok((req, prep))
-    })
-    .await
-}
-
-/// `POST /v1/messages`.
-pub async fn messages(State(shared): State<Arc<Shared>>, body: Body) -> Response {
-    match run(shared, body).await {
-        Ok(r) => r,
-        Err(e) => error_response(e),
-    }
-}
-
-async fn run(shared: Arc<Shared>, body: Body) -> Result<Response, ApiError> {
-    let (req, prep) = parse_and_prepare(&shared, body, true).await?;
-    let model = shared.served()?.id.clone();
-    let prompt_tokens = prep.ids.len();
-    let split: Split = prep.split;
-    let (ticket, mut rx) = shared.submit(vec![Part {
-        prompt: prep.ids,
-        cfgs: prep.cfgs,
-    }])?;
-    let ids = Ids::new(ticket.id());
-    let stops = req.stop_sequences.clone().unwrap_or_default();
-    if req.stream {
-        let first = vec![
-            ev(
-                "message_start",
-                json!({"message": message(&ids, &model, Vec::new(), usage(prompt_tokens, 0, 0))}),
-            ),
-            ev("ping", json!({})),
-        ];
-        let sink = Stream {
-            ids,
-            blocks: Blocks::new(&split),
-            stops,
-            heard: std::time::Instant::now(),
-        };
-        return Ok(translate::stream(
-            first,
-            sink,
-            (ticket, rx),
-            shared.cfg.keep_alive,
-        ));
-    }
-    let got = respond::gather(1, &mut rx, Some((&split, &ticket))).await;
-    drop(ticket);
-    let c = got?.pop().ok_or_else(|| ApiError::internal("no answer"))?;
-    let blocks = Blocks::of(&split, &c.text);
-    let calls = blocks.iter().any(|b| matches!(b, Block::Call(_)));
-    let content = blocks
-        .iter()
-        .enumerate()
-        .map(|(i, b)| content_block(&ids, i, b))
-        .collect();
-    let mut m = message(
-        &ids,
-        &model,
-        content,
-        usage(
-            prompt_tokens,
-            c.finish.cached_tokens,
-            c.finish.completion_tokens,
-        ),
-    );
-    let (reason, seq) = stop(&c.finish, calls, &stops);
-    m["stop_reason"] = json!(reason);
-    m["stop_sequence"] = seq;
-    Ok(axum::Json(m).into_response())
-}
-
-/// `POST /v1/messages/count_tokens`: the prompt's tokens, as
-/// `/v1/messages` would render it.
-pub async fn count_tokens(State(shared): State<Arc<Shared>>, body: Body) -> Response {
-    match parse_and_prepare(&shared, body, false).await {
-        Ok((_, prep)) => axum::Json(json!({"input_tokens": prep.ids.len()})).into_response(),
-        Err(e) => error_response(e),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::openai::request::{message_text, Message};
 
-    fn chat(body: Value) -> Result<api::ChatRequest, ApiError> {
+    fn chat(body: Value) -> Result<ChatRequest, ApiError> {
         let r: MessagesRequest = serde_json::from_value(body).unwrap();
         r.to_chat(true)
     }
 
-    fn texts(m: &api::Message) -> String {
-        api::message_text(m).unwrap()
+    fn texts(m: &Message) -> String {
+        message_text(m).unwrap()
     }
 
     #[test]
@@ -699,40 +481,5 @@ mod tests {
         let tools = r.tools.unwrap();
         assert_eq!(tools.len(), 1);
         assert_eq!(tools[0].function.as_ref().unwrap().name, "Bash");
-    }
-
-    #[test]
-    fn errors_take_anthropics_shape() {
-        let b = error_body(&ApiError::bad_param(
-            "max_tokens",
-            "max_tokens: Field required",
-        ));
-        assert_eq!(b["type"], "error");
-        assert_eq!(b["error"]["type"], "invalid_request_error");
-        assert_eq!(b["error"]["message"], "max_tokens: Field required");
-        let b = error_body(&ApiError::unavailable("busy"));
-        assert_eq!(b["error"]["type"], "overloaded_error");
-        let b = error_body(&ApiError::unknown_model("x", "y"));
-        assert_eq!(b["error"]["type"], "not_found_error");
-        assert!(is_path("/v1/messages") && is_path("/messages/count_tokens"));
-        assert!(!is_path("/v1/chat/completions"));
-    }
-
-    #[test]
-    fn stop_reasons() {
-        let f = |reason| Finish {
-            prompt_tokens: 1,
-            completion_tokens: 1,
-            cached_tokens: 0,
-            reason,
-        };
-        let one = vec!["END".to_string()];
-        assert_eq!(stop(&f(StopReason::Eog), false, &one).0, "end_turn");
-        assert_eq!(stop(&f(StopReason::Grammar), true, &one).0, "tool_use");
-        assert_eq!(stop(&f(StopReason::MaxTokens), false, &one).0, "max_tokens");
-        assert_eq!(
-            stop(&f(StopReason::StopString), false, &one),
-            ("stop_sequence", json!("END"))
-        );
     }
 }

@@ -1,16 +1,24 @@
 //! A chat request made ready to run: messages checked and rendered through
 //! the chat template (with tools and template variables), the output
 //! constraint chosen (tool calls, a response format, after any thinking),
-//! and one configuration per choice.
+//! and one configuration per choice; and the endpoint that runs it.
 
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
 use minfer_engine::{ChatTemplate, GenerateConfig, Trigger};
 use serde_json::{json, Value};
 
-use crate::api::{self, ChatRequest, Sampling};
+use super::handle::{answer, prepared};
+use super::render::Api;
+use super::request::{message_text, ChatRequest, Sampling};
+use super::sampling::check_vocab;
 use crate::calls::{Format, Syntax};
-use crate::error::ApiError;
-use crate::respond::Split;
-use crate::state::Served;
+use crate::http::{Admission, ApiError};
+use crate::output::Split;
+use crate::state::{Served, Shared};
 use crate::tools::{self, Choice, Tools};
 
 /// A chat request ready for the model thread.
@@ -54,7 +62,7 @@ fn messages(req: &ChatRequest) -> Result<Value, ApiError> {
                 format!("{param} is missing: a {} message needs content", m.role),
             ));
         }
-        let mut v = json!({"role": role, "content": api::message_text(m)?});
+        let mut v = json!({"role": role, "content": message_text(m)?});
         if let Some(c) = calls {
             if !c.is_array() {
                 return Err(ApiError::bad_param(
@@ -234,7 +242,7 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
             include: false,
         });
     }
-    api::check_vocab(&cfg, served)?;
+    check_vocab(&cfg, served)?;
     let reasoning = match req.reasoning_format.as_deref() {
         None | Some("auto" | "deepseek" | "deepseek-legacy") => true,
         Some("none") => false,
@@ -256,4 +264,20 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
             known: use_tools.map(Tools::catalog).unwrap_or_default(),
         },
     })
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn handle(State(shared): State<Arc<Shared>>, body: Body) -> Result<Response, ApiError> {
+    let (req, prep) = prepared(&shared, body, prepare).await?;
+    let logprobs = prep.cfgs[0].logprobs.is_some();
+    let (n, prompt_tokens) = (prep.cfgs.len(), prep.ids.len());
+    let split = prep.split;
+    let admission = Admission::one(prep.ids, prep.cfgs, "messages");
+    answer(&shared, Api::Chat, admission, &req.sampling, |shape| {
+        shape
+            .with_logprobs(logprobs)
+            .with_choices(n, prompt_tokens)
+            .with_split(split)
+    })
+    .await
 }

@@ -1,32 +1,16 @@
-//! OpenAI's Responses API (`POST /v1/responses`), stateless, over the chat
-//! path: `input` (a string or message, `function_call`,
-//! `function_call_output` and `reasoning` items) and `instructions` become
-//! chat messages, the function tools and `text.format` the chat request's
-//! tools and `response_format`; the answer comes back as output items
-//! (reasoning, message, function calls), whole or as the API's named,
-//! numbered SSE events. Nothing is stored: `store: true` and
-//! `previous_response_id` are refused.
+//! A Responses request and its translation into an OpenAI chat request:
+//! `input` items and `instructions` become chat messages, the function
+//! tools (namespaces flattened) and `text.format` the chat request's tools
+//! and `response_format`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api;
-use crate::error::ApiError;
-use crate::respond::{self, Split};
-use crate::routes::{off_thread, read_body};
-use crate::state::Shared;
-use crate::translate::{self, string_at, Block, Blocks};
-use crate::worker::{Finish, Part};
-
-mod stream;
-
-use stream::Stream;
+use crate::http::ApiError;
+use crate::openai::request::ChatRequest;
+use crate::translate::{self, string_at};
 
 /// `POST /v1/responses`.
 #[derive(Debug, Clone, Deserialize)]
@@ -275,10 +259,10 @@ fn messages(req: &ResponsesRequest) -> Result<Vec<Value>, ApiError> {
 /// namespace and the function's name joined) and the two the client
 /// expects back in the call item.
 #[derive(Debug, Clone, PartialEq)]
-struct Scoped {
-    flat: String,
-    namespace: String,
-    name: String,
+pub(super) struct Scoped {
+    pub(super) flat: String,
+    pub(super) namespace: String,
+    pub(super) name: String,
 }
 
 /// The name the model sees for function `name` of `namespace`: the two
@@ -304,7 +288,7 @@ fn members(t: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
 }
 
 /// The functions of the `namespace` tools in `list`.
-fn scoped(list: &[Value]) -> Vec<Scoped> {
+pub(super) fn scoped(list: &[Value]) -> Vec<Scoped> {
     list.iter()
         .filter(|t| t.get("type").and_then(Value::as_str) == Some("namespace"))
         .flat_map(members)
@@ -391,7 +375,7 @@ impl ResponsesRequest {
     ///
     /// # Errors
     /// A 400 naming the field at fault.
-    pub fn to_chat(&self) -> Result<api::ChatRequest, ApiError> {
+    pub fn to_chat(&self) -> Result<ChatRequest, ApiError> {
         self.refused.check()?;
         let mut v = json!({
             "model": self.model,
@@ -432,200 +416,16 @@ impl ResponsesRequest {
     }
 }
 
-/// The fixed parts of one response.
-struct Shape {
-    /// The request's number, for the item ids.
-    n: u64,
-    created: u64,
-    model: String,
-    prompt_tokens: usize,
-    /// The request's settings, echoed in every response object.
-    echo: Value,
-    /// The functions of its `namespace` tools.
-    scoped: Vec<Scoped>,
-}
-
-impl Shape {
-    fn id(&self) -> String {
-        format!("resp_{:016x}", self.n)
-    }
-
-    fn item_id(&self, prefix: &str, i: usize) -> String {
-        format!("{prefix}_{:016x}{i:02}", self.n)
-    }
-
-    fn item(&self, i: usize, b: &Block, status: &str) -> Value {
-        match b {
-            Block::Text(t) => json!({"type": "message", "id": self.item_id("msg", i),
-                "status": status, "role": "assistant",
-                "content": [{"type": "output_text", "text": t, "annotations": [], "logprobs": []}]}),
-            Block::Reasoning(t) => json!({"type": "reasoning", "id": self.item_id("rs", i),
-                "status": status, "summary": [],
-                "content": [{"type": "reasoning_text", "text": t}]}),
-            Block::Call(c) => {
-                let mut item = json!({"type": "function_call", "id": self.item_id("fc", i),
-                    "call_id": self.item_id("call", i), "name": c.name,
-                    "arguments": c.arguments, "status": status});
-                // A namespace's function comes back under the names the
-                // client gave it.
-                if let Some(s) = self.scoped.iter().find(|s| s.flat == c.name) {
-                    item["name"] = json!(s.name);
-                    item["namespace"] = json!(s.namespace);
-                }
-                item
-            }
-        }
-    }
-
-    /// The response object; `end` once the answer is complete.
-    fn object(&self, blocks: &[Block], end: Option<&Finish>) -> Value {
-        let cut = end.is_some_and(translate::cut_off);
-        let output: Vec<Value> = blocks
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let last = i + 1 == blocks.len();
-                self.item(
-                    i,
-                    b,
-                    if cut && last {
-                        "incomplete"
-                    } else {
-                        "completed"
-                    },
-                )
-            })
-            .collect();
-        let text: String = blocks
-            .iter()
-            .filter_map(|b| match b {
-                Block::Text(t) => Some(t.as_str()),
-                _ => None,
-            })
-            .collect();
-        let status = match end {
-            None => "in_progress",
-            Some(_) if cut => "incomplete",
-            Some(_) => "completed",
-        };
-        let mut v = json!({
-            "id": self.id(),
-            "object": "response",
-            "created_at": self.created,
-            "status": status,
-            "model": self.model,
-            "output": output,
-            "output_text": text,
-            "error": null,
-            "incomplete_details": if cut { json!({"reason": "max_output_tokens"}) } else { Value::Null },
-            "usage": end.map(|f| json!({
-                "input_tokens": self.prompt_tokens,
-                "input_tokens_details": {"cached_tokens": f.cached_tokens},
-                "output_tokens": f.completion_tokens,
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": self.prompt_tokens + f.completion_tokens,
-            })),
-        });
-        if let (Some(o), Some(e)) = (v.as_object_mut(), self.echo.as_object()) {
-            o.extend(e.clone());
-        }
-        v
-    }
-}
-
-/// The request's settings as the response object echoes them.
-fn echo(req: &ResponsesRequest) -> Value {
-    let tools: Vec<Value> = req
-        .tools
-        .iter()
-        .flatten()
-        .map(|t| {
-            let mut t = t.clone();
-            if t.get("strict").is_none() {
-                t["strict"] = json!(false);
-            }
-            t
-        })
-        .collect();
-    let text = req
-        .text
-        .clone()
-        .filter(|t| t.get("format").is_some_and(|f| !f.is_null()))
-        .unwrap_or_else(|| json!({"format": {"type": "text"}}));
-    json!({
-        "instructions": req.instructions,
-        "max_output_tokens": req.max_output_tokens,
-        "metadata": req.metadata.clone().unwrap_or_else(|| json!({})),
-        "parallel_tool_calls": req.parallel_tool_calls.unwrap_or(true),
-        "temperature": req.temperature.unwrap_or(1.0),
-        "top_p": req.top_p.unwrap_or(1.0),
-        "tool_choice": req.tool_choice.clone().filter(|c| !c.is_null()).unwrap_or_else(|| json!("auto")),
-        "tools": tools,
-        "text": text,
-        "reasoning": req.reasoning.clone().unwrap_or_else(|| json!({"effort": null, "summary": null})),
-        "store": false,
-        "truncation": "disabled",
-    })
-}
-
-/// `POST /v1/responses`.
-pub async fn responses(
-    State(shared): State<Arc<Shared>>,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let body = read_body(&shared, body).await?;
-    let s = shared.clone();
-    let (req, prep) = off_thread(move || {
-        let req: ResponsesRequest = api::parse(&body)?;
-        let chat = req.to_chat()?;
-        let prep = translate::prepare(&s, &chat, "input")?;
-        Ok((req, prep))
-    })
-    .await?;
-    let split: Split = prep.split;
-    let shape_base = (shared.served()?.id.clone(), prep.ids.len());
-    let (ticket, mut rx) = shared.submit(vec![Part {
-        prompt: prep.ids,
-        cfgs: prep.cfgs,
-    }])?;
-    let shape = Shape {
-        n: ticket.id(),
-        created: translate::now(),
-        model: shape_base.0,
-        prompt_tokens: shape_base.1,
-        echo: echo(&req),
-        scoped: scoped(req.tools.as_deref().unwrap_or_default()),
-    };
-    if req.stream {
-        let mut st = Stream {
-            shape,
-            blocks: Blocks::new(&split),
-            seq: 0,
-        };
-        let mut first = Vec::new();
-        let obj = st.shape.object(&[], None);
-        st.ev("response.created", json!({"response": obj}), &mut first);
-        st.ev("response.in_progress", json!({"response": obj}), &mut first);
-        return Ok(translate::stream(
-            first,
-            st,
-            (ticket, rx),
-            shared.cfg.keep_alive,
-        ));
-    }
-    let got = respond::gather(1, &mut rx, Some((&split, &ticket))).await;
-    drop(ticket);
-    let c = got?.pop().ok_or_else(|| ApiError::internal("no answer"))?;
-    let blocks = Blocks::of(&split, &c.text);
-    Ok(axum::Json(shape.object(&blocks, Some(&c.finish))).into_response())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::Finish;
+    use crate::openai::request::message_text;
+    use crate::responses::shape::Shape;
+    use crate::translate::Block;
     use minfer_engine::StopReason;
 
-    fn chat(body: Value) -> Result<api::ChatRequest, ApiError> {
+    fn chat(body: Value) -> Result<ChatRequest, ApiError> {
         let r: ResponsesRequest = serde_json::from_value(body).unwrap();
         r.to_chat()
     }
@@ -653,11 +453,11 @@ mod tests {
         let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
         let a = &r.messages[2];
-        assert_eq!(api::message_text(a).unwrap(), "Calling.");
+        assert_eq!(message_text(a).unwrap(), "Calling.");
         assert_eq!(a.reasoning_content.as_deref(), Some("hm"));
         assert_eq!(a.tool_calls.as_ref().unwrap()[0]["id"], "c1");
         assert_eq!(r.messages[3].name.as_deref(), Some("f"));
-        assert_eq!(api::message_text(&r.messages[4]).unwrap(), "And?");
+        assert_eq!(message_text(&r.messages[4]).unwrap(), "And?");
         assert_eq!(r.tool_choice.unwrap()["function"]["name"], "f");
         assert_eq!(r.chat_template_kwargs.unwrap()["enable_thinking"], true);
         assert!(r.sampling.response_format.is_none());

@@ -2,10 +2,18 @@
 //! token ids, one or a list), fill-in-the-middle with `suffix`, `echo`,
 //! and `n` choices per prompt.
 
-use crate::api::{self, CompletionRequest, Prompt, Sampling};
-use crate::error::ApiError;
-use crate::routes::check_prompt;
-use crate::state::Served;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+
+use super::handle::{answer, prepared};
+use super::render::Api;
+use super::request::{CompletionRequest, Prompt, Sampling};
+use super::sampling::check_vocab;
+use crate::http::{Admission, ApiError};
+use crate::state::{Served, Shared};
 use crate::worker::Part;
 
 /// OpenAI's default for `max_tokens` on the legacy completions endpoint.
@@ -27,7 +35,7 @@ pub struct Prepared {
 
 /// The fill-in-the-middle markers, when the vocabulary has each as one
 /// special token (Qwen2.5-Coder: `<|fim_prefix|>`…).
-pub(crate) fn fim_markers(served: &Served) -> Option<[&'static str; 3]> {
+pub fn fim_markers(served: &Served) -> Option<[&'static str; 3]> {
     let tok = served.loaded.tokenizer();
     let markers = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"];
     markers
@@ -68,7 +76,6 @@ pub fn prepare(
     served: &Served,
     req: &CompletionRequest,
     limit: usize,
-    n_ctx: u32,
 ) -> Result<Prepared, ApiError> {
     let logprobs = legacy_logprobs(&req.sampling)?;
     let mut sampling = req.sampling.clone();
@@ -76,7 +83,7 @@ pub fn prepare(
     sampling.top_logprobs = None;
     let mut cfg = sampling.to_config(DEFAULT_MAX)?;
     cfg.logprobs = logprobs;
-    api::check_vocab(&cfg, served)?;
+    check_vocab(&cfg, served)?;
     let n = sampling.choices(limit)?;
     let tok = served.loaded.tokenizer();
     // (text shown by echo, token ids)
@@ -132,7 +139,6 @@ pub fn prepare(
             let shown = String::from_utf8_lossy(&tok.decode(&ids, false)).into_owned();
             (shown, ids)
         };
-        check_prompt(&ids, n_ctx, "prompt")?;
         for _ in 0..n {
             echo.push(if req.echo {
                 shown.clone()
@@ -151,4 +157,24 @@ pub fn prepare(
         logprobs: logprobs.is_some(),
         score: logprobs.filter(|_| req.echo),
     })
+}
+
+/// `POST /v1/completions`.
+pub async fn handle(State(shared): State<Arc<Shared>>, body: Body) -> Result<Response, ApiError> {
+    let (req, prep) = prepared(&shared, body, prepare).await?;
+    let n: usize = prep.parts.iter().map(|p| p.cfgs.len()).sum();
+    let prompt_tokens = prep.parts.iter().map(|p| p.prompt.len()).sum();
+    let (logprobs, echo) = (prep.logprobs, prep.echo);
+    let admission = Admission {
+        parts: prep.parts,
+        score: prep.score,
+        param: "prompt",
+    };
+    answer(&shared, Api::Text, admission, &req.sampling, |shape| {
+        shape
+            .with_logprobs(logprobs)
+            .with_choices(n, prompt_tokens)
+            .with_echo(echo)
+    })
+    .await
 }

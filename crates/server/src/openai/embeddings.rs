@@ -1,5 +1,5 @@
-//! Embeddings over HTTP: OpenAI's `/v1/embeddings`, Ollama's `/api/embed`
-//! and its legacy `/api/embeddings`. Requests are parsed and tokenized
+//! Embeddings over HTTP: OpenAI's `/v1/embeddings`, and what Ollama's
+//! embedding endpoints share with it. Requests are parsed and tokenized
 //! here; the vectors are computed on the model thread between two steps
 //! of the running generations ([`Cmd::Embed`]), every input as its own
 //! sequence, removed afterwards.
@@ -11,7 +11,6 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -21,10 +20,7 @@ use minfer_engine::{EngineError, Pooling};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api;
-use crate::error::ApiError;
-use crate::ollama::OllamaError;
-use crate::routes::{off_thread, read_body};
+use crate::http::{parse_off_thread, ApiError};
 use crate::state::{Served, Shared};
 use crate::worker::Cmd;
 
@@ -65,37 +61,6 @@ pub struct OpenAiRequest {
     /// The output width: only the model's own is possible.
     #[serde(default)]
     pub dimensions: Option<u64>,
-}
-
-/// The body of Ollama's `POST /api/embed`. `options` (`num_ctx`,
-/// `temperature`, ...) change nothing in an embedding of the loaded model
-/// and `keep_alive` nothing for a server that keeps it loaded, so they are
-/// accepted and ignored.
-#[derive(Debug, Deserialize)]
-pub struct OllamaEmbedRequest {
-    /// The model (required, as in Ollama).
-    #[serde(default)]
-    pub model: String,
-    /// A string or a list of strings.
-    pub input: Value,
-    /// Cut inputs longer than the context to its length (the default);
-    /// `false` refuses them.
-    #[serde(default)]
-    pub truncate: Option<bool>,
-    /// The output width: only the model's own is possible.
-    #[serde(default)]
-    pub dimensions: Option<u64>,
-}
-
-/// The body of Ollama's legacy `POST /api/embeddings` (`options` and
-/// `keep_alive` ignored, as for `/api/embed`).
-#[derive(Debug, Deserialize)]
-pub struct OllamaLegacyRequest {
-    /// The model (required, as in Ollama).
-    #[serde(default)]
-    pub model: String,
-    /// The one text.
-    pub prompt: String,
 }
 
 const INPUT_SHAPES: &str =
@@ -140,25 +105,6 @@ pub fn parse_input(v: &Value) -> Result<Vec<Input>, ApiError> {
                 .collect(),
             _ => Err(bad()),
         },
-        _ => Err(bad()),
-    }
-}
-
-/// Ollama's `input`: a string or a list of strings.
-///
-/// # Errors
-/// 400 naming `input` for any other shape or an empty list.
-pub fn parse_ollama_input(v: &Value) -> Result<Vec<String>, ApiError> {
-    let bad = || ApiError::bad_param("input", "`input` must be a string or a list of strings");
-    match v {
-        Value::String(s) => Ok(vec![s.clone()]),
-        Value::Array(items) if items.is_empty() => {
-            Err(ApiError::bad_param("input", "`input` is an empty list"))
-        }
-        Value::Array(items) => items
-            .iter()
-            .map(|x| x.as_str().map(str::to_string).ok_or_else(bad))
-            .collect(),
         _ => Err(bad()),
     }
 }
@@ -368,30 +314,9 @@ pub fn openai_response<'a>(
     }
 }
 
-/// Ollama's `/api/embed` response body.
-#[derive(Debug, Serialize)]
-pub struct OllamaEmbedResponse<'a> {
-    model: &'a str,
-    embeddings: &'a [Vec<f32>],
-    /// Nanoseconds from the request's arrival to its answer.
-    total_duration: u64,
-    /// Nanoseconds spent loading the model: none, it is loaded.
-    load_duration: u64,
-    prompt_eval_count: usize,
-}
-
-/// Ollama's legacy `/api/embeddings` response body.
-#[derive(Debug, Serialize)]
-pub struct OllamaLegacyResponse<'a> {
-    embedding: &'a [f32],
-}
-
 /// `POST /v1/embeddings`.
-pub async fn openai(State(shared): St, body: Body) -> Result<Response, ApiError> {
-    let body = read_body(&shared, body).await?;
-    let s = shared.clone();
-    let (encoding, ids, pooling) = off_thread(move || {
-        let req: OpenAiRequest = api::parse(&body)?;
+pub async fn handle(State(shared): St, body: Body) -> Result<Response, ApiError> {
+    let (encoding, ids, pooling) = parse_off_thread(&shared, body, move |s, req: OpenAiRequest| {
         let served = s.served()?;
         served.check_model(&req.model)?;
         let encoding = parse_encoding(req.encoding_format.as_deref())?;
@@ -405,63 +330,6 @@ pub async fn openai(State(shared): St, body: Body) -> Result<Response, ApiError>
     let served = shared.served()?;
     let body = openai_response(&served.id, &vectors, encoding, prompt_tokens);
     Ok(Json(body).into_response())
-}
-
-/// `POST /api/embed` (Ollama).
-pub async fn ollama_embed(State(shared): St, body: Body) -> Result<Response, OllamaError> {
-    let started = Instant::now();
-    let body = read_body(&shared, body).await?;
-    let s = shared.clone();
-    let (model, ids, pooling) = off_thread(move || {
-        let req: OllamaEmbedRequest = api::parse(&body)?;
-        let served = s.served()?;
-        crate::ollama::check_model(served, &req.model)?;
-        check_dimensions(req.dimensions, served.loaded.model().hparams.n_embd)?;
-        let texts = parse_ollama_input(&req.input)?;
-        let inputs: Vec<Input> = texts.into_iter().map(Input::Text).collect();
-        let mut ids = tokenize(served, &inputs);
-        let n_ctx = s.cfg.engine.n_ctx as usize;
-        if req.truncate.unwrap_or(true) {
-            for v in &mut ids {
-                v.truncate(n_ctx);
-            }
-        } else if ids.iter().any(|v| v.len() > n_ctx) {
-            return Err(ApiError::bad_param(
-                "input",
-                "the input length exceeds the context length",
-            ));
-        }
-        Ok((req.model, ids, pooling(served)?))
-    })
-    .await?;
-    let prompt_tokens: usize = ids.iter().map(Vec::len).sum();
-    let vectors = embed(&shared, ids, pooling, true).await?;
-    Ok(Json(OllamaEmbedResponse {
-        model: &model,
-        embeddings: &vectors,
-        total_duration: started.elapsed().as_nanos() as u64,
-        load_duration: 0,
-        prompt_eval_count: prompt_tokens,
-    })
-    .into_response())
-}
-
-/// `POST /api/embeddings` (Ollama's legacy endpoint): one vector, as
-/// computed, not normalized (as Ollama answers it; `/api/embed` normalizes).
-pub async fn ollama_legacy(State(shared): St, body: Body) -> Result<Response, OllamaError> {
-    let body = read_body(&shared, body).await?;
-    let s = shared.clone();
-    let (ids, pooling) = off_thread(move || {
-        let req: OllamaLegacyRequest = api::parse(&body)?;
-        let served = s.served()?;
-        crate::ollama::check_model(served, &req.model)?;
-        let ids = tokenize(served, &[Input::Text(req.prompt)]);
-        Ok((ids, pooling(served)?))
-    })
-    .await?;
-    let mut vectors = embed(&shared, ids, pooling, false).await?;
-    let v = vectors.pop().unwrap_or_default();
-    Ok(Json(OllamaLegacyResponse { embedding: &v }).into_response())
 }
 
 #[cfg(test)]
@@ -500,8 +368,6 @@ mod tests {
             let e = parse_input(&bad).unwrap_err();
             assert_eq!(e.param.as_deref(), Some("input"), "{bad}");
         }
-        assert_eq!(parse_ollama_input(&json!("x")).unwrap(), ["x"]);
-        assert!(parse_ollama_input(&json!([1])).is_err());
     }
 
     #[test]

@@ -1,0 +1,42 @@
+//! The server's settings.
+
+use std::time::Duration;
+
+use minfer_engine::EngineConfig;
+
+use crate::template::TemplateChoice;
+
+/// Settings of a server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The model: a path, a known name or `hf:…`.
+    pub model: String,
+    /// Requests that generate at once.
+    pub n_parallel: usize,
+    /// Requests that may wait for a slot; more get 503.
+    pub queue: usize,
+    /// Largest request body in bytes; larger ones get 413.
+    pub max_body: usize,
+    /// When set, every endpoint but `/health` needs `Authorization: Bearer KEY`.
+    pub api_key: Option<String>,
+    /// How long shutdown lets running requests finish before cancelling them.
+    pub drain_timeout: Duration,
+    /// How long a streamed answer may stay silent (a long prompt being
+    /// prefilled) before a keep-alive event goes out.
+    pub keep_alive: Duration,
+    /// The id `/v1/models` lists (default: the model's name or file stem).
+    pub alias: Option<String>,
+    /// Refuse requests whose `model` is not this model's id or alias
+    /// (otherwise any name is the one model served).
+    pub strict_model: bool,
+    /// Origins allowed to call the server from a browser (`*` for any);
+    /// empty: no CORS headers.
+    pub cors_origins: Vec<String>,
+    /// A chat template in place of the model's own.
+    pub chat_template: Option<TemplateChoice>,
+    /// The engine's settings (context, threads, kernels).
+    pub engine: EngineConfig,
+    /// Speculative decoding, when on: a draft model (path, known name or
+    /// `hf:…`; it runs with the engine's settings) and the settings.
+    pub speculation: Option<(Option<String>, minfer_engine::SpecConfig)>,
+}

@@ -1,0 +1,80 @@
+//! Admission: where every generation request of every API enters the
+//! model thread's queue. Its prompts are checked against the context
+//! here, once, and then it gets a place (or a 503).
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::error::ApiError;
+use crate::events::Out;
+use crate::state::{Shared, Ticket};
+use crate::worker::Part;
+
+/// A generation request ready to be admitted.
+#[derive(Debug)]
+pub struct Admission {
+    /// Its prompts, each with its choices.
+    pub parts: Vec<Part>,
+    /// Report each prompt's own log-probabilities with this many
+    /// alternatives per token (`echo` with `logprobs`).
+    pub score: Option<u8>,
+    /// The request's field that holds the prompt, named in a 400 about
+    /// its length (`messages`, `prompt`, `input`).
+    pub param: &'static str,
+}
+
+impl Admission {
+    /// One prompt with its choices, unscored.
+    pub fn one(
+        prompt: Vec<u32>,
+        cfgs: Vec<minfer_engine::GenerateConfig>,
+        param: &'static str,
+    ) -> Admission {
+        Admission {
+            parts: vec![Part { prompt, cfgs }],
+            score: None,
+            param,
+        }
+    }
+}
+
+/// An admitted request: its ticket (dropping it cancels) and the
+/// receiver of its events.
+pub type Admitted = (Ticket, UnboundedReceiver<Out>);
+
+/// Checks that a prompt leaves room to generate in the context window.
+///
+/// # Errors
+/// A 400 naming `param` for an empty prompt or one that fills the
+/// context (`context_length_exceeded`).
+pub fn check_prompt(ids: &[u32], n_ctx: u32, param: &str) -> Result<(), ApiError> {
+    if ids.is_empty() {
+        return Err(ApiError::bad_param(param, "the prompt is empty"));
+    }
+    if ids.len() >= n_ctx as usize {
+        return Err(ApiError::bad_param(
+            param,
+            format!(
+                "the prompt has {} tokens, which does not fit in this server's context of {n_ctx} tokens",
+                ids.len()
+            ),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    Ok(())
+}
+
+/// Checks every prompt of `a` against the context, then hands it to the
+/// model thread.
+///
+/// # Errors
+/// The 400 of [`check_prompt`]; 503 when `-np` are running and `--queue`
+/// are waiting, or when the server is shutting down.
+pub fn admit(shared: &Arc<Shared>, a: Admission) -> Result<Admitted, ApiError> {
+    let n_ctx = shared.cfg.engine.n_ctx;
+    for p in &a.parts {
+        check_prompt(&p.prompt, n_ctx, a.param)?;
+    }
+    shared.submit(a.parts, a.score)
+}

@@ -1,0 +1,94 @@
+//! llama-server's endpoints beside the APIs: health, metrics, and the
+//! tokenizer both ways.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::http::{parse, read_body, ApiError};
+use crate::state::Shared;
+
+type St = State<Arc<Shared>>;
+
+/// `POST /tokenize`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TokenizeRequest {
+    /// The text.
+    pub content: String,
+    /// Apply the model's BOS/EOS rule (default true).
+    #[serde(default = "yes")]
+    pub add_special: bool,
+}
+
+/// `POST /detokenize`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DetokenizeRequest {
+    /// Token ids.
+    pub tokens: Vec<u32>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// 200 once the model is loaded; 503 while it loads and from the start of
+/// a shutdown on, so that a router's health check takes the replica out
+/// while it drains.
+pub async fn health(State(shared): St) -> Response {
+    let status = if shared.served.get().is_none() {
+        "loading"
+    } else if shared.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        "draining"
+    } else {
+        return Json(json!({"status": "ok"})).into_response();
+    };
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({ "status": status })),
+    )
+        .into_response()
+}
+
+/// `GET /metrics`: Prometheus' text format.
+pub async fn metrics(State(shared): St) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        shared.metrics.render(),
+    )
+        .into_response()
+}
+
+/// `POST /tokenize`: the text's token ids.
+pub async fn tokenize(State(shared): St, body: Body) -> Result<Response, ApiError> {
+    let body = read_body(&shared, body).await?;
+    let req: TokenizeRequest = parse(&body)?;
+    let served = shared.served()?;
+    let ids = served
+        .loaded
+        .tokenizer()
+        .encode(&req.content, req.add_special, true);
+    Ok(Json(json!({"tokens": ids})).into_response())
+}
+
+/// `POST /detokenize`: the ids' text.
+pub async fn detokenize(State(shared): St, body: Body) -> Result<Response, ApiError> {
+    let body = read_body(&shared, body).await?;
+    let req: DetokenizeRequest = parse(&body)?;
+    let served = shared.served()?;
+    let tok = served.loaded.tokenizer();
+    let n_vocab = tok.n_vocab();
+    if let Some(bad) = req.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+        return Err(ApiError::bad_param(
+            "tokens",
+            format!("token id {bad} is outside the vocabulary of {n_vocab} tokens"),
+        ));
+    }
+    let bytes = tok.decode(&req.tokens, true);
+    Ok(Json(json!({"content": String::from_utf8_lossy(&bytes)})).into_response())
+}

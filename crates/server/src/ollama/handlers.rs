@@ -1,0 +1,252 @@
+//! Ollama's endpoints: `/api/chat` and `/api/generate` (NDJSON streams by
+//! default), `/api/tags`, `/api/show`, `/api/ps` and `/api/version`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::error::{check_model, OllamaError};
+use super::info;
+use super::reply::{self, Kind, Reply};
+use super::request::{self, ChatBody, GenerateBody, Limits, Prepared};
+use crate::http::{admit, parse, parse_off_thread, read_body, Admission, ApiError};
+use crate::state::{Served, Shared};
+
+type St = State<Arc<Shared>>;
+
+/// The Ollama endpoints served, each counted under its path in `/metrics`.
+pub const PATHS: &[&str] = &[
+    "/api/chat",
+    "/api/generate",
+    "/api/tags",
+    "/api/show",
+    "/api/ps",
+    "/api/version",
+];
+
+fn limits(shared: &Shared) -> Limits {
+    Limits {
+        n_parallel: shared.cfg.n_parallel,
+        n_ctx: shared.cfg.engine.n_ctx,
+    }
+}
+
+/// What `/api/chat` and `/api/generate` differ in.
+trait Generation: serde::de::DeserializeOwned + Send + 'static {
+    /// Which endpoint answers.
+    const KIND: Kind;
+    /// The request's model name.
+    fn model(&self) -> &str;
+    /// Whether there is nothing to generate: the request only asks for
+    /// the model to be loaded.
+    fn loads_only(&self) -> bool;
+    /// Renders, tokenizes and configures the request.
+    fn prepare(&self, served: &Served, lim: Limits) -> Result<Prepared, ApiError>;
+    /// Whether the answer streams.
+    fn streams(&self) -> bool;
+}
+
+impl Generation for ChatBody {
+    const KIND: Kind = Kind::Chat;
+    fn model(&self) -> &str {
+        &self.model
+    }
+    fn loads_only(&self) -> bool {
+        self.messages.is_empty()
+    }
+    fn prepare(&self, served: &Served, lim: Limits) -> Result<Prepared, ApiError> {
+        request::prepare_chat(served, self, lim)
+    }
+    fn streams(&self) -> bool {
+        self.common.streams()
+    }
+}
+
+impl Generation for GenerateBody {
+    const KIND: Kind = Kind::Generate;
+    fn model(&self) -> &str {
+        &self.model
+    }
+    fn loads_only(&self) -> bool {
+        self.prompt.is_empty() && self.suffix.as_deref().unwrap_or("").is_empty()
+    }
+    fn prepare(&self, served: &Served, lim: Limits) -> Result<Prepared, ApiError> {
+        request::prepare_generate(served, self, lim)
+    }
+    fn streams(&self) -> bool {
+        self.common.streams()
+    }
+}
+
+/// Prepares a generation request off the async workers, admits it and
+/// answers it (streamed as NDJSON unless `stream: false`).
+async fn generation<R: Generation>(
+    shared: Arc<Shared>,
+    body: Body,
+) -> Result<Response, OllamaError> {
+    let started = Instant::now();
+    let (req, prep) = parse_off_thread(&shared, body, move |s, req: R| {
+        let served = s.served()?;
+        check_model(served, req.model())?;
+        if req.loads_only() {
+            return Ok((req, None));
+        }
+        let prep = req.prepare(served, limits(s))?;
+        Ok((req, Some(prep)))
+    })
+    .await?;
+    let kind = R::KIND;
+    let Some(prep) = prep else {
+        return Ok(reply::loaded(kind, req.model()));
+    };
+    let param = match kind {
+        Kind::Chat => "messages",
+        Kind::Generate => "prompt",
+    };
+    let (ticket, rx) = admit(&shared, Admission::one(prep.ids, vec![prep.cfg], param))?;
+    let times = (started, Instant::now());
+    let reply = Reply::new(kind, req.model(), &prep.split, ticket.id(), times);
+    Ok(if req.streams() {
+        reply::stream(reply, ticket, rx)
+    } else {
+        reply::collect(reply, ticket, rx).await
+    })
+}
+
+/// `POST /api/chat`.
+pub async fn chat(State(shared): St, body: Body) -> Result<Response, OllamaError> {
+    generation::<ChatBody>(shared, body).await
+}
+
+/// `POST /api/generate`.
+pub async fn generate(State(shared): St, body: Body) -> Result<Response, OllamaError> {
+    generation::<GenerateBody>(shared, body).await
+}
+
+/// `GET /api/tags`.
+pub async fn tags(State(shared): St) -> Result<Response, OllamaError> {
+    Ok(Json(info::tags(shared.served()?)).into_response())
+}
+
+/// `GET /api/ps`.
+pub async fn ps(State(shared): St) -> Result<Response, OllamaError> {
+    let n_ctx = shared.cfg.engine.n_ctx;
+    Ok(Json(info::ps(shared.served()?, n_ctx)).into_response())
+}
+
+/// `POST /api/show`'s body (`name` is the older spelling of `model`).
+#[derive(Debug, Deserialize)]
+struct ShowBody {
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    verbose: bool,
+}
+
+/// `POST /api/show`.
+pub async fn show(State(shared): St, body: Body) -> Result<Response, OllamaError> {
+    let body = read_body(&shared, body).await?;
+    let req: ShowBody = parse(&body)?;
+    let served = shared.served()?;
+    let name = if req.model.is_empty() {
+        &req.name
+    } else {
+        &req.model
+    };
+    check_model(served, name)?;
+    let n_ctx = shared.cfg.engine.n_ctx;
+    Ok(Json(info::show(served, req.verbose, n_ctx)).into_response())
+}
+
+/// `GET /api/version`: minfer's version (Ollama's clients ask for one).
+pub async fn version() -> Response {
+    Json(json!({"version": env!("CARGO_PKG_VERSION")})).into_response()
+}
+
+/// Any other path under `/api/`: an Ollama-shaped 404.
+pub async fn unknown(req: Request) -> OllamaError {
+    OllamaError(
+        ApiError::bad_request(format!(
+        "minfer serve has no {}: it serves one model, loaded at start, and of Ollama's API only {}",
+        req.uri().path(),
+        PATHS.join(", ")
+    ))
+        .with_status(StatusCode::NOT_FOUND),
+    )
+}
+
+/// A known path with the wrong method: an Ollama-shaped 405.
+pub async fn wrong_method(req: Request) -> OllamaError {
+    OllamaError(
+        ApiError::bad_request(format!(
+            "{} does not accept {}",
+            req.uri().path(),
+            req.method()
+        ))
+        .with_status(StatusCode::METHOD_NOT_ALLOWED),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::loading_server;
+
+    /// (status, body) of one request, with the test key when `key`.
+    async fn request(addr: &str, method: &str, path: &str, key: bool, body: &str) -> (u16, String) {
+        crate::testing::request(addr, method, path, key.then_some("k"), body).await
+    }
+
+    fn error_of(body: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        v["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not Ollama-shaped: {body}"))
+            .to_string()
+    }
+
+    #[tokio::test]
+    async fn errors_are_ollama_shaped_on_every_path_under_api() {
+        // The receiver is dropped: nothing is ever submitted here.
+        let (addr, _) = loading_server(Some("k"), false).await;
+        let (status, body) = request(&addr, "GET", "/api/tags", false, "").await;
+        assert_eq!(status, 401);
+        assert!(error_of(&body).contains("API key"), "{body}");
+        // OpenAI's paths keep OpenAI's shape.
+        let (status, body) = request(&addr, "GET", "/v1/models", false, "").await;
+        assert_eq!(status, 401);
+        assert!(body.contains("authentication_error"), "{body}");
+        let (status, body) = request(&addr, "GET", "/api/version", true, "").await;
+        assert_eq!(status, 200);
+        assert!(body.contains(env!("CARGO_PKG_VERSION")), "{body}");
+        for (method, path, body, want) in [
+            ("GET", "/api/tags", "", 503),
+            ("POST", "/api/chat", r#"{"model":"m","messages":[]}"#, 503),
+            ("POST", "/api/chat", "{", 400),
+            ("POST", "/api/generate", &"x".repeat(2000), 413),
+            ("GET", "/api/chat", "", 405),
+            ("POST", "/api/pull", "{}", 404),
+        ] {
+            let (status, got) = request(&addr, method, path, true, body).await;
+            assert_eq!(status, want, "{method} {path}: {got}");
+            error_of(&got);
+        }
+        let (_, metrics) = request(&addr, "GET", "/metrics", true, "").await;
+        assert!(
+            metrics.contains("minfer_requests_total{endpoint=\"/api/chat\",status=\"503\"} 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("minfer_requests_total{endpoint=\"other\",status=\"404\"} 1"),
+            "{metrics}"
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! What the chat and text completion endpoints share around their own
+//! preparation: reading and preparing the request off the async workers,
+//! then admitting it and answering whole or streamed.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::response::Response;
+use serde::de::DeserializeOwned;
+
+use super::render::{collect, Api, Shape};
+use super::request::{ChatRequest, CompletionRequest, Sampling};
+use super::stream::stream;
+use crate::http::{admit, parse_off_thread, Admission, ApiError};
+use crate::state::{Served, Shared};
+
+/// A generation request of the OpenAI API.
+pub trait Generation: DeserializeOwned + Send + 'static {
+    /// Its sampling fields.
+    fn sampling(&self) -> &Sampling;
+}
+
+impl Generation for ChatRequest {
+    fn sampling(&self) -> &Sampling {
+        &self.sampling
+    }
+}
+
+impl Generation for CompletionRequest {
+    fn sampling(&self) -> &Sampling {
+        &self.sampling
+    }
+}
+
+/// Reads the body as `R`, then off the async workers checks its model and
+/// makes it ready with `prepare` (which allows at most `-np` choices).
+///
+/// # Errors
+/// The body's 413 or 400, 404 for another model, 503 while the model
+/// loads, and `prepare`'s errors.
+pub async fn prepared<R: Generation, P: Send + 'static>(
+    shared: &Arc<Shared>,
+    body: Body,
+    prepare: fn(&Served, &R, usize) -> Result<P, ApiError>,
+) -> Result<(R, P), ApiError> {
+    parse_off_thread(shared, body, move |s, req: R| {
+        let served = s.served()?;
+        served.check_model(&req.sampling().model)?;
+        let prep = prepare(served, &req, s.cfg.n_parallel)?;
+        Ok((req, prep))
+    })
+    .await
+}
+
+/// Admits `a` and answers it: streamed when the request asked for it,
+/// else as one object once the generation is done. `fill` completes the
+/// response's shape, made for `api` with the request's id.
+///
+/// # Errors
+/// 503 while the model loads; the errors of [`admit`].
+pub async fn answer(
+    shared: &Arc<Shared>,
+    api: Api,
+    a: Admission,
+    sampling: &Sampling,
+    fill: impl FnOnce(Shape) -> Shape,
+) -> Result<Response, ApiError> {
+    let served = shared.served()?;
+    let (ticket, rx) = admit(shared, a)?;
+    let shape = fill(Shape::new(
+        api,
+        ticket.id(),
+        &served.id,
+        sampling.include_usage(),
+    ));
+    Ok(if sampling.stream {
+        stream(shape, (ticket, rx), shared.cfg.keep_alive)
+    } else {
+        collect(shape, ticket, rx).await
+    })
+}
