@@ -27,66 +27,8 @@ use sha2::{Digest, Sha256};
 
 use crate::runtime::{KvLayout, SeqSnapshot};
 
-/// The first bytes of every session file.
-pub const MAGIC: &[u8; 8] = b"MINFCHAT";
-/// The version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
-
-/// Why a session file could not be written or was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionFileError {
-    /// Reading or writing the file failed.
-    #[error("session file {}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The system's error.
-        source: std::io::Error,
-    },
-    /// Not a session file, or cut short.
-    #[error("{} is not a minfer session file ({what})", path.display())]
-    NotASession {
-        /// The file.
-        path: PathBuf,
-        /// What gave it away.
-        what: String,
-    },
-    /// Written by another version of the format.
-    #[error("session file {} has format version {found}; this minfer reads version {FORMAT_VERSION}", path.display())]
-    Version {
-        /// The file.
-        path: PathBuf,
-        /// The version in the file.
-        found: u32,
-    },
-    /// The checksum does not match the contents.
-    #[error("session file {} is corrupted (checksum mismatch)", path.display())]
-    Checksum {
-        /// The file.
-        path: PathBuf,
-    },
-    /// Made with another model or another KV cache shape.
-    #[error("session file {} was made with {theirs}; this run uses {ours}", path.display())]
-    OtherModel {
-        /// The file.
-        path: PathBuf,
-        /// What the file was made with.
-        theirs: String,
-        /// What this run has.
-        ours: String,
-    },
-}
-
-/// What identifies the model and cache a session was made with.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelIdentity {
-    /// sha256 over every tensor's name, type, shape and data, hex.
-    pub tensor_sha256: String,
-    /// The architecture's name.
-    pub arch: String,
-    /// The model's name (informative; not compared).
-    pub name: String,
-}
+pub use super::format::{SessionFileError, FORMAT_VERSION, MAGIC};
+pub use crate::identity::ModelIdentity;
 
 /// The KV layout as stored in a file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

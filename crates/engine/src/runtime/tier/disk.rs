@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use super::chain::BlockKey;
 use super::ram::Block;
 use super::writer::{Job, Writer};
-use crate::chat::file::ModelIdentity;
+use crate::identity::ModelIdentity;
 
 /// The first bytes of every block file.
 const MAGIC: &[u8; 8] = b"MINFKVBK";
