@@ -21,6 +21,7 @@ mod config;
 mod device;
 mod engine;
 mod error;
+mod framed;
 pub mod generate;
 mod identity;
 mod load;
