@@ -36,6 +36,10 @@ pub struct EngineConfig {
     /// How many layers the GPU runs, the last ones (llama.cpp's `-ngl`);
     /// `None` offloads every layer and the output part.
     pub n_gpu_layers: Option<u32>,
+    /// Let the GPU kernels use subgroup operations where the device has
+    /// them (on by default); off runs the portable kernels (for checking
+    /// one against the other).
+    pub gpu_subgroups: bool,
     /// Bytes of host memory for the prompt cache below the KV cells:
     /// prefixes of released sequences kept as their K/V rows, so that a
     /// long prompt that comes back after its cells were evicted is copied
@@ -94,6 +98,7 @@ impl Default for EngineConfig {
             repack: true,
             device: DeviceChoice::Cpu,
             n_gpu_layers: None,
+            gpu_subgroups: true,
             cache_ram: 0,
             cache_dir: None,
         }

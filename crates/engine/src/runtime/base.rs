@@ -87,8 +87,14 @@ impl Runtime {
         plan.kv_cells.reserve(n_batch);
         plan.window_offsets.reserve(n_batch + 1);
         let mut cache = GraphCache::with_simd(simd, cfg.n_threads)?;
-        let (plan_devices, gpu) =
-            crate::device::open(cfg.device, cfg.n_gpu_layers, model.hparams.n_layer)?;
+        let (plan_devices, gpu) = crate::device::open(
+            cfg.device,
+            cfg.n_gpu_layers,
+            model.hparams.n_layer,
+            minfer_gpu::GpuOptions {
+                subgroups: cfg.gpu_subgroups,
+            },
+        )?;
         if let Some(gpu) = gpu {
             cache.set_gpu(gpu);
         }
