@@ -34,6 +34,11 @@ pub struct RuntimeArgs {
     /// and the output. 0 keeps everything on the CPU.
     #[arg(long = "n-gpu-layers", visible_alias = "gpu-layers", value_name = "N")]
     pub n_gpu_layers: Option<u32>,
+    /// Subgroup operations in the GPU kernels, where the device has them:
+    /// on (the default) or off (the portable kernels everywhere, to check
+    /// one against the other).
+    #[arg(long = "gpu-subgroups", value_name = "on|off", default_value = "on", value_parser = parse_on_off, env = "MINFER_GPU_SUBGROUPS")]
+    pub gpu_subgroups: bool,
     /// Host memory for the prompt cache below the KV cells, in MiB
     /// (llama.cpp's --cache-ram): prefixes of finished requests are kept
     /// as their KV bytes, in blocks of 256 tokens, so a long prompt whose
@@ -72,6 +77,16 @@ fn parse_n_ctx(s: &str) -> Result<u32, String> {
     }
 }
 
+/// `--gpu-subgroups`: on or off (also 1 or 0, as the environment
+/// variable was set before the flag existed).
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "1" | "true" | "yes" => Ok(true),
+        "off" | "0" | "false" | "no" => Ok(false),
+        _ => Err(format!("expected on or off, got {s:?}")),
+    }
+}
+
 fn parse_kv(s: &str) -> Result<KvFormat, String> {
     KvFormat::parse(s).ok_or_else(|| format!("unknown KV format {s:?} (expected f16, f32 or q8_0)"))
 }
@@ -87,6 +102,7 @@ impl RuntimeArgs {
             repack: !self.no_repack,
             device: self.device,
             n_gpu_layers: self.n_gpu_layers,
+            gpu_subgroups: self.gpu_subgroups,
             cache_ram: match self.cache_ram {
                 Some(mib) => usize::try_from(mib)?.saturating_mul(1 << 20),
                 None => minfer_engine::default_cache_ram(),

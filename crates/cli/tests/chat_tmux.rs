@@ -202,21 +202,39 @@ fn chat_in_a_terminal_with_regen_interrupt_save_and_resume() {
     let mut n = 1;
     t.prompt(n);
     assert!(t.screen(true).contains("\x1b["), "no colours on a terminal");
+    let (context, third) = three_turns(&t, &mut n);
+    regen_the_last_answer(&t, &mut n, context, &third);
+    interrupt_a_long_answer(&t, &mut n, context);
+    let before = save_then_ask_again(&t, &mut n, &saved);
+    t.line("/exit");
+    t.wait("the first chat to end", 60, |s| s.contains("EXIT=0"));
+    drop(t);
+    resume_and_ask_again(dir.path(), &base, &saved, &before);
+}
 
+/// The question asked after saving, and again after resuming.
+const Q4: &str = "What is the capital of Spain?";
+
+/// The three questions of the first session.
+const QUESTIONS: [&str; 3] = [
+    "What is the capital of France?",
+    "And of Italy?",
+    "What is 2+2?",
+];
+
+/// Asks [`QUESTIONS`]; returns the context after them and the third
+/// answer.
+fn three_turns(t: &Tmux, n: &mut usize) -> (usize, String) {
     // Three turns; each keeps all that the cache held and prefills only its
     // own tokens.
-    let questions = [
-        "What is the capital of France?",
-        "And of Italy?",
-        "What is 2+2?",
-    ];
+    let questions = QUESTIONS;
     let mut context = 0;
     for (i, q) in questions.iter().enumerate() {
         t.line(q);
-        n += 1;
-        let s = t.prompt(n);
+        *n += 1;
+        let s = t.prompt(*n);
         assert!(!answer_to(&s, q).is_empty(), "no answer to {q:?}");
-        let (ctx, prefill, kept) = stats(&t, &mut n);
+        let (ctx, prefill, kept) = stats(t, n);
         assert_eq!(kept, context, "turn {i} re-evaluated cached tokens");
         assert!(
             prefill > 0 && prefill < if i == 0 { 80 } else { 40 },
@@ -231,16 +249,23 @@ fn chat_in_a_terminal_with_regen_interrupt_save_and_resume() {
     let s = t.screen(false);
     assert!(answer_to(&s, questions[0]).contains("Paris"), "{s}");
     let third = answer_to(&s, questions[2]);
+    (context, third)
+}
 
+/// /regen with `context` tokens cached and `third` the last answer.
+fn regen_the_last_answer(t: &Tmux, n: &mut usize, context: usize, third: &str) {
     // /regen: back to the start of the last answer, nothing prefilled (the
     // logits that followed the prompt are kept), the same greedy answer.
     t.line("/regen");
-    n += 1;
-    let s = t.prompt(n);
+    *n += 1;
+    let s = t.prompt(*n);
     assert_eq!(answer_to(&s, "/regen"), third);
-    let (ctx, prefill, _) = stats(&t, &mut n);
+    let (ctx, prefill, _) = stats(t, n);
     assert_eq!((ctx, prefill), (context, 0));
+}
 
+/// Ctrl-C while answering, with `context` tokens cached before.
+fn interrupt_a_long_answer(t: &Tmux, n: &mut usize, context: usize) {
     // Ctrl-C in the middle of a long answer stops it and keeps it.
     let story = "Write a very long story about a dragon, with many chapters.";
     t.line(story);
@@ -249,34 +274,53 @@ fn chat_in_a_terminal_with_regen_interrupt_save_and_resume() {
             .is_some_and(|i| s[i + story.len()..].trim().len() > 200)
     });
     t.keys(&["C-c"]);
-    n += 1;
-    let s = t.prompt(n);
+    *n += 1;
+    let s = t.prompt(*n);
     assert!(s.contains("[interrupted]"), "{s}");
-    let (ctx, _, kept) = stats(&t, &mut n);
+    let (ctx, _, kept) = stats(t, n);
     assert_eq!(kept, context);
     assert!(
         ctx > context + 40,
         "the interrupted answer is not in the cache"
     );
+}
 
-    // /save, one more turn, /exit.
+/// What the first session held when saved, and how it answered [`Q4`].
+struct BeforeResume {
+    /// Cached tokens when saved.
+    ctx: usize,
+    /// The answer to [`Q4`] after saving.
+    answer: String,
+    /// Its prefill and kept tokens.
+    prefill: usize,
+    kept: usize,
+}
+
+/// /save to `saved`, then one more turn.
+fn save_then_ask_again(t: &Tmux, n: &mut usize, saved: &Path) -> BeforeResume {
+    // /save, then one more turn (the caller exits).
     t.line(&format!("/save {}", saved.display()));
-    n += 1;
-    t.prompt(n);
-    let (saved_ctx, _, _) = stats(&t, &mut n);
-    let q4 = "What is the capital of Spain?";
-    t.line(q4);
-    n += 1;
-    let s = t.prompt(n);
-    let a4 = answer_to(&s, q4);
-    let (_, prefill4, kept4) = stats(&t, &mut n);
-    t.line("/exit");
-    t.wait("the first chat to end", 60, |s| s.contains("EXIT=0"));
-    drop(t);
+    *n += 1;
+    t.prompt(*n);
+    let (saved_ctx, _, _) = stats(t, n);
+    t.line(Q4);
+    *n += 1;
+    let s = t.prompt(*n);
+    let a4 = answer_to(&s, Q4);
+    let (_, prefill4, kept4) = stats(t, n);
+    BeforeResume {
+        ctx: saved_ctx,
+        answer: a4,
+        prefill: prefill4,
+        kept: kept4,
+    }
+}
 
+/// A second chat resumed from `saved`, in `dir`, started as `base` says.
+fn resume_and_ask_again(dir: &Path, base: &str, saved: &Path, before: &BeforeResume) {
     // Resume: nothing is recomputed, and the same question gets the same
     // answer with the same prefill.
-    let t = Tmux::new(dir.path(), "b");
+    let t = Tmux::new(dir, "b");
     t.start(&format!(
         "NO_COLOR=1 {} --session {}",
         base.replace("env -u NO_COLOR ", "env "),
@@ -308,19 +352,19 @@ fn chat_in_a_terminal_with_regen_interrupt_save_and_resume() {
         (ctx, 0, 0)
     };
     assert_eq!(
-        ctx, saved_ctx,
+        ctx, before.ctx,
         "the resumed cache differs from the saved one"
     );
-    t.line(q4);
+    t.line(Q4);
     n += 1;
     let s = t.prompt(n);
     assert_eq!(
-        answer_to(&s, q4),
-        a4,
+        answer_to(&s, Q4),
+        before.answer,
         "the resumed session answers differently"
     );
     let (_, prefill, kept) = stats(&t, &mut n);
-    assert_eq!((prefill, kept), (prefill4, kept4));
+    assert_eq!((prefill, kept), (before.prefill, before.kept));
     t.keys(&["C-d"]);
     t.wait("the second chat to end", 60, |s| s.contains("EXIT=0"));
 }

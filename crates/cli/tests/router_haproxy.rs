@@ -94,9 +94,44 @@ fn haproxy_in_front_of_three_replicas() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let home = tempfile::tempdir().unwrap();
     let mut replicas: Vec<Server> = (0..3).map(|_| replica(&model, home.path())).collect();
-    let port = |s: &Server| s.addr.rsplit(':').next().unwrap().to_string();
+    let ports = Ports {
+        prefix: free_port(),
+        rr: free_port(),
+        stats: free_port(),
+    };
+    let cfg_path = write_config(&root, home.path(), &haproxy, &replicas, &ports);
+    let _router = start_router(&haproxy, &cfg_path, ports.prefix);
+    let names = ["r1", "r2", "r3"];
+    let summary = run_script(
+        &python,
+        &root,
+        home.path(),
+        &version,
+        &replicas,
+        &names,
+        &ports,
+    );
+    check_replicas_ended(&mut replicas, &names, &summary);
+}
 
-    let (prefix, rr, stats) = (free_port(), free_port(), free_port());
+/// The router's listening ports: prefix-affinity, round-robin, stats.
+struct Ports {
+    prefix: u16,
+    rr: u16,
+    stats: u16,
+}
+
+/// The template's configuration for `replicas` on `ports`, written in
+/// `home` and checked by `haproxy -c`; returns its path.
+fn write_config(
+    root: &Path,
+    home: &Path,
+    haproxy: &Path,
+    replicas: &[Server],
+    ports: &Ports,
+) -> PathBuf {
+    let port = |s: &Server| s.addr.rsplit(':').next().unwrap().to_string();
+    let (prefix, rr, stats) = (ports.prefix, ports.rr, ports.stats);
     let template = std::fs::read_to_string(root.join("deploy/haproxy/haproxy.cfg")).unwrap();
     let cfg = template
         .replace("@PREFIX_PORT@", &prefix.to_string())
@@ -106,9 +141,9 @@ fn haproxy_in_front_of_three_replicas() {
         .replace("@PORT2@", &port(&replicas[1]))
         .replace("@PORT3@", &port(&replicas[2]));
     assert!(!cfg.contains("PORT"), "a placeholder is left: {cfg}");
-    let cfg_path = home.path().join("haproxy.cfg");
+    let cfg_path = home.join("haproxy.cfg");
     std::fs::write(&cfg_path, &cfg).unwrap();
-    let check = Command::new(&haproxy)
+    let check = Command::new(haproxy)
         .arg("-c")
         .arg("-f")
         .arg(&cfg_path)
@@ -119,11 +154,17 @@ fn haproxy_in_front_of_three_replicas() {
         "haproxy -c: {}",
         String::from_utf8_lossy(&check.stderr)
     );
-    let _router = Router(
-        Command::new(&haproxy)
+    cfg_path
+}
+
+/// HAProxy on `cfg_path`, once it listens on `prefix` and its first
+/// health checks have had time to pass.
+fn start_router(haproxy: &Path, cfg_path: &Path, prefix: u16) -> Router {
+    let router = Router(
+        Command::new(haproxy)
             .arg("-db")
             .arg("-f")
-            .arg(&cfg_path)
+            .arg(cfg_path)
             .stdin(Stdio::null())
             .spawn()
             .expect("start haproxy"),
@@ -135,11 +176,24 @@ fn haproxy_in_front_of_three_replicas() {
     }
     // Let the first health checks pass (rise 2 at inter 250ms).
     std::thread::sleep(Duration::from_millis(800));
+    router
+}
 
-    let names = ["r1", "r2", "r3"];
+/// Runs router_test.py through the router; it must pass and write its
+/// summary, which is returned.
+fn run_script(
+    python: &Path,
+    root: &Path,
+    home: &Path,
+    version: &str,
+    replicas: &[Server],
+    names: &[&str; 3],
+    ports: &Ports,
+) -> serde_json::Value {
+    let (prefix, rr, stats) = (ports.prefix, ports.rr, ports.stats);
     let map: serde_json::Map<String, serde_json::Value> = names
         .iter()
-        .zip(&replicas)
+        .zip(replicas)
         .map(|(n, s)| {
             (
                 n.to_string(),
@@ -147,8 +201,8 @@ fn haproxy_in_front_of_three_replicas() {
             )
         })
         .collect();
-    let summary_path = home.path().join("router-summary.json");
-    let mut script = Command::new(&python)
+    let summary_path = home.join("router-summary.json");
+    let mut script = Command::new(python)
         .arg(root.join("crates/cli/tests/router/router_test.py"))
         .env("MINFER_PREFIX_URL", format!("http://127.0.0.1:{prefix}"))
         .env("MINFER_RR_URL", format!("http://127.0.0.1:{rr}"))
@@ -163,7 +217,7 @@ fn haproxy_in_front_of_three_replicas() {
         .env("MINFER_MODEL_ID", &replicas[0].model)
         .env("MINFER_TRACE", root.join("tests/fixtures/chat-trace.jsonl"))
         .env("MINFER_ROUTER_SUMMARY", &summary_path)
-        .env("MINFER_HAPROXY_VERSION", &version)
+        .env("MINFER_HAPROXY_VERSION", version)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())
@@ -186,7 +240,12 @@ fn haproxy_in_front_of_three_replicas() {
         serde_json::to_string_pretty(&summary).unwrap()
     );
     assert!(status.success(), "router_test.py failed: {status}");
+    summary
+}
 
+/// The replica the script killed is gone, the one it drained exits 0,
+/// and the last one stops cleanly.
+fn check_replicas_ended(replicas: &mut [Server], names: &[&str; 3], summary: &serde_json::Value) {
     let index = |key: &str, field: &str| -> usize {
         let name = summary[key][field].as_str().unwrap();
         names.iter().position(|n| *n == name).unwrap()

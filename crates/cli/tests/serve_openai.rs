@@ -10,7 +10,7 @@
 mod common;
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -57,9 +57,36 @@ fn openai_client_against_minfer_serve() {
         return;
     };
     let home = tempfile::tempdir().unwrap();
-    let mut open = Server::start(
-        &model,
-        home.path(),
+    let mut servers = start_servers(&model, &qwen, home.path());
+    let soak_summary = home.path().join("soak-summary.json");
+    run_pytest(&python, &model, &servers, &soak_summary);
+    drain_on_sigterm(&mut servers.open);
+    for s in [
+        &mut servers.keyed,
+        &mut servers.tools,
+        &mut servers.thinking,
+    ] {
+        let status = s.terminate(Duration::from_secs(30));
+        assert!(status.success(), "{status}");
+    }
+}
+
+/// The four servers the Python tests talk to.
+struct Servers {
+    /// Open to all, four slots, a prompt-cache budget.
+    open: Server,
+    /// Behind an API key, with speculation and a one-request queue.
+    keyed: Server,
+    /// A model whose template takes tools, with prompt lookup.
+    tools: Server,
+    /// The reasoning fixture, under an alias, with CORS.
+    thinking: Server,
+}
+
+fn start_servers(model: &Path, qwen: &Path, home: &Path) -> Servers {
+    let open = Server::start(
+        model,
+        home,
         // The soak test bounds the RSS: the prompt-cache tier gets a
         // budget it counts.
         &[
@@ -73,9 +100,9 @@ fn openai_client_against_minfer_serve() {
             "128",
         ],
     );
-    let mut keyed = Server::start(
-        &model,
-        home.path(),
+    let keyed = Server::start(
+        model,
+        home,
         &[
             "-np",
             "2",
@@ -102,9 +129,9 @@ fn openai_client_against_minfer_serve() {
     // prompt lookup: those tests run with speculation on. Keep-alive
     // events every second, so that a prompt of a few thousand tokens shows
     // them.
-    let mut tools = Server::start(
-        &qwen,
-        home.path(),
+    let tools = Server::start(
+        qwen,
+        home,
         &[
             "-np",
             "4",
@@ -117,9 +144,9 @@ fn openai_client_against_minfer_serve() {
         ],
     );
     let think = think_fixture();
-    let mut thinking = Server::start(
+    let thinking = Server::start(
         &think,
-        home.path(),
+        home,
         &[
             "-np",
             "2",
@@ -131,24 +158,34 @@ fn openai_client_against_minfer_serve() {
             "http://page.example",
         ],
     );
+    Servers {
+        open,
+        keyed,
+        tools,
+        thinking,
+    }
+}
+
+/// Runs the Python client tests against `s`; they must all pass and the
+/// soak test must write its summary to `soak_summary`.
+fn run_pytest(python: &Path, model: &Path, s: &Servers, soak_summary: &Path) {
     let tests = minfer_testutil::workspace_root().join("crates/server/tests/python");
-    let soak_summary = home.path().join("soak-summary.json");
-    let mut pytest = Command::new(&python)
+    let mut pytest = Command::new(python)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"])
         .arg(&tests)
-        .env("MINFER_BASE_URL", open.url())
-        .env("MINFER_KEYED_URL", keyed.url())
+        .env("MINFER_BASE_URL", s.open.url())
+        .env("MINFER_KEYED_URL", s.keyed.url())
         .env("MINFER_KEY", "sesame")
-        .env("MINFER_MODEL_ID", &open.model)
+        .env("MINFER_MODEL_ID", &s.open.model)
         .env("MINFER_BIN", env!("CARGO_BIN_EXE_minfer"))
-        .env("MINFER_MODEL_PATH", &model)
-        .env("MINFER_TOOLS_URL", tools.url())
-        .env("MINFER_TOOLS_MODEL", &tools.model)
-        .env("MINFER_THINK_URL", thinking.url())
-        .env("MINFER_THINK_MODEL", &thinking.model)
-        .env("MINFER_SERVER_PID", open.child.id().to_string())
+        .env("MINFER_MODEL_PATH", model)
+        .env("MINFER_TOOLS_URL", s.tools.url())
+        .env("MINFER_TOOLS_MODEL", &s.tools.model)
+        .env("MINFER_THINK_URL", s.thinking.url())
+        .env("MINFER_THINK_MODEL", &s.thinking.model)
+        .env("MINFER_SERVER_PID", s.open.child.id().to_string())
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("MINFER_SOAK_SUMMARY", &soak_summary)
+        .env("MINFER_SOAK_SUMMARY", soak_summary)
         .stdin(Stdio::null())
         .spawn()
         .expect("run pytest");
@@ -161,12 +198,14 @@ fn openai_client_against_minfer_serve() {
     };
     // pytest's 5 (no tests collected) fails here like any other non-zero.
     assert_eq!(status.code(), Some(0), "pytest failed: {status}");
-    match std::fs::read_to_string(&soak_summary) {
+    match std::fs::read_to_string(soak_summary) {
         Ok(s) => eprintln!("soak summary: {s}"),
         Err(e) => panic!("the soak test wrote no summary ({e})"),
     }
+}
 
-    // Drain: a stream in flight when SIGTERM arrives still finishes.
+/// Drain: a stream in flight when SIGTERM arrives still finishes.
+fn drain_on_sigterm(open: &mut Server) {
     let body = format!(
         r#"{{"model":"{}","messages":[{{"role":"user","content":"Count to twenty."}}],"max_tokens":48,"temperature":0,"stream":true}}"#,
         open.model
@@ -190,10 +229,6 @@ fn openai_client_against_minfer_serve() {
         status.success(),
         "minfer serve exits 0 after SIGTERM: {status}"
     );
-    for s in [&mut keyed, &mut tools, &mut thinking] {
-        let status = s.terminate(Duration::from_secs(30));
-        assert!(status.success(), "{status}");
-    }
 }
 
 #[test]

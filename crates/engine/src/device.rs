@@ -50,9 +50,9 @@ pub fn list_devices() -> Vec<AdapterDesc> {
     minfer_gpu::list_adapters()
 }
 
-/// The GPU backend `choice` names and the plan for a model of `n_layer`
-/// layers with `n_gpu_layers` of them offloaded (`None`: all, and the
-/// output part too, as llama.cpp's default). `Auto` without a hardware GPU,
+/// The GPU backend `choice` names, opened with `opts`, and the plan for a
+/// model of `n_layer` layers with `n_gpu_layers` of them offloaded
+/// (`None`: all, and the output part too, as llama.cpp's default). `Auto` without a hardware GPU,
 /// `Cpu`, and zero offloaded layers give the CPU plan and no backend.
 ///
 /// # Errors
@@ -61,6 +61,7 @@ pub(crate) fn open(
     choice: DeviceChoice,
     n_gpu_layers: Option<u32>,
     n_layer: usize,
+    opts: minfer_gpu::GpuOptions,
 ) -> Result<(BackendPlan, Option<Box<dyn Backend>>)> {
     let adapter = match choice {
         DeviceChoice::Cpu => return Ok((BackendPlan::Cpu, None)),
@@ -76,7 +77,8 @@ pub(crate) fn open(
     if !plan.uses_gpu() {
         return Ok((plan, None));
     }
-    let gpu = minfer_gpu::Gpu::open(adapter).map_err(|e| EngineError::Config(e.to_string()))?;
+    let gpu = minfer_gpu::Gpu::open_with(adapter, opts)
+        .map_err(|e| EngineError::Config(e.to_string()))?;
     tracing::info!(
         adapter = gpu.adapter().name.as_str(),
         kind = gpu.adapter().kind.name(),

@@ -8,100 +8,12 @@
 
 use std::sync::Arc;
 
-use minfer_graph::{Fusion, KvFormat, SimdLevel, StepTimings};
+use minfer_graph::{SimdLevel, StepTimings};
 use minfer_models::Model;
 
+use crate::config::EngineConfig;
 use crate::error::{EngineError, Result};
 use crate::runtime::{BatchEntry, Runtime, SeqId};
-
-/// Settings of an [`Engine`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EngineConfig {
-    /// Context window: KV cells per layer, and the bound on positions.
-    pub n_ctx: u32,
-    /// Threads of the compute pool (the caller's thread included).
-    pub n_threads: usize,
-    /// Longest micro-batch: longer evaluations are split into batches of
-    /// at most this many tokens.
-    pub n_batch: usize,
-    /// Storage format of the KV cache (llama.cpp's default is F16).
-    pub kv_format: KvFormat,
-    /// Graph rewrites to apply.
-    pub fusion: Fusion,
-    /// SIMD level of the kernels; `None` picks the best this CPU has.
-    pub simd: Option<SimdLevel>,
-    /// Repack weight matrices at start-up into the interleaved layout the
-    /// fastest kernels read (where the CPU has them); results are the same
-    /// bits either way. llama.cpp's `--no-repack` turns its repacking off.
-    pub repack: bool,
-    /// Which device runs the layers (the CPU unless a front end asks).
-    pub device: crate::device::DeviceChoice,
-    /// How many layers the GPU runs, the last ones (llama.cpp's `-ngl`);
-    /// `None` offloads every layer and the output part.
-    pub n_gpu_layers: Option<u32>,
-    /// Bytes of host memory for the prompt cache below the KV cells:
-    /// prefixes of released sequences kept as their K/V rows, so that a
-    /// long prompt that comes back after its cells were evicted is copied
-    /// back instead of recomputed (llama.cpp's `--cache-ram`). 0 (the
-    /// default here; front ends size it with [`default_cache_ram`]) keeps
-    /// none.
-    ///
-    /// [`default_cache_ram`]: crate::default_cache_ram
-    pub cache_ram: usize,
-    /// Folder of the prompt cache's disk tier: the same blocks as files,
-    /// so that a restarted process restores what an earlier one computed.
-    /// Setting it costs one read of every weight at start-up (the model's
-    /// identity names the files' folder). `None` keeps nothing on disk.
-    pub cache_dir: Option<crate::CacheDir>,
-}
-
-impl EngineConfig {
-    /// Checks the settings for a model whose K/V rows are `kv_width` values.
-    ///
-    /// # Errors
-    /// [`EngineError::Config`] for a zero `n_ctx`, `n_threads` or
-    /// `n_batch`, an `n_ctx` beyond `i32::MAX`, or a Q8_0 cache whose rows
-    /// are not whole blocks.
-    pub fn validate(&self, kv_width: usize) -> Result<()> {
-        if self.n_ctx == 0 || self.n_ctx > i32::MAX as u32 {
-            return Err(EngineError::Config(format!(
-                "n_ctx {} must be between 1 and {}",
-                self.n_ctx,
-                i32::MAX
-            )));
-        }
-        if self.n_threads == 0 || self.n_batch == 0 {
-            return Err(EngineError::Config(format!(
-                "n_threads ({}) and n_batch ({}) must be positive",
-                self.n_threads, self.n_batch
-            )));
-        }
-        if self.kv_format == KvFormat::Q8_0 && !kv_width.is_multiple_of(32) {
-            return Err(EngineError::Config(format!(
-                "a q8_0 KV cache needs rows of whole 32-value blocks; this model's are {kv_width}"
-            )));
-        }
-        Ok(())
-    }
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            n_ctx: 4096,
-            n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n_batch: 512,
-            kv_format: KvFormat::F16,
-            fusion: Fusion::ALL,
-            simd: None,
-            repack: true,
-            device: crate::device::DeviceChoice::Cpu,
-            n_gpu_layers: None,
-            cache_ram: 0,
-            cache_dir: None,
-        }
-    }
-}
 
 /// One model, one sequence, one KV cache.
 pub struct Engine {

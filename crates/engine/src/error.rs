@@ -138,3 +138,14 @@ pub enum EngineError {
 
 /// Result alias of this crate.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// Maps a sampler error: grammar failures keep their own kind, everything
+/// else is a bad argument.
+pub(crate) fn sampler_error(e: minfer_sampler::SamplerError) -> EngineError {
+    match e {
+        minfer_sampler::SamplerError::Grammar(_)
+        | minfer_sampler::SamplerError::GrammarVocab(_)
+        | minfer_sampler::SamplerError::GrammarDeadEnd => EngineError::Grammar(e.to_string()),
+        e => EngineError::InvalidArgument(format!("sampler: {e}")),
+    }
+}

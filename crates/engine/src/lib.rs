@@ -17,10 +17,13 @@
 //!   such as [`perplexity`].
 
 pub mod chat;
+mod config;
 mod device;
 mod engine;
 mod error;
+mod framed;
 pub mod generate;
+mod identity;
 mod load;
 pub mod model_facts;
 pub mod perplexity;
@@ -31,16 +34,17 @@ pub mod trace;
 mod vocab;
 
 pub use chat::{ChatSession, ChatStats, TurnStart, TurnStats};
+pub use config::{default_cache_ram, CacheDir, EngineConfig};
 pub use device::{list_devices, AdapterDesc, AdapterKind, DeviceChoice};
-pub use engine::{Engine, EngineConfig};
+pub use engine::Engine;
 pub use generate::{
     GenerateConfig, GenerationStats, StopReason, TokenLogprobs, Utf8Stream, MAX_TOP_LOGPROBS,
 };
 pub use load::{check_fits, load_tokenizer, LoadedModel, PromptMode};
 pub use model_facts::{MetaArray, MetaValue, ModelFacts, TensorFact};
 pub use runtime::{
-    default_cache_ram, normalize_l2, BatchEntry, CacheDir, CacheUsage, KvLayout, Pooling,
-    PromptCacheStats, Runtime, SeqId, SeqSnapshot, StepLogits, BLOCK_TOKENS as PROMPT_BLOCK_TOKENS,
+    normalize_l2, BatchEntry, CacheUsage, KvLayout, Pooling, PromptCacheStats, Runtime, SeqId,
+    SeqSnapshot, StepLogits, BLOCK_TOKENS as PROMPT_BLOCK_TOKENS,
 };
 pub use scheduler::{Event, GenId, GenTimes, Scheduler};
 pub use spec::{DraftModel, SpecConfig, SpecStats, Speculation};

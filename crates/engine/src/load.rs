@@ -10,7 +10,8 @@ use minfer_models::Model;
 use minfer_store::Store;
 use minfer_text::{ChatMessage, ChatTemplate, Tokenizer};
 
-use crate::engine::{Engine, EngineConfig};
+use crate::config::EngineConfig;
+use crate::engine::Engine;
 use crate::error::{EngineError, Result};
 use crate::runtime::{Pooling, Runtime};
 use crate::scheduler::Scheduler;

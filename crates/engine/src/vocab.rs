@@ -5,7 +5,8 @@ use std::sync::{Arc, OnceLock};
 use minfer_sampler::TokenVocab;
 use minfer_text::Tokenizer;
 
-use crate::{EngineError, GenerateConfig, Result};
+use crate::error::{sampler_error, EngineError, Result};
+use crate::generate::GenerateConfig;
 
 /// Builds the [`TokenVocab`] a grammar or DRY needs: every token's bytes
 /// (special tokens as their text), which tokens are special, the
@@ -64,5 +65,5 @@ pub(crate) fn needs_vocab(cfg: &GenerateConfig) -> bool {
 pub fn check_sampling(cfg: &GenerateConfig, vocab: &TokenVocab) -> Result<()> {
     minfer_sampler::Sampler::with_vocab(cfg.sampler.clone(), vocab)
         .map(drop)
-        .map_err(crate::generate::sampler_error)
+        .map_err(sampler_error)
 }

@@ -274,6 +274,29 @@ pub fn parse_header(buf: &[u8]) -> Result<Header> {
         }
     }
 
+    let metadata = read_metadata(&mut c, n_kv)?;
+    let alignment = alignment_of(&metadata)?;
+
+    let tensors = read_tensor_infos(&mut c, n_tensors, alignment)?;
+
+    let header_end = c.pos as u64;
+    let data_offset = header_end
+        .checked_next_multiple_of(alignment)
+        .ok_or(GgufError::BadAlignment(alignment))?;
+    let data_len = (buf.len() as u64).saturating_sub(data_offset);
+    check_extents(&tensors, data_len)?;
+
+    Ok(Header {
+        version,
+        metadata,
+        tensors,
+        alignment,
+        data_offset,
+    })
+}
+
+/// The `n_kv` key/value pairs of the metadata section.
+fn read_metadata(c: &mut Cursor<'_>, n_kv: u64) -> Result<Metadata> {
     let mut metadata = Metadata::default();
     for _ in 0..n_kv {
         let key = c.string("metadata key")?;
@@ -285,8 +308,12 @@ pub fn parse_header(buf: &[u8]) -> Result<Header> {
         let value = c.value(ty, &key, 0)?;
         metadata.insert(key, value)?;
     }
+    Ok(metadata)
+}
 
-    let alignment = match metadata.get("general.alignment") {
+/// `general.alignment`, or the default when absent.
+fn alignment_of(metadata: &Metadata) -> Result<u64> {
+    Ok(match metadata.get("general.alignment") {
         None => DEFAULT_ALIGNMENT,
         Some(v) => {
             let a = v.as_u64().ok_or_else(|| GgufError::WrongValueType {
@@ -299,8 +326,16 @@ pub fn parse_header(buf: &[u8]) -> Result<Header> {
             }
             a
         }
-    };
+    })
+}
 
+/// The `n_tensors` tensor infos, each checked (rank, type, size,
+/// alignment of its offset, a name of its own).
+fn read_tensor_infos(
+    c: &mut Cursor<'_>,
+    n_tensors: u64,
+    alignment: u64,
+) -> Result<Vec<TensorInfo>> {
     let mut tensors = Vec::with_capacity(n_tensors as usize);
     let mut names = HashSet::with_capacity(n_tensors as usize);
     for _ in 0..n_tensors {
@@ -338,13 +373,13 @@ pub fn parse_header(buf: &[u8]) -> Result<Header> {
             n_bytes,
         });
     }
+    Ok(tensors)
+}
 
-    let header_end = c.pos as u64;
-    let data_offset = header_end
-        .checked_next_multiple_of(alignment)
-        .ok_or(GgufError::BadAlignment(alignment))?;
-    let data_len = (buf.len() as u64).saturating_sub(data_offset);
-    for t in &tensors {
+/// Checks that every tensor lies inside the `data_len` bytes of the data
+/// section.
+fn check_extents(tensors: &[TensorInfo], data_len: u64) -> Result<()> {
+    for t in tensors {
         let end = t.offset.checked_add(t.n_bytes);
         if end.is_none_or(|e| e > data_len) {
             return Err(GgufError::TensorOutOfBounds {
@@ -355,14 +390,7 @@ pub fn parse_header(buf: &[u8]) -> Result<Header> {
             });
         }
     }
-
-    Ok(Header {
-        version,
-        metadata,
-        tensors,
-        alignment,
-        data_offset,
-    })
+    Ok(())
 }
 
 /// Byte size of a tensor, rejecting shapes ggml could not represent: an

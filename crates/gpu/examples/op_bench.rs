@@ -317,12 +317,15 @@ fn fixed_costs(t: &Timer) {
     );
 }
 
+/// What one op costs: its dispatches timed, with how often a step runs it.
+type Push<'a> = dyn FnMut(String, &[Dispatch], usize) + 'a;
+
 fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
     let gpu = &*t.gpu;
     let mut rng = StdRng::seed_from_u64(7);
     let mut lines: Vec<Line> = Vec::new();
     let want = |what: &str| filter.is_none_or(|f| what.contains(f));
-    let mut push = |what: String, ds: &[Dispatch], count: usize, t: &Timer| {
+    let mut push = |what: String, ds: &[Dispatch], count: usize| {
         if !want(&what) {
             return;
         }
@@ -334,11 +337,20 @@ fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
             count,
         });
     };
+    bench_mats(gpu, m, n_tok, &mut rng, &mut push);
+    let y = bench_elementwise(gpu, m, n_tok, &mut rng, &mut push);
+    let pos = bench_attention(gpu, m, n_tok, &mut rng, &mut push);
+    bench_embd(gpu, m, n_tok, &pos, &y, &mut rng, &mut push);
+    report(m, n_tok, &lines);
+}
+
+/// The model's matrix products (with their activation quantization).
+fn bench_mats(gpu: &Gpu, m: &Model, n_tok: usize, rng: &mut StdRng, push: &mut Push) {
     for mm in &m.mats {
-        let data = random_weight(mm.ty, mm.rows, mm.cols, &mut rng);
+        let data = random_weight(mm.ty, mm.rows, mm.cols, rng);
         let w = matmul::upload_weight(gpu, mm.name, mm.ty, mm.rows, mm.cols, &data).unwrap();
         drop(data);
-        let x = f32_buf(gpu, n_tok * mm.cols, &mut rng);
+        let x = f32_buf(gpu, n_tok * mm.cols, rng);
         let out = gpu.storage("out", (n_tok * mm.rows * 4) as u64).unwrap();
         let sb = matmul::matmul_scratch_bytes(mm.ty, mm.cols, n_tok);
         let scratch = gpu.storage("scratch", sb.max(16)).unwrap();
@@ -347,18 +359,29 @@ fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
         let label = format!("{} {} {}x{}", mm.name, mm.ty, mm.rows, mm.cols);
         let quantized = sb > 0;
         if quantized {
-            push(format!("{label} quantize"), &ds[..1], mm.count, t);
-            push(format!("{label} mat-vec"), &ds[1..], mm.count, t);
+            push(format!("{label} quantize"), &ds[..1], mm.count);
+            push(format!("{label} mat-vec"), &ds[1..], mm.count);
         } else {
-            push(format!("{label} mat-vec"), &ds, mm.count, t);
+            push(format!("{label} mat-vec"), &ds, mm.count);
         }
     }
+}
+
+/// Norms, residual and bias adds and SwiGLU; returns the output buffer
+/// the embedding lookup writes into.
+fn bench_elementwise(
+    gpu: &Gpu,
+    m: &Model,
+    n_tok: usize,
+    rng: &mut StdRng,
+    push: &mut Push,
+) -> Arc<wgpu::Buffer> {
     let (d, l) = (m.d, m.layers);
-    let x = f32_buf(gpu, n_tok * m.ffn.max(m.d), &mut rng);
-    let y = f32_buf(gpu, n_tok * m.ffn.max(m.d), &mut rng);
+    let x = f32_buf(gpu, n_tok * m.ffn.max(m.d), rng);
+    let y = f32_buf(gpu, n_tok * m.ffn.max(m.d), rng);
     let ds =
         elementwise::rms_norm(gpu, &whole(&x), &whole(&y), d as u32, n_tok as u32, 1e-5).unwrap();
-    push(format!("rms_norm {d}"), &ds, 2 * l + 1, t);
+    push(format!("rms_norm {d}"), &ds, 2 * l + 1);
     let ds = elementwise::binary_inplace(
         gpu,
         elementwise::BinaryOp::Add,
@@ -369,7 +392,7 @@ fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
         n_tok as u32,
     )
     .unwrap();
-    push(format!("add {d}"), &ds, 2 * l, t);
+    push(format!("add {d}"), &ds, 2 * l);
     for &b in &m.biases {
         let ds = elementwise::binary_inplace(
             gpu,
@@ -381,12 +404,23 @@ fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
             1,
         )
         .unwrap();
-        push(format!("bias add {b}"), &ds, l, t);
+        push(format!("bias add {b}"), &ds, l);
     }
     let n = (n_tok * m.ffn) as u32;
     let ds = elementwise::swiglu_inplace(gpu, &whole(&y), &whole(&x), n).unwrap();
-    push(format!("swiglu {}", m.ffn), &ds, l, t);
+    push(format!("swiglu {}", m.ffn), &ds, l);
+    y
+}
 
+/// RoPE, the KV stores and attention; returns the token positions.
+fn bench_attention(
+    gpu: &Gpu,
+    m: &Model,
+    n_tok: usize,
+    rng: &mut StdRng,
+    push: &mut Push,
+) -> Vec<i32> {
+    let l = m.layers;
     // Attention over a context of 40 cells for decode, a causal prefill
     // of n_tok otherwise.
     let n_ctx = 512;
@@ -413,7 +447,7 @@ fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
         freq_base: 10000.0,
         freq_scale: 1.0,
     };
-    let q = f32_buf(gpu, n_tok * m.n_head * m.head_dim, &mut rng);
+    let q = f32_buf(gpu, n_tok * m.n_head * m.head_dim, rng);
     let ds = attention::rope_inplace(
         gpu,
         &whole(&q),
@@ -422,8 +456,8 @@ fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
         &rope(m.n_head),
     )
     .unwrap();
-    push(format!("rope q {}x{}", m.n_head, m.head_dim), &ds, l, t);
-    let kx = f32_buf(gpu, n_tok * kv_row, &mut rng);
+    push(format!("rope q {}x{}", m.n_head, m.head_dim), &ds, l);
+    let kx = f32_buf(gpu, n_tok * kv_row, rng);
     let ds = attention::rope_kv_store(
         gpu,
         &kk,
@@ -434,10 +468,10 @@ fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
         &rope(m.n_head_kv),
     )
     .unwrap();
-    push(format!("rope+store k {kv_row}"), &ds, l, t);
+    push(format!("rope+store k {kv_row}"), &ds, l);
     let ds =
         attention::kv_store(gpu, &vv, &whole(&kx), &whole(&store_cells), n_tok as u32).unwrap();
-    push(format!("store v {kv_row}"), &ds, l, t);
+    push(format!("store v {kv_row}"), &ds, l);
     let ap = AttnParams::new(0, m.n_head, m.n_head_kv, m.head_dim);
     let out = gpu
         .storage("attn out", (n_tok * m.n_head * m.head_dim * 4) as u64)
@@ -464,15 +498,31 @@ fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
         ),
         &ds,
         l,
-        t,
     );
-    let (ety, erows) = m.embd;
-    let data = random_weight(ety, erows.min(4096), d, &mut rng);
-    let w = matmul::upload_weight(gpu, "embd", ety, erows.min(4096), d, &data).unwrap();
-    let ids = i32_buf(gpu, &pos);
-    let ds = matmul::get_rows(gpu, &w, &whole(&ids), n_tok, &whole(&y)).unwrap();
-    push(format!("get_rows {ety} {d}"), &ds, 1, t);
+    pos
+}
 
+/// The embedding lookup, rows picked by `pos`, into `y`.
+fn bench_embd(
+    gpu: &Gpu,
+    m: &Model,
+    n_tok: usize,
+    pos: &[i32],
+    y: &Arc<wgpu::Buffer>,
+    rng: &mut StdRng,
+    push: &mut Push,
+) {
+    let d = m.d;
+    let (ety, erows) = m.embd;
+    let data = random_weight(ety, erows.min(4096), d, rng);
+    let w = matmul::upload_weight(gpu, "embd", ety, erows.min(4096), d, &data).unwrap();
+    let ids = i32_buf(gpu, pos);
+    let ds = matmul::get_rows(gpu, &w, &whole(&ids), n_tok, &whole(y)).unwrap();
+    push(format!("get_rows {ety} {d}"), &ds, 1);
+}
+
+/// Prints the timed ops of `m` and their totals per step.
+fn report(m: &Model, n_tok: usize, lines: &[Line]) {
     println!();
     println!("{} n_tok={n_tok}", m.name);
     println!(
@@ -480,7 +530,7 @@ fn bench_model(t: &Timer, m: &Model, n_tok: usize, filter: Option<&str>) {
         "op", "groups", "wall ms", "cpu ms", "count", "wall/step", "cpu/step"
     );
     let (mut wall, mut cpu) = (0.0, 0.0);
-    for ln in &lines {
+    for ln in lines {
         let (w, c) = (ln.each.0 * ln.count as f64, ln.each.1 * ln.count as f64);
         wall += w;
         cpu += c;

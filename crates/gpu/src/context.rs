@@ -162,6 +162,22 @@ fn linux_gpu_node() -> bool {
         || std::path::Path::new("/dev/dxg").exists()
 }
 
+/// How a device is opened: choices a front end makes once, passed in so
+/// that this crate reads no environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// Let kernels use subgroup operations on a device whose subgroups
+    /// have at least 8 invocations (on by default); off runs the portable
+    /// kernels on such a device too.
+    pub subgroups: bool,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions { subgroups: true }
+    }
+}
+
 /// An opened device: the queue kernels are submitted to and the limits
 /// they are planned against.
 pub struct Gpu {
@@ -182,12 +198,22 @@ impl std::fmt::Debug for Gpu {
 }
 
 impl Gpu {
-    /// Opens the adapter `choice` names with the largest limits it offers.
+    /// Opens the adapter `choice` names with the largest limits it offers,
+    /// with the default [`GpuOptions`].
+    ///
+    /// # Errors
+    /// As [`open_with`](Gpu::open_with).
+    pub fn open(choice: AdapterChoice) -> Result<Arc<Gpu>> {
+        Self::open_with(choice, GpuOptions::default())
+    }
+
+    /// Opens the adapter `choice` names with the largest limits it offers,
+    /// as `opts` says.
     ///
     /// # Errors
     /// [`GpuError::NoAdapter`] when none matches (the message lists what
     /// was found), [`GpuError::Device`] when the device cannot be opened.
-    pub fn open(choice: AdapterChoice) -> Result<Arc<Gpu>> {
+    pub fn open_with(choice: AdapterChoice, opts: GpuOptions) -> Result<Arc<Gpu>> {
         let inst = instance();
         let all = adapters(&inst);
         let seen = || {
@@ -241,11 +267,11 @@ impl Gpu {
         let limits = adapter.limits();
         // Subgroups of at least 8 invocations let the products share their
         // activation reads (see shaders/matmul/act_sg.wgsl) and several
-        // kernels drop their barriers. MINFER_GPU_SUBGROUPS=0 turns them
-        // off (to run the portable kernels on a device that has them).
+        // kernels drop their barriers. `opts.subgroups` off turns them off
+        // (to run the portable kernels on a device that has them).
         let subgroups = adapter.features().contains(wgpu::Features::SUBGROUP)
             && adapter.get_info().subgroup_min_size >= 8
-            && std::env::var("MINFER_GPU_SUBGROUPS").map_or(true, |v| v != "0");
+            && opts.subgroups;
         let features = if subgroups {
             wgpu::Features::SUBGROUP
         } else {

@@ -12,11 +12,14 @@
 
 mod backend;
 mod context;
+mod dispatch;
 mod error;
 mod kernel;
 pub mod ops;
 
 pub use backend::GpuBackend;
-pub use context::{has_real_gpu, list_adapters, AdapterChoice, AdapterDesc, AdapterKind, Gpu};
+pub use context::{
+    has_real_gpu, list_adapters, AdapterChoice, AdapterDesc, AdapterKind, Gpu, GpuOptions,
+};
 pub use error::{GpuError, Result};
 pub use kernel::{Bound, BufRange, Dispatch, Kernel};

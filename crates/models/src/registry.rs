@@ -6,7 +6,8 @@
 use minfer_gguf::GgufFile;
 use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, WeightStore};
 
-use crate::error::Result;
+use crate::arch::Arch;
+use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
 use crate::layers::ModelTensors;
 use crate::{gemma3, llama, qwen2, qwen3};
@@ -48,4 +49,26 @@ pub(crate) const FAMILIES: &[Family] =
 /// The family called `name`.
 pub(crate) fn family(name: &str) -> Option<&'static Family> {
     FAMILIES.iter().find(|f| f.name == name)
+}
+
+/// The architectures are the registry's families, by name.
+impl Arch {
+    /// Every supported architecture, in registry order.
+    pub fn all() -> impl Iterator<Item = Arch> {
+        FAMILIES.iter().map(|f| Arch(f.name))
+    }
+
+    /// The architecture called `name` in a GGUF file.
+    ///
+    /// # Errors
+    /// [`ModelError::UnknownArchitecture`] naming `name` and the supported
+    /// ones.
+    pub fn from_name(name: &str) -> Result<Self> {
+        Self::all()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| ModelError::UnknownArchitecture {
+                name: name.to_string(),
+                supported: Self::all().map(Arch::name).collect::<Vec<_>>().join(", "),
+            })
+    }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::TokenVocab;
+use crate::tokens::Tokens;
 
 /// Longest breaker string considered, in bytes (llama.cpp's limit).
 const MAX_BREAKER_BYTES: usize = 40;
@@ -26,7 +26,7 @@ impl Breakers {
     /// text contains a breaker is a breaker by itself; a token whose text
     /// ends with the start of a breaker heads a sequence completed by the
     /// tokenization of the breaker's remaining text.
-    pub(crate) fn build(vocab: &TokenVocab, strings: &[String]) -> Breakers {
+    pub(crate) fn build(vocab: &Tokens, strings: &[String]) -> Breakers {
         let mut b = Breakers::default();
         for s in strings {
             let s = truncate_at_char(s, MAX_BREAKER_BYTES).as_bytes();
@@ -52,7 +52,7 @@ impl Breakers {
         b
     }
 
-    fn add_token(&mut self, vocab: &TokenVocab, id: u32, s: &[u8]) {
+    fn add_token(&mut self, vocab: &Tokens, id: u32, s: &[u8]) {
         let word = vocab.piece(id);
         if contains(word, s) {
             self.push(id, Vec::new());

@@ -26,6 +26,7 @@ mod penalties;
 mod sampler;
 mod stage;
 mod stop;
+mod tokens;
 mod utf8;
 mod vocab;
 
@@ -35,5 +36,6 @@ pub use params::{Constraint, Mirostat, SamplingParams, Trigger, DEFAULT_SEED};
 pub use sampler::{GrammarLoan, Sampler};
 pub use stage::Stage;
 pub use stop::{StopHit, StopMatcher, StopPush};
+pub use tokens::TokenizeFn;
 pub use utf8::Utf8Stream;
-pub use vocab::{TokenVocab, TokenizeFn};
+pub use vocab::TokenVocab;

@@ -9,20 +9,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::dry::Breakers;
 use crate::grammar::GrammarEnv;
+use crate::tokens::{TokenizeFn, Tokens};
 use crate::SamplerError;
-
-/// Text to token ids, as the model's tokenizer does it (no special tokens
-/// added, none parsed).
-pub type TokenizeFn = dyn Fn(&str) -> Vec<u32> + Send + Sync;
 
 /// A model's vocabulary as the sampler sees it; build it once per model and
 /// share it (`Arc`) between samplers. The grammar environment and DRY's
 /// breaker tables are built on first use and cached here.
 pub struct TokenVocab {
-    pieces: Vec<Vec<u8>>,
-    special: Vec<bool>,
-    eog: Vec<u32>,
-    tokenize: Box<TokenizeFn>,
+    tokens: Tokens,
     grammar: OnceLock<Result<Arc<GrammarEnv>, SamplerError>>,
     breakers: Mutex<HashMap<Vec<String>, Arc<Breakers>>>,
 }
@@ -30,8 +24,8 @@ pub struct TokenVocab {
 impl fmt::Debug for TokenVocab {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenVocab")
-            .field("n_vocab", &self.pieces.len())
-            .field("eog", &self.eog)
+            .field("n_vocab", &self.tokens.len())
+            .field("eog", &self.tokens.eog())
             .finish_non_exhaustive()
     }
 }
@@ -51,24 +45,8 @@ impl TokenVocab {
         eog: Vec<u32>,
         tokenize: Box<TokenizeFn>,
     ) -> Result<TokenVocab, SamplerError> {
-        if pieces.len() != special.len() {
-            return Err(SamplerError::GrammarVocab(format!(
-                "{} token pieces but {} special flags",
-                pieces.len(),
-                special.len()
-            )));
-        }
-        if let Some(&bad) = eog.iter().find(|&&e| e as usize >= pieces.len()) {
-            return Err(SamplerError::GrammarVocab(format!(
-                "end-of-generation token {bad} is outside the vocabulary of {}",
-                pieces.len()
-            )));
-        }
         Ok(TokenVocab {
-            pieces,
-            special,
-            eog,
-            tokenize,
+            tokens: Tokens::new(pieces, special, eog, tokenize)?,
             grammar: OnceLock::new(),
             breakers: Mutex::new(HashMap::new()),
         })
@@ -76,39 +54,39 @@ impl TokenVocab {
 
     /// Number of tokens.
     pub fn len(&self) -> usize {
-        self.pieces.len()
+        self.tokens.len()
     }
 
     /// Whether the vocabulary has no tokens.
     pub fn is_empty(&self) -> bool {
-        self.pieces.is_empty()
+        self.tokens.len() == 0
     }
 
     /// The text bytes of token `id` (empty outside the vocabulary).
     pub fn piece(&self, id: u32) -> &[u8] {
-        self.pieces.get(id as usize).map_or(&[], |p| p.as_slice())
+        self.tokens.piece(id)
     }
 
     /// Whether token `id` is special (never produced by plain text).
     pub fn is_special(&self, id: u32) -> bool {
-        self.special.get(id as usize).copied().unwrap_or(false)
+        self.tokens.is_special(id)
     }
 
     /// The end-of-generation tokens.
     pub fn eog(&self) -> &[u32] {
-        &self.eog
+        self.tokens.eog()
     }
 
     /// Encodes plain text with the model's tokenizer.
     pub fn tokenize(&self, text: &str) -> Vec<u32> {
-        (self.tokenize)(text)
+        self.tokens.tokenize(text)
     }
 
     /// The grammar environment (token trie and parser factory), built on
     /// first use: about a tenth of a second for a 150k vocabulary.
     pub(crate) fn grammar_env(&self) -> Result<Arc<GrammarEnv>, SamplerError> {
         self.grammar
-            .get_or_init(|| GrammarEnv::build(self).map(Arc::new))
+            .get_or_init(|| GrammarEnv::build(&self.tokens).map(Arc::new))
             .clone()
     }
 
@@ -117,7 +95,7 @@ impl TokenVocab {
         let mut cache = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
         cache
             .entry(breakers.to_vec())
-            .or_insert_with(|| Arc::new(Breakers::build(self, breakers)))
+            .or_insert_with(|| Arc::new(Breakers::build(&self.tokens, breakers)))
             .clone()
     }
 }

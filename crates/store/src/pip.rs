@@ -37,22 +37,7 @@ pub(crate) fn pip_download(
     dir: &Path,
     bars: bool,
 ) -> Result<Vec<PathBuf>, StoreError> {
-    let mut args: Vec<String> = [
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "--progress-bar",
-        "off",
-        "-d",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.push(dir.display().to_string());
-    args.extend(packages.iter().map(|p| p.to_string()));
+    let args = pip_args(packages, dir);
     let command = format!("{python} {}", args.join(" "));
 
     // pip downloads into a temporary directory and copies into `dir` at the
@@ -78,44 +63,12 @@ pub(crate) fn pip_download(
 
     let (tx, rx) = mpsc::channel::<String>();
     let stdout = child.stdout.take().map(|s| spawn_line_reader(s, tx));
-    let stderr = child.stderr.take().map(|s| {
-        thread::spawn(move || {
-            let mut text = String::new();
-            let mut bytes = Vec::new();
-            let mut s = s;
-            if s.read_to_end(&mut bytes).is_ok() {
-                text = String::from_utf8_lossy(&bytes).into_owned();
-            }
-            text
-        })
-    });
-
-    let mut log: Vec<String> = Vec::new();
-    let mut current: Option<(String, Progress)> = None;
-    let mut reported: Vec<String> = Vec::new();
-    loop {
-        match rx.recv_timeout(POLL) {
-            Ok(line) => {
-                if let Some((name, total)) = parse_download_line(&line) {
-                    if let Some((prev, progress)) = current.take() {
-                        finish_file(dir, &scratch, &prev, progress);
-                        reported.push(prev);
-                    }
-                    let progress = Progress::new(bars, name.clone(), total, 0);
-                    current = Some((name, progress));
-                }
-                log.push(line);
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                if let Some((name, progress)) = &mut current {
-                    if let Some(size) = find_file(&scratch, name, 3) {
-                        progress.set_position(size);
-                    }
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
-    }
+    let stderr = child.stderr.take().map(spawn_text_reader);
+    let Followed {
+        mut log,
+        mut current,
+        mut reported,
+    } = follow_downloads(&rx, dir, &scratch, bars);
     if let Some(h) = stdout {
         let _ = h.join();
     }
@@ -143,7 +96,98 @@ pub(crate) fn pip_download(
     // The scratch directory is inside `dir`, which the caller removes; an
     // error here only leaves an empty directory behind a little longer.
     let _ = std::fs::remove_dir_all(&scratch);
+    collect_wheels(dir, &reported)
+}
 
+/// pip's arguments: download `packages` as wheels, without their
+/// dependencies, into `dir`.
+fn pip_args(packages: &[&str], dir: &Path) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "-d",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(dir.display().to_string());
+    args.extend(packages.iter().map(|p| p.to_string()));
+    args
+}
+
+/// What [`follow_downloads`] saw of pip's output.
+struct Followed {
+    /// Every line, for the error message.
+    log: Vec<String>,
+    /// The file being downloaded when the output ended, with its bar.
+    current: Option<(String, Progress)>,
+    /// The files already reported as done.
+    reported: Vec<String>,
+}
+
+/// Reads pip's output lines from `rx` until it closes, starting a bar at
+/// each "Downloading" line and moving it as the file grows in `scratch`.
+fn follow_downloads(
+    rx: &mpsc::Receiver<String>,
+    dir: &Path,
+    scratch: &Path,
+    bars: bool,
+) -> Followed {
+    let mut log: Vec<String> = Vec::new();
+    let mut current: Option<(String, Progress)> = None;
+    let mut reported: Vec<String> = Vec::new();
+    loop {
+        match rx.recv_timeout(POLL) {
+            Ok(line) => {
+                if let Some((name, total)) = parse_download_line(&line) {
+                    if let Some((prev, progress)) = current.take() {
+                        finish_file(dir, scratch, &prev, progress);
+                        reported.push(prev);
+                    }
+                    let progress = Progress::new(bars, name.clone(), total, 0);
+                    current = Some((name, progress));
+                }
+                log.push(line);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some((name, progress)) = &mut current {
+                    if let Some(size) = find_file(scratch, name, 3) {
+                        progress.set_position(size);
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    Followed {
+        log,
+        current,
+        reported,
+    }
+}
+
+/// Reads all of `s` as (lossy) text, on a thread of its own.
+fn spawn_text_reader(s: impl Read + Send + 'static) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        let mut text = String::new();
+        let mut bytes = Vec::new();
+        let mut s = s;
+        if s.read_to_end(&mut bytes).is_ok() {
+            text = String::from_utf8_lossy(&bytes).into_owned();
+        }
+        text
+    })
+}
+
+/// The wheels in `dir`, sorted; those not in `reported` get their line
+/// now.
+fn collect_wheels(dir: &Path, reported: &[String]) -> Result<Vec<PathBuf>, StoreError> {
     let mut wheels = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(StoreError::io(dir))? {
         let path = entry.map_err(StoreError::io(dir))?.path();

@@ -23,70 +23,12 @@ use std::path::{Path, PathBuf};
 use minfer_graph::KvFormat;
 use minfer_text::ChatMessage;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
+use crate::framed::{frame, unframe, FrameError};
 use crate::runtime::{KvLayout, SeqSnapshot};
 
-/// The first bytes of every session file.
-pub const MAGIC: &[u8; 8] = b"MINFCHAT";
-/// The version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
-
-/// Why a session file could not be written or was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionFileError {
-    /// Reading or writing the file failed.
-    #[error("session file {}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The system's error.
-        source: std::io::Error,
-    },
-    /// Not a session file, or cut short.
-    #[error("{} is not a minfer session file ({what})", path.display())]
-    NotASession {
-        /// The file.
-        path: PathBuf,
-        /// What gave it away.
-        what: String,
-    },
-    /// Written by another version of the format.
-    #[error("session file {} has format version {found}; this minfer reads version {FORMAT_VERSION}", path.display())]
-    Version {
-        /// The file.
-        path: PathBuf,
-        /// The version in the file.
-        found: u32,
-    },
-    /// The checksum does not match the contents.
-    #[error("session file {} is corrupted (checksum mismatch)", path.display())]
-    Checksum {
-        /// The file.
-        path: PathBuf,
-    },
-    /// Made with another model or another KV cache shape.
-    #[error("session file {} was made with {theirs}; this run uses {ours}", path.display())]
-    OtherModel {
-        /// The file.
-        path: PathBuf,
-        /// What the file was made with.
-        theirs: String,
-        /// What this run has.
-        ours: String,
-    },
-}
-
-/// What identifies the model and cache a session was made with.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelIdentity {
-    /// sha256 over every tensor's name, type, shape and data, hex.
-    pub tensor_sha256: String,
-    /// The architecture's name.
-    pub arch: String,
-    /// The model's name (informative; not compared).
-    pub name: String,
-}
+pub use super::format::{SessionFileError, FORMAT_VERSION, MAGIC};
+pub use crate::identity::ModelIdentity;
 
 /// The KV layout as stored in a file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,17 +98,7 @@ pub fn encode(data: &SessionData) -> Vec<u8> {
     };
     // Plain data with string keys: serialization cannot fail.
     let json = serde_json::to_vec(&header).unwrap_or_default();
-    let rows = &data.snapshot.rows;
-    let mut out = Vec::with_capacity(8 + 4 + 16 + json.len() + rows.len() + 32);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
-    out.extend_from_slice(&json);
-    out.extend_from_slice(&(rows.len() as u64).to_le_bytes());
-    out.extend_from_slice(rows);
-    let sum = Sha256::digest(&out);
-    out.extend_from_slice(&sum);
-    out
+    frame(MAGIC, FORMAT_VERSION, &json, &data.snapshot.rows)
 }
 
 /// Checks and parses the bytes of a session file against the model and
@@ -185,28 +117,19 @@ pub fn decode(
         path: path.to_path_buf(),
         what: what.to_string(),
     };
-    if bytes.len() < 8 + 4 + 8 + 8 + 32 || &bytes[..8] != MAGIC {
-        return Err(bad("no session header"));
-    }
-    let (body, sum) = bytes.split_at(bytes.len() - 32);
-    if Sha256::digest(body).as_slice() != sum {
-        return Err(SessionFileError::Checksum {
+    let (header_bytes, rows) = unframe(bytes, MAGIC, FORMAT_VERSION).map_err(|e| match e {
+        FrameError::NoHeader => bad("no session header"),
+        FrameError::Checksum => SessionFileError::Checksum {
             path: path.to_path_buf(),
-        });
-    }
-    let version = u32::from_le_bytes(body[8..12].try_into().unwrap_or_default());
-    if version != FORMAT_VERSION {
-        return Err(SessionFileError::Version {
+        },
+        FrameError::Version(found) => SessionFileError::Version {
             path: path.to_path_buf(),
-            found: version,
-        });
-    }
-    let mut at = 12;
-    let header_bytes = take_block(body, &mut at).ok_or_else(|| bad("cut-off header"))?;
-    let rows = take_block(body, &mut at).ok_or_else(|| bad("cut-off KV rows"))?;
-    if at != body.len() {
-        return Err(bad("trailing bytes"));
-    }
+            found,
+        },
+        FrameError::CutHeader => bad("cut-off header"),
+        FrameError::CutRows => bad("cut-off KV rows"),
+        FrameError::Trailing => bad("trailing bytes"),
+    })?;
     let header: Header =
         serde_json::from_slice(header_bytes).map_err(|e| bad(&format!("header: {e}")))?;
     let other = |theirs: String, ours: String| SessionFileError::OtherModel {
@@ -251,17 +174,6 @@ pub fn decode(
 
 fn short(hex: &str) -> &str {
     &hex[..hex.len().min(12)]
-}
-
-/// A block of `u64` length and bytes starting at `*at`.
-fn take_block<'a>(body: &'a [u8], at: &mut usize) -> Option<&'a [u8]> {
-    let len_bytes = body.get(*at..*at + 8)?;
-    let len = usize::try_from(u64::from_le_bytes(len_bytes.try_into().ok()?)).ok()?;
-    let start = *at + 8;
-    let end = start.checked_add(len)?;
-    let block = body.get(start..end)?;
-    *at = end;
-    Some(block)
 }
 
 /// Reads and checks the session file at `path`.

@@ -5,10 +5,10 @@
 
 pub mod delta;
 pub mod file;
+mod format;
 mod identity;
 mod session;
 
 pub use file::{ModelIdentity, SessionData, SessionFileError};
 pub use identity::model_identity;
-pub(crate) use identity::weights_identity;
 pub use session::{ChatSession, ChatStats, TurnStart, TurnStats};

@@ -1,7 +1,12 @@
 //! Tests of the generation loop: a scripted fake model, a real one, and
 //! the log-probability helper.
 
+use std::sync::Arc;
+
+use minfer_sampler::{SamplingParams, TokenVocab};
+
 use super::*;
+use crate::error::EngineError;
 
 mod scripted {
     use super::*;
@@ -245,7 +250,7 @@ mod scripted {
 /// greedy output.
 #[cfg(test)]
 mod real_model {
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
 
     use minfer_models::Model;
 

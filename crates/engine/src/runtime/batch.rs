@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::SeqId;
+use super::types::SeqId;
 
 /// One sequence's part of a step: `tokens` appended at its next positions,
 /// and logits wanted for rows `first_out..` of them.

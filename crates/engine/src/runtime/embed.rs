@@ -16,7 +16,9 @@ use minfer_graph::kv::MAX_SEQS;
 use minfer_graph::OutputKind;
 use minfer_models::ModelError;
 
-use super::{BatchEntry, Runtime, SeqId};
+use super::base::Runtime;
+use super::batch::BatchEntry;
+use super::types::SeqId;
 use crate::error::{EngineError, Result};
 
 /// How the hidden states of a sequence's tokens become its embedding:

@@ -4,7 +4,7 @@
 use minfer_graph::{GraphUid, OutputKind};
 use serde_json::Value;
 
-use super::Runtime;
+use super::base::Runtime;
 use crate::error::Result;
 
 impl Runtime {

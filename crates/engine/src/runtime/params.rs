@@ -3,7 +3,7 @@
 
 use minfer_graph::{ComputeParams, GraphKind, GraphParams, OutputKind};
 
-use super::Runtime;
+use super::base::Runtime;
 
 impl Runtime {
     /// The params of a forward of `n_tokens` rows with `n_out` outputs of

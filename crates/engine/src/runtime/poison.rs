@@ -3,7 +3,8 @@
 
 use minfer_graph::KvKind;
 
-use super::{Runtime, SeqId};
+use super::base::Runtime;
+use super::types::SeqId;
 use crate::error::Result;
 
 impl Runtime {

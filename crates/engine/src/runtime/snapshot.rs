@@ -6,9 +6,9 @@ use std::ops::Range;
 
 use minfer_graph::{KvFormat, KvKind};
 
-use super::Runtime;
+use super::base::Runtime;
+use super::types::SeqId;
 use crate::error::{EngineError, Result};
-use crate::runtime::SeqId;
 
 /// The shape of a runtime's KV cache: what a snapshot's rows must match to
 /// be restored into it.

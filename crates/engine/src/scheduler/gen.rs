@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use minfer_text::Tokenizer;
 
-use super::{Event, GenId};
+use super::spec_state::GenSpec;
+use super::types::{Event, GenId};
 use crate::error::{EngineError, Result};
 use crate::generate::{Gate, Next, StopReason, TokenLogprobs};
 use crate::runtime::SeqId;
@@ -50,7 +51,7 @@ pub(super) struct Gen {
     /// The prompt's log-probabilities gathered so far.
     pub(super) prompt_scores: Vec<TokenLogprobs>,
     /// Speculation state (guesses, acceptance, the draft sequence).
-    pub(super) spec: super::speculate::GenSpec,
+    pub(super) spec: GenSpec,
 }
 
 impl Gen {

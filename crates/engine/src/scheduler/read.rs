@@ -3,8 +3,8 @@
 use minfer_text::Tokenizer;
 
 use super::gen::{Gen, Outcomes, Phase, Stash};
-use super::plan::{Feed, Planned};
-use super::Event;
+use super::step_plan::{Feed, Planned};
+use super::types::Event;
 use crate::runtime::{SeqId, StepLogits};
 use crate::spec::SpecStats;
 

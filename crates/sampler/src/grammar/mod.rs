@@ -20,7 +20,8 @@ use serde_json::{json, Value};
 
 pub use gbnf::Gbnf;
 
-use crate::{Constraint, SamplerError, TokenVocab, Trigger};
+use crate::tokens::Tokens;
+use crate::{Constraint, SamplerError, Trigger};
 use lazy::Wait;
 use relax::{clip, Depth, Notes};
 
@@ -61,7 +62,7 @@ pub(crate) struct GrammarEnv {
 }
 
 impl GrammarEnv {
-    pub(crate) fn build(vocab: &TokenVocab) -> Result<GrammarEnv, SamplerError> {
+    pub(crate) fn build(vocab: &Tokens) -> Result<GrammarEnv, SamplerError> {
         let n = vocab.len();
         let n32 = u32::try_from(n)
             .map_err(|_| SamplerError::GrammarVocab(format!("{n} tokens is too many")))?;
@@ -217,7 +218,8 @@ fn start(env: &GrammarEnv, source: Source) -> Result<Matcher, String> {
 }
 
 impl Grammar {
-    /// Compiles `c` for `vocab`, with its JSON schemas relaxed to what the
+    /// Compiles `c` over the grammar environment `env` gives (asked for
+    /// once the constraint itself has been read), with its JSON schemas relaxed to what the
     /// grammar can enforce; also returns what was relaxed, one short line
     /// each (empty when nothing was).
     ///
@@ -226,11 +228,11 @@ impl Grammar {
     /// error is the first try's.
     pub(crate) fn compile(
         c: &Constraint,
-        vocab: &TokenVocab,
+        env: impl FnOnce() -> Result<Arc<GrammarEnv>, SamplerError>,
     ) -> Result<(Grammar, Vec<String>), SamplerError> {
         let mut notes = Notes::default();
         let first = Source::of(c, Depth::Needed, &mut notes)?;
-        let env = vocab.grammar_env()?;
+        let env = env()?;
         let relaxable = matches!(c, Constraint::Lark(_) | Constraint::JsonSchema(_));
         let retry = relaxable.then(|| first.clone());
         let err = match start(&env, first) {

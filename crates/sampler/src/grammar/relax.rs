@@ -499,24 +499,41 @@ fn drop_key(map: &mut Map<String, Value>, key: &str, why: &str, path: &str, note
     }
 }
 
-/// One schema object's rewrite at `depth`.
+/// One schema object's rewrite at `depth`: each keyword checked, in this
+/// order, by the helpers below.
 fn clean(map: &mut Map<String, Value>, path: &str, depth: Depth, notes: &mut Notes) {
-    macro_rules! drop {
-        ($map:expr, $key:expr, $why:expr $(,)?) => {
-            drop_key($map, $key, $why, path, notes)
-        };
+    clean_draft(map, path, notes);
+    clean_numbers(map, path, notes);
+    clean_strings(map, path, notes);
+    clean_shape(map, path, notes);
+    replace_non_schemas(map, path, notes);
+    if depth == Depth::Structure {
+        keep_structure(map, path, notes);
     }
+}
 
+/// `$schema`: a known draft in its canonical spelling, else dropped.
+fn clean_draft(map: &mut Map<String, Value>, path: &str, notes: &mut Notes) {
     if let Some(v) = map.get("$schema") {
         match v.as_str().and_then(canonical_draft) {
             Some(c) if v.as_str() == Some(c) => {}
             Some(c) => {
                 map.insert("$schema".into(), Value::from(c));
             }
-            None => drop!(map, "$schema", "not a JSON Schema version llguidance knows"),
+            None => drop_key(
+                map,
+                "$schema",
+                "not a JSON Schema version llguidance knows",
+                path,
+                notes,
+            ),
         }
     }
+}
 
+/// Counts, bounds and `multipleOf`: what the grammar's number and length
+/// handling can take.
+fn clean_numbers(map: &mut Map<String, Value>, path: &str, notes: &mut Notes) {
     for &k in COUNTS {
         let Some(v) = map.get(k) else { continue };
         let n = v.as_u64().or_else(|| {
@@ -525,9 +542,9 @@ fn clean(map: &mut Map<String, Value>, path: &str, depth: Depth, notes: &mut Not
                 .map(|x| x as u64)
         });
         match n {
-            None => drop!(map, k, "not a non-negative integer"),
+            None => drop_key(map, k, "not a non-negative integer", path, notes),
             Some(n) if k.ends_with("Length") && n > MAX_LENGTH => {
-                drop!(map, k, "too large for the grammar")
+                drop_key(map, k, "too large for the grammar", path, notes)
             }
             Some(n) if v.as_u64().is_none() => {
                 map.insert(k.into(), Value::from(n));
@@ -543,22 +560,45 @@ fn clean(map: &mut Map<String, Value>, path: &str, depth: Depth, notes: &mut Not
         }
         match v.as_f64() {
             Some(x) if bound_ok(x) => {}
-            Some(_) => drop!(map, k, "too extreme for the grammar's number regex"),
-            None => drop!(map, k, "not a number"),
+            Some(_) => drop_key(
+                map,
+                k,
+                "too extreme for the grammar's number regex",
+                path,
+                notes,
+            ),
+            None => drop_key(map, k, "not a number", path, notes),
         }
     }
 
     if map.get("multipleOf").is_some_and(|v| !multiple_ok(v)) {
-        drop!(map, "multipleOf", "not a decimal the grammar can express");
+        drop_key(
+            map,
+            "multipleOf",
+            "not a decimal the grammar can express",
+            path,
+            notes,
+        );
     }
+}
+
+/// `pattern`, `format` and `patternProperties`: regexes the grammar can
+/// express, formats given as strings.
+fn clean_strings(map: &mut Map<String, Value>, path: &str, notes: &mut Notes) {
     if map
         .get("pattern")
         .is_some_and(|v| !v.as_str().is_some_and(regex_ok))
     {
-        drop!(map, "pattern", "a regex the grammar cannot express");
+        drop_key(
+            map,
+            "pattern",
+            "a regex the grammar cannot express",
+            path,
+            notes,
+        );
     }
     if map.get("format").is_some_and(|v| !v.is_string()) {
-        drop!(map, "format", "not a string");
+        drop_key(map, "format", "not a string", path, notes);
     }
 
     let mut lost_patterns = false;
@@ -578,17 +618,23 @@ fn clean(map: &mut Map<String, Value>, path: &str, depth: Depth, notes: &mut Not
             map.get("additionalProperties"),
             None | Some(Value::Bool(true))
         ) {
-            drop!(
+            drop_key(
                 map,
                 "additionalProperties",
                 "the patternProperties beside it were dropped",
+                path,
+                notes,
             );
         }
     }
+}
 
+/// `required`, `type`, `enum`, `$ref` and the subschema keywords: values
+/// of the kind each keyword takes.
+fn clean_shape(map: &mut Map<String, Value>, path: &str, notes: &mut Notes) {
     match map.get_mut("required") {
         Some(Value::Array(a)) => a.retain(Value::is_string),
-        Some(_) => drop!(map, "required", "not an array"),
+        Some(_) => drop_key(map, "required", "not an array", path, notes),
         None => {}
     }
 
@@ -597,46 +643,54 @@ fn clean(map: &mut Map<String, Value>, path: &str, depth: Depth, notes: &mut Not
         Some(Value::Array(a)) => {
             a.retain(|t| t.as_str().is_some_and(|t| TYPES.contains(&t)));
             if a.is_empty() {
-                drop!(map, "type", "no type name the grammar knows");
+                drop_key(map, "type", "no type name the grammar knows", path, notes);
             }
         }
-        Some(_) => drop!(map, "type", "not a type name the grammar knows"),
+        Some(_) => drop_key(
+            map,
+            "type",
+            "not a type name the grammar knows",
+            path,
+            notes,
+        ),
         None => {}
     }
 
     if map.get("enum").is_some_and(|v| !v.is_array()) {
-        drop!(map, "enum", "not an array");
+        drop_key(map, "enum", "not an array", path, notes);
     }
     if map.get("$ref").is_some_and(|v| !v.is_string()) {
-        drop!(map, "$ref", "not a string");
+        drop_key(map, "$ref", "not a string", path, notes);
     }
     for &k in ONE_SCHEMA {
         if map.get(k).is_some_and(|v| !is_schema(v)) {
-            drop!(map, k, "not a schema");
+            drop_key(map, k, "not a schema", path, notes);
         }
     }
     if map
         .get("items")
         .is_some_and(|v| !is_schema(v) && !v.is_array())
     {
-        drop!(map, "items", "not a schema");
+        drop_key(map, "items", "not a schema", path, notes);
     }
     for &k in SCHEMA_LIST {
         match map.get(k) {
             Some(Value::Array(a)) if a.is_empty() && (k == "anyOf" || k == "oneOf") => {
-                drop!(map, k, "no alternatives")
+                drop_key(map, k, "no alternatives", path, notes)
             }
             Some(Value::Array(_)) | None => {}
-            Some(_) => drop!(map, k, "not an array"),
+            Some(_) => drop_key(map, k, "not an array", path, notes),
         }
     }
     for &k in SCHEMA_MAP {
         if map.get(k).is_some_and(|v| !v.is_object()) {
-            drop!(map, k, "not an object");
+            drop_key(map, k, "not an object", path, notes);
         }
     }
+}
 
-    // A subschema that is not a schema at all accepts anything instead.
+/// A subschema that is not a schema at all accepts anything instead.
+fn replace_non_schemas(map: &mut Map<String, Value>, path: &str, notes: &mut Notes) {
     for (k, v) in map.iter_mut() {
         let entries: Vec<&mut Value> = match v {
             Value::Array(a) if SCHEMA_LIST.contains(&k.as_str()) || k == "items" => {
@@ -657,31 +711,33 @@ fn clean(map: &mut Map<String, Value>, path: &str, depth: Depth, notes: &mut Not
             ));
         }
     }
+}
 
-    if depth == Depth::Structure {
-        let keep = if map.contains_key("$ref") {
-            BESIDE_REF
-        } else {
-            STRUCTURE
-        };
-        if map.contains_key("patternProperties") {
-            map.remove("additionalProperties");
+/// At [`Depth::Structure`]: only the keywords that give the structure
+/// stay.
+fn keep_structure(map: &mut Map<String, Value>, path: &str, notes: &mut Notes) {
+    let keep = if map.contains_key("$ref") {
+        BESIDE_REF
+    } else {
+        STRUCTURE
+    };
+    if map.contains_key("patternProperties") {
+        map.remove("additionalProperties");
+    }
+    let mut gone = Vec::new();
+    map.retain(|k, _| {
+        let kept = keep.contains(&k.as_str());
+        if !kept {
+            gone.push(format!("`{k}`"));
         }
-        let mut gone = Vec::new();
-        map.retain(|k, _| {
-            let kept = keep.contains(&k.as_str());
-            if !kept {
-                gone.push(format!("`{k}`"));
-            }
-            kept
-        });
-        if !gone.is_empty() {
-            let place = if path.is_empty() { "the root" } else { path };
-            notes.push(format!(
-                "kept only the structure at {place}: dropped {}",
-                gone.join(", ")
-            ));
-        }
+        kept
+    });
+    if !gone.is_empty() {
+        let place = if path.is_empty() { "the root" } else { path };
+        notes.push(format!(
+            "kept only the structure at {place}: dropped {}",
+            gone.join(", ")
+        ));
     }
 }
 

@@ -99,7 +99,7 @@ impl Sampler {
         cfg.validate_vocab(vocab.len())?;
         let (grammar, relaxed) = match &cfg.constraint {
             Some(c) => {
-                let (g, relaxed) = Grammar::compile(c, vocab)?;
+                let (g, relaxed) = Grammar::compile(c, || vocab.grammar_env())?;
                 let g = match &cfg.trigger {
                     Some(t) => g.lazy(t),
                     None => g,

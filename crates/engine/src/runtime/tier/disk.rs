@@ -31,7 +31,8 @@ use sha2::{Digest, Sha256};
 use super::chain::BlockKey;
 use super::ram::Block;
 use super::writer::{Job, Writer};
-use crate::chat::file::ModelIdentity;
+use crate::framed::{frame, unframe, FrameError};
+use crate::identity::ModelIdentity;
 
 /// The first bytes of every block file.
 const MAGIC: &[u8; 8] = b"MINFKVBK";
@@ -157,17 +158,7 @@ pub(crate) fn encode(id: &TierIdentity, key: &BlockKey, block: &Block) -> Vec<u8
     };
     // Plain data with string keys: serialization cannot fail.
     let json = serde_json::to_vec(&header).unwrap_or_default();
-    let rows = &block.rows;
-    let mut out = Vec::with_capacity(8 + 4 + 16 + json.len() + rows.len() + 32);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
-    out.extend_from_slice(&json);
-    out.extend_from_slice(&(rows.len() as u64).to_le_bytes());
-    out.extend_from_slice(rows);
-    let sum = Sha256::digest(&out);
-    out.extend_from_slice(&sum);
-    out
+    frame(MAGIC, FORMAT_VERSION, &json, &block.rows)
 }
 
 /// Checks and parses the file of block `key` against this run's identity.
@@ -180,23 +171,14 @@ pub(crate) fn decode(
     key: &BlockKey,
 ) -> Result<Block, TierFileError> {
     let bad = |what: &str| TierFileError::NotABlock(what.to_string());
-    if bytes.len() < 8 + 4 + 8 + 8 + 32 || &bytes[..8] != MAGIC {
-        return Err(bad("no block header"));
-    }
-    let (body, sum) = bytes.split_at(bytes.len() - 32);
-    if Sha256::digest(body).as_slice() != sum {
-        return Err(TierFileError::Checksum);
-    }
-    let version = u32::from_le_bytes(body[8..12].try_into().unwrap_or_default());
-    if version != FORMAT_VERSION {
-        return Err(TierFileError::Version(version));
-    }
-    let mut at = 12;
-    let header_bytes = take_block(body, &mut at).ok_or_else(|| bad("cut-off header"))?;
-    let rows = take_block(body, &mut at).ok_or_else(|| bad("cut-off rows"))?;
-    if at != body.len() {
-        return Err(bad("trailing bytes"));
-    }
+    let (header_bytes, rows) = unframe(bytes, MAGIC, FORMAT_VERSION).map_err(|e| match e {
+        FrameError::NoHeader => bad("no block header"),
+        FrameError::Checksum => TierFileError::Checksum,
+        FrameError::Version(v) => TierFileError::Version(v),
+        FrameError::CutHeader => bad("cut-off header"),
+        FrameError::CutRows => bad("cut-off rows"),
+        FrameError::Trailing => bad("trailing bytes"),
+    })?;
     let h: Header =
         serde_json::from_slice(header_bytes).map_err(|e| bad(&format!("header: {e}")))?;
     let theirs = &h.identity;
@@ -236,17 +218,6 @@ pub(crate) fn decode(
         tokens: h.tokens.into(),
         rows: rows.into(),
     })
-}
-
-/// A block of `u64` length and bytes starting at `*at`.
-fn take_block<'a>(body: &'a [u8], at: &mut usize) -> Option<&'a [u8]> {
-    let len_bytes = body.get(*at..*at + 8)?;
-    let len = usize::try_from(u64::from_le_bytes(len_bytes.try_into().ok()?)).ok()?;
-    let start = *at + 8;
-    let end = start.checked_add(len)?;
-    let block = body.get(start..end)?;
-    *at = end;
-    Some(block)
 }
 
 /// The block files of one model and layout, and the thread that writes

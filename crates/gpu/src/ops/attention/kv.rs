@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use minfer_graph::{KvFormat, RopeParams, RopeStyle};
 
-use super::{DeviceKv, RopeSetup};
+use super::rope::{RopeSetup, ROPE_COMMON};
 use crate::error::{GpuError, Result};
 use crate::kernel::{BufRange, Dispatch};
 use crate::ops::groups_for;
@@ -26,10 +26,26 @@ pub(super) const KV_COMMON: &str = include_str!("../../shaders/kv_common.wgsl");
 const KV_QUANT: &str = include_str!("../../shaders/kv_quant.wgsl");
 const SRC_PLAIN: &str = include_str!("../../shaders/kv_src_plain.wgsl");
 const SRC_ROPE: &str = include_str!("../../shaders/rope_kv_src.wgsl");
-pub(super) const ROPE_COMMON: &str = include_str!("../../shaders/rope_common.wgsl");
 const STORE_F32: &str = include_str!("../../shaders/kv_store_f32.wgsl");
 const STORE_F16: &str = include_str!("../../shaders/kv_store_f16.wgsl");
 const STORE_Q8: &str = include_str!("../../shaders/kv_store_q8.wgsl");
+
+/// One layer's K or V region on the device: `n_ctx` cells of `row_elems`
+/// values in `format`, each cell's row `stride` bytes apart (a multiple of
+/// 4, so that no two cells share a 32-bit word).
+#[derive(Clone, Debug)]
+pub struct DeviceKv {
+    /// How values are stored.
+    pub format: KvFormat,
+    /// Values per cell.
+    pub row_elems: usize,
+    /// Cells.
+    pub n_ctx: usize,
+    /// Bytes from one cell's row to the next.
+    pub stride: u64,
+    /// The cells.
+    pub buffer: Arc<wgpu::Buffer>,
+}
 
 fn bad(what: &str, msg: String) -> GpuError {
     GpuError::Buffer {

@@ -21,7 +21,7 @@ use crate::error::{GpuError, Result};
 use crate::kernel::{BufRange, Dispatch};
 use crate::ops::groups_for;
 use crate::Gpu;
-use rope::RopeSetup;
+pub use kv::DeviceKv;
 
 const ATTENTION_COMMON: &str = include_str!("../../shaders/attention_common.wgsl");
 const ATTENTION: &str = include_str!("../../shaders/attention.wgsl");
@@ -37,23 +37,6 @@ const MAX_HEAD_DIM: usize = 512;
 /// Largest head the subgroup kernel takes (each lane keeps the whole
 /// query and an eighth of the output).
 const MAX_HEAD_DIM_SG: usize = 256;
-
-/// One layer's K or V region on the device: `n_ctx` cells of `row_elems`
-/// values in `format`, each cell's row `stride` bytes apart (a multiple of
-/// 4, so that no two cells share a 32-bit word).
-#[derive(Clone, Debug)]
-pub struct DeviceKv {
-    /// How values are stored.
-    pub format: KvFormat,
-    /// Values per cell.
-    pub row_elems: usize,
-    /// Cells.
-    pub n_ctx: usize,
-    /// Bytes from one cell's row to the next.
-    pub stride: u64,
-    /// The cells.
-    pub buffer: Arc<wgpu::Buffer>,
-}
 
 /// A zeroed region.
 ///

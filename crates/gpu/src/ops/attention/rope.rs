@@ -2,12 +2,12 @@
 
 use minfer_graph::{RopeParams, RopeStyle};
 
-use super::kv::ROPE_COMMON;
 use crate::error::{GpuError, Result};
 use crate::kernel::{BufRange, Dispatch};
 use crate::ops::groups_for;
 use crate::Gpu;
 
+pub(super) const ROPE_COMMON: &str = include_str!("../../shaders/rope_common.wgsl");
 const ROPE: &str = include_str!("../../shaders/rope.wgsl");
 
 /// Most rotated dimensions per head: the kernels keep one (cos, sin) per
