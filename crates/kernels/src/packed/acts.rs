@@ -3,17 +3,12 @@
 
 use minfer_gguf::GgmlType;
 
-use super::layout::{Format, Kind, GROUP};
+use super::layout::{Format, Kind};
+use super::shape::{Tile, TILE};
 use crate::blocks::{f16_to_f32, QK, QK_K};
 use crate::error::KernelError;
-use crate::matmul::ActScratch;
+use crate::operand::{bytes_mut, quantize_rows, ActScratch};
 use crate::pool::ThreadPool;
-
-/// Tokens per tile: each unpacked block serves this many tokens.
-pub const TILE: usize = 4;
-
-/// One tile's outputs: per token, the sixteen rows of the group.
-pub type Tile = [[f32; GROUP]; TILE];
 
 /// A tile kernel: `nt` tokens (1 to [`TILE`]) from `t0` against one group
 /// of `nb` blocks of format `f`. [`matmul`] runs a group's tiles in token
@@ -121,8 +116,8 @@ pub(super) fn prepare<'s>(
     let blk = act.type_size() as usize;
     let (nb, a_row) = (cols / quants, cols / quants * blk);
     let ActScratch { words, table, init } = scratch;
-    let qs = crate::matmul::bytes_mut(words, n_tok * a_row);
-    crate::matmul::quantize_rows(pool, act, x, cols, qs, a_row)?;
+    let qs = bytes_mut(words, n_tok * a_row);
+    quantize_rows(pool, act, x, cols, qs, a_row)?;
     let qs = &*qs;
     let n = n_tok * nb;
     let per = if f.min && f.kind == Kind::Legacy {

@@ -14,8 +14,10 @@
 //! (`super::x86`) instantiate it per instruction set, family and tile
 //! height, so the intrinsics inline with those features.
 
-use super::acts::{Acts, Tile, TILE};
-use super::layout::{Format, GROUP};
+use super::acts::Acts;
+use super::layout::Format;
+use super::shape::GROUP;
+use super::shape::{Tile, TILE};
 
 /// How far ahead the kernels ask for weight bytes in the first tile of a
 /// group (`t0 == 0`), the one that reads it from memory: the kernel

@@ -44,8 +44,8 @@ use super::acts::Acts;
 use super::avx2::{bcast4, codebook, dot32_small, madd2_add, nibble_quants, twice_signed, Avx2};
 use super::avx512::{dot32, nibble_quants as nibble_quants512, Avx512};
 use super::driver::{KQuant, PREFETCH};
-use super::layout::GROUP;
 use super::layout_k23::{IQ4XS_D_AT, IQ4XS_GROUP_BLOCK, IQ4XS_SC_AT, IQ4XS_SUB_BYTES};
+use super::shape::GROUP;
 use crate::blocks::KVALUES_IQ4NL;
 
 /// IQ4_XS.

@@ -43,6 +43,7 @@ pub mod layout_k;
 pub mod layout_k23;
 mod product;
 pub mod scalar;
+mod shape;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -63,6 +64,7 @@ mod q6k_x86;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub use acts::{Acts, Tile, TileFn, TILE};
-pub use layout::{dequantize_row, pack, pack_groups, packable, unpack_row, Format, Kind, GROUP};
+pub use acts::{Acts, TileFn};
+pub use layout::{dequantize_row, pack, pack_groups, packable, unpack_row, Format, Kind};
 pub(crate) use product::{matmul, tile_fn};
+pub use shape::{Tile, GROUP, TILE};

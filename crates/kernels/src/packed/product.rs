@@ -4,11 +4,12 @@
 
 use std::ops::Range;
 
-use super::acts::{prepare, TileFn, TILE};
-use super::layout::{packable, Format, GROUP};
+use super::acts::{prepare, TileFn};
+use super::layout::{packable, Format};
 use super::scalar;
+use super::shape::{GROUP, TILE};
 use crate::error::{check_len, KernelError};
-use crate::matmul::{ActScratch, MatRef};
+use crate::operand::{ActScratch, MatRef};
 use crate::pool::ThreadPool;
 
 /// The fastest tile kernel of `isa`: the AVX-512 VNNI one with AVX-512

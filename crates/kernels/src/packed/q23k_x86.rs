@@ -33,10 +33,10 @@ use super::acts::Acts;
 use super::avx2::{dot16_by, madd_add, twice_signed, Avx2};
 use super::avx512::Avx512;
 use super::driver::{pair16, KQuant, PREFETCH};
-use super::layout::GROUP;
 use super::layout_k23::{
     Q2K_D_AT, Q2K_GROUP_BLOCK, Q2K_SC_AT, Q3K_D_AT, Q3K_GROUP_BLOCK, Q3K_PAIR_BYTES, Q3K_SC_AT,
 };
+use super::shape::GROUP;
 
 /// Q3_K, or with `MIN` Q2_K.
 pub(super) struct Q23K<const MIN: bool>;

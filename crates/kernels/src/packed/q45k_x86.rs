@@ -32,8 +32,8 @@ use super::acts::Acts;
 use super::avx2::{dot32_by, madd_add, nibble_quants, Avx2};
 use super::avx512::{dot32, nibble_quants as nibble_quants512, Avx512};
 use super::driver::{pair16, KQuant, PREFETCH};
-use super::layout::GROUP;
 use super::layout_k::{q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes};
+use super::shape::GROUP;
 
 /// Q4_K, or with `FIFTH` Q5_K.
 pub(super) struct Q45K<const FIFTH: bool>;

@@ -36,8 +36,8 @@ use super::acts::Acts;
 use super::avx2::{dot16_by, madd_add, twice_signed, Avx2};
 use super::avx512::Avx512;
 use super::driver::{pair16, prefetch3, KQuant, PREFETCH};
-use super::layout::GROUP;
 use super::layout_k::{Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT};
+use super::shape::GROUP;
 
 /// Q6_K.
 pub(super) struct Q6K;

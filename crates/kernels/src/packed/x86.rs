@@ -4,7 +4,7 @@
 //! family's intrinsics compile with those features, and a safe wrapper
 //! that checks the bounds contract and picks the family.
 
-use super::acts::{check_tile, Acts, Tile};
+use super::acts::{check_tile, Acts};
 use super::avx2::Avx2;
 use super::avx512::Avx512;
 use super::driver::{tile_k, tile_legacy, KQuant};
@@ -14,6 +14,7 @@ use super::legacy_x86::Legacy;
 use super::q23k_x86::Q23K;
 use super::q45k_x86::Q45K;
 use super::q6k_x86::Q6K;
+use super::shape::Tile;
 
 /// A safe tile kernel `$name` for the instruction set `$S` (`$P` register
 /// parts per group) under the target features `$features`.
