@@ -291,3 +291,45 @@ pub(super) unsafe fn twice_signed(p: *const u8) -> __m256i {
         _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x, x))
     }
 }
+
+/// `acc + ((dw · yd) · isum − 0)`, lane by lane: the reference's float
+/// step of a type without a minimum (it subtracts the zero term).
+///
+/// # Safety
+/// The module's features.
+#[inline(always)]
+pub(super) unsafe fn step(acc: __m256, dw: __m256, yd: f32, isum: __m256i) -> __m256 {
+    // SAFETY: the caller's precondition; registers only.
+    unsafe {
+        let d = _mm256_mul_ps(dw, _mm256_set1_ps(yd));
+        let v = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
+        // The reference subtracts the (zero) minimum term.
+        let v = _mm256_sub_ps(v, _mm256_setzero_ps());
+        _mm256_add_ps(acc, v)
+    }
+}
+
+/// `acc + ((dw · yd) · isum − (dm · yd) · msum)`, lane by lane: the
+/// reference's float step of a type with a minimum (Q3_K's is `0 · 0`).
+///
+/// # Safety
+/// The module's features.
+#[inline(always)]
+pub(super) unsafe fn step_min(
+    acc: __m256,
+    dw: __m256,
+    dm: __m256,
+    yd: f32,
+    isum: __m256i,
+    msum: __m256i,
+) -> __m256 {
+    // SAFETY: the caller's precondition; registers only.
+    unsafe {
+        let yd = _mm256_set1_ps(yd);
+        let v = _mm256_sub_ps(
+            _mm256_mul_ps(_mm256_mul_ps(dw, yd), _mm256_cvtepi32_ps(isum)),
+            _mm256_mul_ps(_mm256_mul_ps(dm, yd), _mm256_cvtepi32_ps(msum)),
+        );
+        _mm256_add_ps(acc, v)
+    }
+}

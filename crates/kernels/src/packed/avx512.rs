@@ -128,3 +128,45 @@ pub(super) unsafe fn dot32(q: &[__m512i; 8], y: *const u8, init: __m512i) -> __m
         _mm512_add_epi32(i0, i1)
     }
 }
+
+/// `acc + ((dw · yd) · isum − 0)`, lane by lane: the reference's float
+/// step of a type without a minimum (it subtracts the zero term).
+///
+/// # Safety
+/// The module's features.
+#[inline(always)]
+pub(super) unsafe fn step(acc: __m512, dw: __m512, yd: f32, isum: __m512i) -> __m512 {
+    // SAFETY: the caller's precondition; registers only.
+    unsafe {
+        let d = _mm512_mul_ps(dw, _mm512_set1_ps(yd));
+        let v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
+        // The reference subtracts the (zero) minimum term.
+        let v = _mm512_sub_ps(v, _mm512_setzero_ps());
+        _mm512_add_ps(acc, v)
+    }
+}
+
+/// `acc + ((dw · yd) · isum − (dm · yd) · msum)`, lane by lane: the
+/// reference's float step of a type with a minimum (Q3_K's is `0 · 0`).
+///
+/// # Safety
+/// The module's features.
+#[inline(always)]
+pub(super) unsafe fn step_min(
+    acc: __m512,
+    dw: __m512,
+    dm: __m512,
+    yd: f32,
+    isum: __m512i,
+    msum: __m512i,
+) -> __m512 {
+    // SAFETY: the caller's precondition; registers only.
+    unsafe {
+        let yd = _mm512_set1_ps(yd);
+        let v = _mm512_sub_ps(
+            _mm512_mul_ps(_mm512_mul_ps(dw, yd), _mm512_cvtepi32_ps(isum)),
+            _mm512_mul_ps(_mm512_mul_ps(dm, yd), _mm512_cvtepi32_ps(msum)),
+        );
+        _mm512_add_ps(acc, v)
+    }
+}

@@ -46,6 +46,7 @@ use super::avx512::{dot32, nibble_quants as nibble_quants512, Avx512};
 use super::driver::{KQuant, PREFETCH};
 use super::layout_k23::{IQ4XS_D_AT, IQ4XS_GROUP_BLOCK, IQ4XS_SC_AT, IQ4XS_SUB_BYTES};
 use super::shape::GROUP;
+use super::{avx2, avx512};
 use crate::blocks::KVALUES_IQ4NL;
 
 /// IQ4_XS.
@@ -138,11 +139,7 @@ impl<const V: bool> KQuant<Avx2<V>> for IQ4XS {
         unsafe {
             let dw = _mm256_cvtph_ps(_mm_loadu_si128(gb.add(IQ4XS_D_AT + 16 * h) as *const _));
             for (t, acc) in acc.iter_mut().enumerate() {
-                let d = _mm256_mul_ps(dw, _mm256_set1_ps(acts.d(t0 + t, b)));
-                let v = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t]));
-                // The reference subtracts the (zero) minimum term.
-                let v = _mm256_sub_ps(v, _mm256_setzero_ps());
-                *acc = _mm256_add_ps(*acc, v);
+                *acc = avx2::step(*acc, dw, acts.d(t0 + t, b), isum[t]);
             }
         }
     }
@@ -245,11 +242,7 @@ impl KQuant<Avx512> for IQ4XS {
         unsafe {
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(IQ4XS_D_AT) as *const _));
             for (t, acc) in acc.iter_mut().enumerate() {
-                let d = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d(t0 + t, b)));
-                let v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t]));
-                // The reference subtracts the (zero) minimum term.
-                let v = _mm512_sub_ps(v, _mm512_setzero_ps());
-                *acc = _mm512_add_ps(*acc, v);
+                *acc = avx512::step(*acc, dw, acts.d(t0 + t, b), isum[t]);
             }
         }
     }

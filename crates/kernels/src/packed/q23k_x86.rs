@@ -37,6 +37,7 @@ use super::layout_k23::{
     Q2K_D_AT, Q2K_GROUP_BLOCK, Q2K_SC_AT, Q3K_D_AT, Q3K_GROUP_BLOCK, Q3K_PAIR_BYTES, Q3K_SC_AT,
 };
 use super::shape::GROUP;
+use super::{avx2, avx512};
 
 /// Q3_K, or with `MIN` Q2_K.
 pub(super) struct Q23K<const MIN: bool>;
@@ -123,13 +124,8 @@ impl<const MIN: bool, const V: bool> KQuant<Avx2<V>> for Q23K<MIN> {
                 } else {
                     (_mm256_add_epi32(isum[t], second), _mm256_setzero_si256())
                 };
-                let yd = _mm256_set1_ps(acts.d(t0 + t, b));
                 // Q3_K's minimum term is `0 · 0`, as the reference's.
-                let v = _mm256_sub_ps(
-                    _mm256_mul_ps(_mm256_mul_ps(dw, yd), _mm256_cvtepi32_ps(isum)),
-                    _mm256_mul_ps(_mm256_mul_ps(dm, yd), _mm256_cvtepi32_ps(msum)),
-                );
-                *acc = _mm256_add_ps(*acc, v);
+                *acc = avx2::step_min(*acc, dw, dm, acts.d(t0 + t, b), isum, msum);
             }
         }
     }
@@ -330,13 +326,8 @@ impl<const MIN: bool> KQuant<Avx512> for Q23K<MIN> {
                 } else {
                     (_mm512_add_epi32(isum[t], second), _mm512_setzero_si512())
                 };
-                let yd = _mm512_set1_ps(acts.d(t0 + t, b));
                 // Q3_K's minimum term is `0 · 0`, as the reference's.
-                let v = _mm512_sub_ps(
-                    _mm512_mul_ps(_mm512_mul_ps(dw, yd), _mm512_cvtepi32_ps(isum)),
-                    _mm512_mul_ps(_mm512_mul_ps(dm, yd), _mm512_cvtepi32_ps(msum)),
-                );
-                *acc = _mm512_add_ps(*acc, v);
+                *acc = avx512::step_min(*acc, dw, dm, acts.d(t0 + t, b), isum, msum);
             }
         }
     }

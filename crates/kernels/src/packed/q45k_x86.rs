@@ -34,6 +34,7 @@ use super::avx512::{dot32, nibble_quants as nibble_quants512, Avx512};
 use super::driver::{pair16, KQuant, PREFETCH};
 use super::layout_k::{q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes};
 use super::shape::GROUP;
+use super::{avx2, avx512};
 
 /// Q4_K, or with `FIFTH` Q5_K.
 pub(super) struct Q45K<const FIFTH: bool>;
@@ -121,12 +122,7 @@ impl<const FIFTH: bool, const V: bool> KQuant<Avx2<V>> for Q45K<FIFTH> {
                 for (mn, &pair) in mn.iter().zip(&bsums[t]) {
                     msum = madd_add::<V>(msum, *mn, _mm256_set1_epi32(pair));
                 }
-                let yd = _mm256_set1_ps(acts.d(t0 + t, b));
-                let v = _mm256_sub_ps(
-                    _mm256_mul_ps(_mm256_mul_ps(dw, yd), _mm256_cvtepi32_ps(isum[t])),
-                    _mm256_mul_ps(_mm256_mul_ps(dm, yd), _mm256_cvtepi32_ps(msum)),
-                );
-                *acc = _mm256_add_ps(*acc, v);
+                *acc = avx2::step_min(*acc, dw, dm, acts.d(t0 + t, b), isum[t], msum);
             }
         }
     }
@@ -240,12 +236,7 @@ impl<const FIFTH: bool> KQuant<Avx512> for Q45K<FIFTH> {
             let dm = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(d_at + 2 * GROUP) as *const _));
             for (t, acc) in acc.iter_mut().enumerate() {
                 let [isum, msum] = sums[t];
-                let yd = _mm512_set1_ps(acts.d(t0 + t, b));
-                let v = _mm512_sub_ps(
-                    _mm512_mul_ps(_mm512_mul_ps(dw, yd), _mm512_cvtepi32_ps(isum)),
-                    _mm512_mul_ps(_mm512_mul_ps(dm, yd), _mm512_cvtepi32_ps(msum)),
-                );
-                *acc = _mm512_add_ps(*acc, v);
+                *acc = avx512::step_min(*acc, dw, dm, acts.d(t0 + t, b), isum, msum);
             }
         }
     }

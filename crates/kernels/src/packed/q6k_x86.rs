@@ -38,6 +38,7 @@ use super::avx512::Avx512;
 use super::driver::{pair16, prefetch3, KQuant, PREFETCH};
 use super::layout_k::{Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT};
 use super::shape::GROUP;
+use super::{avx2, avx512};
 
 /// Q6_K.
 pub(super) struct Q6K;
@@ -97,11 +98,7 @@ impl<const V: bool> KQuant<Avx2<V>> for Q6K {
             let dw = _mm256_cvtph_ps(_mm_loadu_si128(gb.add(Q6K_D_AT + 16 * h) as *const _));
             for (t, acc) in acc.iter_mut().enumerate() {
                 let isum = _mm256_add_epi32(isum[t], starts[t]);
-                let d = _mm256_mul_ps(dw, _mm256_set1_ps(acts.d(t0 + t, b)));
-                let v = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
-                // The reference subtracts the (zero) minimum term.
-                let v = _mm256_sub_ps(v, _mm256_setzero_ps());
-                *acc = _mm256_add_ps(*acc, v);
+                *acc = avx2::step(*acc, dw, acts.d(t0 + t, b), isum);
             }
         }
     }
@@ -240,11 +237,7 @@ impl KQuant<Avx512> for Q6K {
         unsafe {
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(Q6K_D_AT) as *const _));
             for (t, acc) in acc.iter_mut().enumerate() {
-                let d = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d(t0 + t, b)));
-                let v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t]));
-                // The reference subtracts the (zero) minimum term.
-                let v = _mm512_sub_ps(v, _mm512_setzero_ps());
-                *acc = _mm512_add_ps(*acc, v);
+                *acc = avx512::step(*acc, dw, acts.d(t0 + t, b), isum[t]);
             }
         }
     }
