@@ -70,6 +70,20 @@ pub(super) trait Simd {
     unsafe fn block_hint<const T: usize>(gb: *const u8, bytes: usize, t0: usize);
 }
 
+/// Where a family's step reads: the group-block at `gb`, which is block
+/// `b` of the group, and the activations of the tile's tokens from `t0`.
+#[derive(Clone, Copy)]
+pub(super) struct Block<'a> {
+    /// The group-block.
+    pub gb: *const u8,
+    /// The product's activations.
+    pub acts: &'a Acts<'a>,
+    /// The tile's first token.
+    pub t0: usize,
+    /// The block's index in the group.
+    pub b: usize,
+}
+
 /// A K-quant family (or IQ4_XS) as one instruction set computes it: per
 /// super-block, integer sums over its sub-blocks, then a float step.
 pub(super) trait KQuant<S: Simd> {
@@ -88,24 +102,14 @@ pub(super) trait KQuant<S: Simd> {
     /// The instruction set's features; `gb` points at a whole group-block,
     /// `b` is below the group's block count, `acts` covers tokens
     /// `t0..t0 + T` and `h0 + N` is at most the register part count.
-    unsafe fn sums<const T: usize, const N: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        h0: usize,
-    ) -> [[Self::Sum; T]; N];
+    unsafe fn sums<const T: usize, const N: usize>(at: Block, h0: usize) -> [[Self::Sum; T]; N];
 
     /// Part `h`'s float step of block `b` with its sums into `acc`.
     ///
     /// # Safety
     /// As [`KQuant::sums`], for part `h`.
-    #[allow(clippy::too_many_arguments)]
     unsafe fn finish<const T: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
+        at: Block,
         h: usize,
         isum: &[Self::Sum; T],
         acc: &mut [S::F; T],
@@ -121,16 +125,7 @@ pub(super) trait LegacyQuant<S: Simd> {
     /// The instruction set's features; `gb` points at a whole group-block
     /// of `f`, `b` is below the group's block count, `acts` covers tokens
     /// `t0..t0 + T` and `h` is below the register part count.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn part<const T: usize>(
-        f: &Format,
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        h: usize,
-        acc: &mut [S::F; T],
-    );
+    unsafe fn part<const T: usize>(f: &Format, at: Block, h: usize, acc: &mut [S::F; T]);
 }
 
 /// Two i16 values in one i32 (`lo` in the low half), the broadcast operand
@@ -201,13 +196,13 @@ pub(super) unsafe fn tile_k<const T: usize, const P: usize, S: Simd, K: KQuant<S
             let gb = group.as_ptr().add(b * K::GROUP_BLOCK);
             if T > 2 && S::SPLIT && K::SPLIT {
                 for (h, acc) in acc.iter_mut().enumerate() {
-                    let [isum] = K::sums::<T, 1>(gb, acts, t0, b, h);
-                    K::finish::<T>(gb, acts, t0, b, h, &isum, acc);
+                    let [isum] = K::sums::<T, 1>(Block { gb, acts, t0, b }, h);
+                    K::finish::<T>(Block { gb, acts, t0, b }, h, &isum, acc);
                 }
             } else {
-                let isum = K::sums::<T, P>(gb, acts, t0, b, 0);
+                let isum = K::sums::<T, P>(Block { gb, acts, t0, b }, 0);
                 for (h, (isum, acc)) in isum.iter().zip(&mut acc).enumerate() {
-                    K::finish::<T>(gb, acts, t0, b, h, isum, acc);
+                    K::finish::<T>(Block { gb, acts, t0, b }, h, isum, acc);
                 }
             }
         }
@@ -232,7 +227,7 @@ unsafe fn legacy_block<const T: usize, const P: usize, S: Simd, L: LegacyQuant<S
     unsafe {
         S::block_hint::<T>(gb, f.group_block_bytes(), t0);
         for (h, acc) in acc.iter_mut().enumerate() {
-            L::part::<T>(f, gb, acts, t0, b, h, acc);
+            L::part::<T>(f, Block { gb, acts, t0, b }, h, acc);
         }
     }
 }
@@ -337,7 +332,17 @@ unsafe fn tile_by_partial<const T: usize, const P: usize, S: Simd, L: LegacyQuan
                             line += 64;
                         }
                     }
-                    L::part::<T>(f, base.add(b * gbytes), acts, t0, b, h, acc);
+                    L::part::<T>(
+                        f,
+                        Block {
+                            gb: base.add(b * gbytes),
+                            acts,
+                            t0,
+                            b,
+                        },
+                        h,
+                        acc,
+                    );
                     b += 4;
                 }
             }

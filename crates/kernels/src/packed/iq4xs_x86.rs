@@ -40,10 +40,9 @@
 
 use std::arch::x86_64::*;
 
-use super::acts::Acts;
 use super::avx2::{bcast4, codebook, dot32_small, madd2_add, nibble_quants, twice_signed, Avx2};
 use super::avx512::{dot32, nibble_quants as nibble_quants512, Avx512};
-use super::driver::{KQuant, PREFETCH};
+use super::driver::{Block, KQuant, PREFETCH};
 use super::layout_k23::{IQ4XS_D_AT, IQ4XS_GROUP_BLOCK, IQ4XS_SC_AT, IQ4XS_SUB_BYTES};
 use super::shape::GROUP;
 use super::{avx2, avx512};
@@ -58,13 +57,8 @@ impl<const V: bool> KQuant<Avx2<V>> for IQ4XS {
 
     /// `Σ_j sc_j · Σ kv·y`.
     #[inline(always)]
-    unsafe fn sums<const T: usize, const N: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        h0: usize,
-    ) -> [[__m256i; T]; N] {
+    unsafe fn sums<const T: usize, const N: usize>(at: Block, h0: usize) -> [[__m256i; T]; N] {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; sub-block `j`'s nibbles lie at
         // `256 j` (256 bytes), the scale loads read 8 bytes at
         // `IQ4XS_SC_AT + 16 j + 8 h` (`j < 8`, `h < 2`), all inside the
@@ -126,14 +120,12 @@ impl<const V: bool> KQuant<Avx2<V>> for IQ4XS {
     /// The float step: `acc + (d · yd) · isum − 0`.
     #[inline(always)]
     unsafe fn finish<const T: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
+        at: Block,
         h: usize,
         isum: &[__m256i; T],
         acc: &mut [__m256; T],
     ) {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; the `d` load reads 16 bytes at
         // `IQ4XS_D_AT + 16 h`, inside the group-block.
         unsafe {
@@ -180,13 +172,8 @@ impl KQuant<Avx512> for IQ4XS {
     type Sum = __m512i;
 
     #[inline(always)]
-    unsafe fn sums<const T: usize, const N: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        _h0: usize,
-    ) -> [[__m512i; T]; N] {
+    unsafe fn sums<const T: usize, const N: usize>(at: Block, _h0: usize) -> [[__m512i; T]; N] {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the CPU features and bounds are the caller's contract:
         // sub-block `j`'s nibbles at `256 j` (256 bytes), its scales 16
         // bytes at `IQ4XS_SC_AT + 16 j`; the activation reads at
@@ -229,14 +216,12 @@ impl KQuant<Avx512> for IQ4XS {
 
     #[inline(always)]
     unsafe fn finish<const T: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
+        at: Block,
         _h: usize,
         isum: &[__m512i; T],
         acc: &mut [__m512; T],
     ) {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; the `d` load reads 32 bytes at
         // `IQ4XS_D_AT`, inside the group-block.
         unsafe {

@@ -30,10 +30,9 @@
 
 use std::arch::x86_64::*;
 
-use super::acts::Acts;
 use super::avx2::{bcast4, codebook, dot32_small, nibble_quants, Avx2};
 use super::avx512::{dot32, nibble_quants as nibble_quants512, Avx512};
-use super::driver::LegacyQuant;
+use super::driver::{Block, LegacyQuant};
 use super::layout::Format;
 use crate::blocks::KVALUES_IQ4NL;
 
@@ -46,15 +45,8 @@ impl<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: bool, const 
 {
     /// Half `h` of one block for every token of the tile.
     #[inline(always)]
-    unsafe fn part<const T: usize>(
-        f: &Format,
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        h: usize,
-        acc: &mut [__m256; T],
-    ) {
+    unsafe fn part<const T: usize>(f: &Format, at: Block, h: usize, acc: &mut [__m256; T]) {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the CPU features are the caller's precondition; the quant
         // loads stay inside the group-block, the scale loads read 16 bytes at
         // `d_at + 16 h` and `m_at + 16 h` (inside it), and `quants` gives 32
@@ -161,15 +153,8 @@ impl<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: bool> Legacy
 {
     /// One block (the one register part) for every token of the tile.
     #[inline(always)]
-    unsafe fn part<const T: usize>(
-        f: &Format,
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        _h: usize,
-        acc: &mut [__m512; T],
-    ) {
+    unsafe fn part<const T: usize>(f: &Format, at: Block, _h: usize, acc: &mut [__m512; T]) {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the CPU features are the caller's precondition; the scale
         // loads read 32 bytes at `d_at` and `m_at`, inside the group-block, and
         // `quants` gives 32 bytes of which the broadcasts read `4k..4k + 4`.

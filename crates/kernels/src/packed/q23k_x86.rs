@@ -29,10 +29,9 @@
 
 use std::arch::x86_64::*;
 
-use super::acts::Acts;
 use super::avx2::{dot16_by, madd_add, twice_signed, Avx2};
 use super::avx512::Avx512;
-use super::driver::{pair16, KQuant, PREFETCH};
+use super::driver::{pair16, Block, KQuant, PREFETCH};
 use super::layout_k23::{
     Q2K_D_AT, Q2K_GROUP_BLOCK, Q2K_SC_AT, Q3K_D_AT, Q3K_GROUP_BLOCK, Q3K_PAIR_BYTES, Q3K_SC_AT,
 };
@@ -49,13 +48,8 @@ impl<const MIN: bool, const V: bool> KQuant<Avx2<V>> for Q23K<MIN> {
     /// `Σ_s sc_s · Σ u·y`: the scale rides in the `vpmaddwd` (see
     /// `avx2::dot16_by`).
     #[inline(always)]
-    unsafe fn sums<const T: usize, const N: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        h0: usize,
-    ) -> [[__m256i; T]; N] {
+    unsafe fn sums<const T: usize, const N: usize>(at: Block, h0: usize) -> [[__m256i; T]; N] {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; the helpers get `s < 16` and `h < 2`,
         // and the activation reads at `16 s + 4 m` (at most 252) lie inside
         // 256 quants.
@@ -90,14 +84,12 @@ impl<const MIN: bool, const V: bool> KQuant<Avx2<V>> for Q23K<MIN> {
     /// `isum`; Q2_K: `msum`) and the float step into `acc`.
     #[inline(always)]
     unsafe fn finish<const T: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
+        at: Block,
         h: usize,
         isum: &[__m256i; T],
         acc: &mut [__m256; T],
     ) {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; the `d` (and `dmin`) loads read 16
         // bytes at `d_at + 16 h` (and `d_at + 32 + 16 h`), inside the
         // group-block.
@@ -249,13 +241,8 @@ impl<const MIN: bool> KQuant<Avx512> for Q23K<MIN> {
     type Sum = __m512i;
 
     #[inline(always)]
-    unsafe fn sums<const T: usize, const N: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        _h0: usize,
-    ) -> [[__m512i; T]; N] {
+    unsafe fn sums<const T: usize, const N: usize>(at: Block, _h0: usize) -> [[__m512i; T]; N] {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the CPU features and bounds are the caller's contract:
         // the scale loads read 16 bytes at `sc_at + 16 s`; the activation
         // reads at `16 s + 4 m` (at most 252) lie inside 256 quants.
@@ -295,14 +282,12 @@ impl<const MIN: bool> KQuant<Avx512> for Q23K<MIN> {
 
     #[inline(always)]
     unsafe fn finish<const T: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
+        at: Block,
         _h: usize,
         isum: &[__m512i; T],
         acc: &mut [__m512; T],
     ) {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; the `d` (and `dmin`) loads read
         // 32 bytes at `d_at` (and `d_at + 32`), inside the group-block.
         unsafe {

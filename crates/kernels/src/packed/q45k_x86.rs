@@ -31,7 +31,7 @@ use std::arch::x86_64::*;
 use super::acts::Acts;
 use super::avx2::{dot32_by, madd_add, nibble_quants, Avx2};
 use super::avx512::{dot32, nibble_quants as nibble_quants512, Avx512};
-use super::driver::{pair16, KQuant, PREFETCH};
+use super::driver::{pair16, Block, KQuant, PREFETCH};
 use super::layout_k::{q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes};
 use super::shape::GROUP;
 use super::{avx2, avx512};
@@ -46,13 +46,8 @@ impl<const FIFTH: bool, const V: bool> KQuant<Avx2<V>> for Q45K<FIFTH> {
     /// `Σ_j sc_j · Σ q·y`: the scale rides in the `vpmaddwd` (see
     /// `avx2::dot32_by`).
     #[inline(always)]
-    unsafe fn sums<const T: usize, const N: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        h0: usize,
-    ) -> [[__m256i; T]; N] {
+    unsafe fn sums<const T: usize, const N: usize>(at: Block, h0: usize) -> [[__m256i; T]; N] {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; the sub-block's chunks lie at
         // `j * q45k_sub_bytes` (nibbles, then fifth bits at 256), the scale
         // loads read 8 bytes at `sc_at + 16 j + 8 h` (`j < 8`, `h < 2`), all
@@ -91,14 +86,12 @@ impl<const FIFTH: bool, const V: bool> KQuant<Avx2<V>> for Q45K<FIFTH> {
     /// with its `isum` into `acc`.
     #[inline(always)]
     unsafe fn finish<const T: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
+        at: Block,
         h: usize,
         isum: &[__m256i; T],
         acc: &mut [__m256; T],
     ) {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; the min loads read 8 bytes at
         // `sc_at + 128 + 16 j + 8 h` (`j < 8`), the `d` and `dmin` loads 16 at
         // `d_at + 16 h` and `d_at + 32 + 16 h`, inside the group-block.
@@ -180,12 +173,10 @@ impl<const FIFTH: bool> KQuant<Avx512> for Q45K<FIFTH> {
 
     #[inline(always)]
     unsafe fn sums<const T: usize, const N: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
+        at: Block,
         _h0: usize,
     ) -> [[[__m512i; 2]; T]; N] {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the CPU features and bounds are the caller's contract;
         // activation reads at `32 j + 4 m` (at most 252) lie inside 256
         // quants.
@@ -220,14 +211,12 @@ impl<const FIFTH: bool> KQuant<Avx512> for Q45K<FIFTH> {
 
     #[inline(always)]
     unsafe fn finish<const T: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
+        at: Block,
         _h: usize,
         sums: &[[__m512i; 2]; T],
         acc: &mut [__m512; T],
     ) {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; the `d` and `dmin` loads read 32
         // bytes at `d_at` and `d_at + 32`, inside the group-block.
         unsafe {

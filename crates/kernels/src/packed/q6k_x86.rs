@@ -35,7 +35,7 @@ use std::arch::x86_64::*;
 use super::acts::Acts;
 use super::avx2::{dot16_by, madd_add, twice_signed, Avx2};
 use super::avx512::Avx512;
-use super::driver::{pair16, prefetch3, KQuant, PREFETCH};
+use super::driver::{pair16, prefetch3, Block, KQuant, PREFETCH};
 use super::layout_k::{Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT};
 use super::shape::GROUP;
 use super::{avx2, avx512};
@@ -49,13 +49,8 @@ impl<const V: bool> KQuant<Avx2<V>> for Q6K {
     type Sum = __m256i;
 
     #[inline(always)]
-    unsafe fn sums<const T: usize, const N: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        h0: usize,
-    ) -> [[__m256i; T]; N] {
+    unsafe fn sums<const T: usize, const N: usize>(at: Block, h0: usize) -> [[__m256i; T]; N] {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the CPU features and bounds are the caller's contract;
         // the scale loads read 8 bytes at `Q6K_SC_AT + 16 s + 8 h`, and the
         // activation reads at `16 s + 4 m` (at most 252) lie inside 256
@@ -83,14 +78,12 @@ impl<const V: bool> KQuant<Avx2<V>> for Q6K {
 
     #[inline(always)]
     unsafe fn finish<const T: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
+        at: Block,
         h: usize,
         isum: &[__m256i; T],
         acc: &mut [__m256; T],
     ) {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; the `d` load reads 16 bytes at
         // `Q6K_D_AT + 16 h`, inside the group-block.
         unsafe {
@@ -186,13 +179,8 @@ impl KQuant<Avx512> for Q6K {
     type Sum = __m512i;
 
     #[inline(always)]
-    unsafe fn sums<const T: usize, const N: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
-        _h0: usize,
-    ) -> [[__m512i; T]; N] {
+    unsafe fn sums<const T: usize, const N: usize>(at: Block, _h0: usize) -> [[__m512i; T]; N] {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the CPU features and bounds are the caller's contract;
         // the activation reads at `16 s + 4 m` (at most 252) lie inside 256
         // quants.
@@ -224,14 +212,12 @@ impl KQuant<Avx512> for Q6K {
 
     #[inline(always)]
     unsafe fn finish<const T: usize>(
-        gb: *const u8,
-        acts: &Acts,
-        t0: usize,
-        b: usize,
+        at: Block,
         _h: usize,
         isum: &[__m512i; T],
         acc: &mut [__m512; T],
     ) {
+        let Block { gb, acts, t0, b } = at;
         // SAFETY: the caller's contract; the `d` load reads 32 bytes at
         // `Q6K_D_AT`, inside the group-block.
         unsafe {
