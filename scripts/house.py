@@ -120,6 +120,7 @@ class Crate:
         self.modules = {}  # path tuple -> file
         self.children = defaultdict(set)  # path -> child names (incl. inline)
         self.inline = {}  # inline module path -> file module path
+        self.inline_texts = {}  # inline module path -> its body
         self.defs = defaultdict(set)  # file module -> item names
         self.reexports = defaultdict(dict)  # file module -> name -> full path
         self.globs = defaultdict(list)  # file module -> glob source paths
@@ -159,6 +160,7 @@ class Crate:
                     open_at = i + m.end() - 1
                     end = close_brace(text, open_at)
                     self.inline[path + (name,)] = file_mod
+                    self.inline_texts[path + (name,)] = text[open_at + 1:end - 1]
                     self._scan_mods(file_mod, path + (name,), text[open_at + 1:end - 1], file,
                                     os.path.join(child_dir, name))
                     i = end
@@ -217,10 +219,25 @@ ITEM = re.compile(
 )
 
 
+def scopes(crate):
+    """Each module's own text, file or inline, with its inline children's
+    bodies blanked: `super` and `self` in an inline module are relative to
+    that module, not to its file."""
+    out = []
+    for path, text in list(crate.texts.items()) + list(crate.inline_texts.items()):
+        for child, body in crate.inline_texts.items():
+            if child[:-1] == path and body.strip():
+                text = text.replace(body, " ")
+        out.append((path, text))
+    return out
+
+
 def analyse(crate):
     """The edges between file modules, each with one example of the import."""
-    # What each file module defines, and what it re-exports.
-    for path, text in crate.texts.items():
+    # What each file module defines, and what it re-exports (an inline
+    # module's items and imports count as its file's).
+    for here, text in scopes(crate):
+        path = crate.file_of(here) or here
         for m in ITEM.finditer(text):
             crate.defs[path].add(m.group(2))
         # Every `use` counts, not only `pub use`: a module's private
@@ -228,7 +245,7 @@ def analyse(crate):
         for _, segs in use_trees(text):
             if not segs:
                 continue
-            full = absolute(crate, path, segs)
+            full = absolute(crate, here, segs)
             if not full:
                 continue
             if full[-1] == "*":
@@ -238,7 +255,7 @@ def analyse(crate):
             else:
                 crate.reexports[path][full[-1]] = full
     edges = defaultdict(set)
-    for path, text in crate.texts.items():
+    for path, text in scopes(crate):
         refs = []
         for _, segs in use_trees(text):
             full = absolute(crate, path, segs)

@@ -753,7 +753,7 @@ fn worker_main(shared: &Shared, index: usize) {
     // A worker joins elastic jobs only when it gets there in time, so its
     // first traced job may come long after warm-up; its lane must not be
     // created (allocated) then.
-    crate::trace::reserve_lane();
+    minfer_trace::reserve_lane();
     shared.started.fetch_add(1, Ordering::Release);
     // Workers start before any dispatch, at epoch 0.
     let mut seen = 0;
@@ -772,12 +772,12 @@ fn worker_main(shared: &Shared, index: usize) {
         // closure it points to) alive until this worker's `finish_one`.
         let job = unsafe { *shared.slot.job.get() };
         if let Some(job) = job {
-            let t = crate::trace::start();
+            let t = minfer_trace::start();
             if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| job(&ctx))) {
                 shared.record_panic(payload);
             }
             if let Some(t) = t {
-                crate::trace::work(t);
+                minfer_trace::work(t);
             }
         }
         shared.finish_one();

@@ -15,7 +15,8 @@
 
 use std::ops::Range;
 
-use super::{combine, half_to_f32, RowKernels, Rows};
+use super::kernels::RowKernels;
+use super::scalar::{combine, half_to_f32, Rows};
 use crate::error::KernelError;
 
 /// Checks a column block of `hd` values per row, `ld` apart, against a

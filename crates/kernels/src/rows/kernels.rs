@@ -1,0 +1,328 @@
+//! [`RowKernels`], the f16/f32 row routines at one instruction-set path,
+//! and the free conversions on the fastest path of this CPU.
+
+use std::sync::OnceLock;
+
+use super::scalar::{axpy_rows_with, dot_rows_with, half_to_f32, Rows};
+#[cfg(target_arch = "x86_64")]
+use super::{wide, x86};
+use crate::blocks::f32_to_f16;
+use crate::error::{check_len, KernelError};
+use crate::simd::SimdLevel;
+
+/// Whether the CPU has what the SIMD path needs (AVX2, FMA and F16C).
+fn simd_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the CPU also has AVX-512 F, for the 16-lane weighted sum.
+fn wide_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        simd_supported() && is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The f16/f32 row routines at one instruction-set path. A value with a
+/// SIMD path can only be made on a CPU that supports it, which is what
+/// makes its calls sound; every path gives the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowKernels {
+    /// AVX2, FMA and F16C.
+    pub(super) simd: bool,
+    /// AVX-512 F as well (only with `simd`).
+    pub(super) wide: bool,
+}
+
+impl RowKernels {
+    /// The portable reference path.
+    pub const SCALAR: RowKernels = RowKernels {
+        simd: false,
+        wide: false,
+    };
+
+    /// The fastest path of this CPU. The CPU is probed on the first call
+    /// only; later calls read a cached value.
+    pub fn detect() -> Self {
+        static DETECTED: OnceLock<RowKernels> = OnceLock::new();
+        *DETECTED.get_or_init(|| RowKernels {
+            simd: simd_supported(),
+            wide: wide_supported(),
+        })
+    }
+
+    /// The path of an instruction set chosen at start-up (validated
+    /// against the CPU, so its flags hold).
+    pub fn for_isa(isa: crate::Isa) -> Self {
+        RowKernels {
+            simd: isa.avx2(),
+            wide: isa.avx512(),
+        }
+    }
+
+    /// The path of `level` on this CPU, through [`crate::Isa`]: the scalar
+    /// reference for [`SimdLevel::Scalar`], AVX2 without AVX-512 for
+    /// [`SimdLevel::Avx2`]; a level the CPU lacks gives the best it has.
+    pub fn for_level(level: SimdLevel) -> Self {
+        Self::for_isa(crate::Isa::new(level).unwrap_or_else(|_| crate::Isa::detect()))
+    }
+
+    /// Every path this CPU supports, scalar first (for tests and
+    /// benchmarks).
+    pub fn supported() -> Vec<Self> {
+        let mut v = vec![Self::SCALAR];
+        let best = Self::detect();
+        if best.simd {
+            v.push(RowKernels {
+                wide: false,
+                ..best
+            });
+        }
+        if best.wide {
+            v.push(best);
+        }
+        v
+    }
+
+    /// Whether this is the SIMD path.
+    pub fn is_simd(self) -> bool {
+        self.simd
+    }
+
+    /// Whether this is the AVX-512 path, the one whose 32 registers let
+    /// [`dot_cols_heads`](RowKernels::dot_cols_heads) score sixteen rows
+    /// for several heads at once: on it, widening a block into columns
+    /// pays for itself once a few queries read the block; on AVX2 (sixteen
+    /// registers, eight rows of one head at a time) the column loop is no
+    /// faster than the row loops.
+    pub fn is_wide(self) -> bool {
+        self.wide
+    }
+
+    /// Converts f16 bits to f32 (exact).
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when the lengths differ; nothing is
+    /// written then.
+    pub fn f16_to_f32(self, src: &[u16], dst: &mut [f32]) -> Result<(), KernelError> {
+        check_len("f16 to f32 row", src.len(), dst.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is only set when the CPU has AVX2, FMA and F16C.
+            unsafe { x86::f16_to_f32(src, dst) };
+            return Ok(());
+        }
+        for (y, &x) in dst.iter_mut().zip(src) {
+            *y = half_to_f32(x);
+        }
+        Ok(())
+    }
+
+    /// Converts f32 to f16 bits, rounding to nearest even.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when the lengths differ; nothing is
+    /// written then.
+    pub fn f32_to_f16(self, src: &[f32], dst: &mut [u16]) -> Result<(), KernelError> {
+        check_len("f32 to f16 row", src.len(), dst.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            unsafe { x86::f32_to_f16(src, dst) };
+            return Ok(());
+        }
+        for (y, &x) in dst.iter_mut().zip(src) {
+            *y = u16::from_le_bytes(f32_to_f16(x));
+        }
+        Ok(())
+    }
+
+    /// `gate = silu(gate) * up` (see [`crate::activation`]), as far as the
+    /// shorter slice reaches.
+    pub fn swiglu(self, gate: &mut [f32], up: &[f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is only set when the CPU has AVX2 and FMA.
+            unsafe { crate::activation::x86::swiglu(gate, up) };
+            return;
+        }
+        crate::activation::swiglu_scalar(gate, up);
+    }
+
+    /// `gate = gelu(gate) * up` with GELU rounded through f16 as ggml's
+    /// CPU backend does (see [`crate::gelu`]), as far as the shorter slice
+    /// reaches.
+    pub fn geglu(self, gate: &mut [f32], up: &[f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is only set when the CPU has AVX2, FMA and F16C.
+            unsafe { crate::gelu::x86::geglu(gate, up) };
+            return;
+        }
+        crate::gelu::geglu_scalar(gate, up);
+    }
+
+    /// `x = silu(x)` (see [`crate::activation`]).
+    pub fn silu(self, x: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `swiglu`.
+            unsafe { crate::activation::x86::silu(x) };
+            return;
+        }
+        crate::activation::silu_scalar(x);
+    }
+
+    /// Softmax of one row in place (see
+    /// [`crate::activation::softmax_scalar`] for the order of the sums).
+    pub fn softmax(self, row: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and FMA.
+            unsafe { crate::activation::x86_512::softmax(row) };
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `swiglu`.
+            unsafe { crate::activation::x86::softmax(row) };
+            return;
+        }
+        crate::activation::softmax_scalar(row);
+    }
+
+    /// `scores[j] = scale * dot(q, row j)` for every row of `rows`, each
+    /// row `q.len()` long and each dot product as [`dot_f32`] computes it.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when `scores` is not one value per row,
+    /// [`KernelError::RowOutOfRange`] when a row is negative or reaches
+    /// past `rows.data`; the scores before that row are written.
+    pub fn dot_rows_f32(
+        self,
+        q: &[f32],
+        rows: Rows<'_, f32>,
+        scale: f32,
+        scores: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_len("row scores", rows.idx.len(), scores.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::dot_rows_f32(q, rows, scale, scores) };
+        }
+        dot_rows_with(q, rows, scale, scores, |x| x)
+    }
+
+    /// As [`dot_rows_f32`](RowKernels::dot_rows_f32) over rows of f16 bits,
+    /// each converted exactly to f32 first.
+    ///
+    /// # Errors
+    /// As [`dot_rows_f32`](RowKernels::dot_rows_f32).
+    pub fn dot_rows_f16(
+        self,
+        q: &[f32],
+        rows: Rows<'_, u16>,
+        scale: f32,
+        scores: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_len("row scores", rows.idx.len(), scores.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::dot_rows_f16(q, rows, scale, scores) };
+        }
+        dot_rows_with(q, rows, scale, scores, half_to_f32)
+    }
+
+    /// `out[e] += weights[j] * row_j[e]` for every row of `rows` in order,
+    /// each row `out.len()` long: one multiply and one add per element and
+    /// row, so the sum for each element runs over the rows in order.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when `weights` is not one value per row,
+    /// [`KernelError::RowOutOfRange`] when a row is negative or reaches
+    /// past `rows.data`; the rows before that one have been added.
+    pub fn axpy_rows_f32(
+        self,
+        weights: &[f32],
+        rows: Rows<'_, f32>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_len("row weights", rows.idx.len(), weights.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.wide && wide::fits(weights, &rows, out.len()) {
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and F16C; `fits` is the loop's bounds contract.
+            unsafe { wide::axpy64(weights, rows, out) };
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::axpy_rows_f32(weights, rows, out) };
+        }
+        axpy_rows_with(weights, rows, out, |x| x)
+    }
+
+    /// As [`axpy_rows_f32`](RowKernels::axpy_rows_f32) over rows of f16
+    /// bits, each converted exactly to f32 first.
+    ///
+    /// # Errors
+    /// As [`axpy_rows_f32`](RowKernels::axpy_rows_f32).
+    pub fn axpy_rows_f16(
+        self,
+        weights: &[f32],
+        rows: Rows<'_, u16>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_len("row weights", rows.idx.len(), weights.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.wide && wide::fits(weights, &rows, out.len()) {
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and F16C; `fits` is the loop's bounds contract.
+            unsafe { wide::axpy64(weights, rows, out) };
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::axpy_rows_f16(weights, rows, out) };
+        }
+        axpy_rows_with(weights, rows, out, half_to_f32)
+    }
+}
+
+/// Converts f16 bits to f32 (exact) on the fastest path of this CPU; see
+/// [`RowKernels::f16_to_f32`].
+///
+/// # Errors
+/// [`KernelError::BadLength`] when the lengths differ.
+#[inline]
+pub fn f16_to_f32_row(src: &[u16], dst: &mut [f32]) -> Result<(), KernelError> {
+    RowKernels::detect().f16_to_f32(src, dst)
+}
+
+/// Converts f32 to f16 bits, rounding to nearest even, on the fastest path
+/// of this CPU; see [`RowKernels::f32_to_f16`].
+///
+/// # Errors
+/// [`KernelError::BadLength`] when the lengths differ.
+#[inline]
+pub fn f32_to_f16_row(src: &[f32], dst: &mut [u16]) -> Result<(), KernelError> {
+    RowKernels::detect().f32_to_f16(src, dst)
+}
