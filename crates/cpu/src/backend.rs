@@ -14,8 +14,8 @@ use minfer_graph::{
     Result, Slot, WeightStore,
 };
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::trace;
 use minfer_kernels::{ActScratch, GgmlType, Kernels, SimdLevel};
+use minfer_trace as trace;
 
 use crate::attention::AttnScratch;
 use crate::exec::{exec_node, ExecCtx};

@@ -2,8 +2,9 @@
 //! trace-event JSON (Perfetto, chrome://tracing), and the same events
 //! summed into the time split that `--timings` prints.
 //!
-//! Recording itself lives in the kernels crate (re-exported here as
-//! [`rec`]) so that the thread pool can record too; this module only reads
+//! Recording itself is the bottom crate `minfer-trace` (re-exported here
+//! as [`rec`]), so that the thread pool, the graph cache and the backends
+//! record into it without the engine knowing them; this module only reads
 //! what was recorded, after the run.
 
 use std::collections::BTreeMap;
@@ -13,9 +14,9 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 pub use minfer_graph::dump::dumps_to_dot;
-/// The trace recorder (defined beside the kernels, which record into it);
-/// front ends reach it through this one path.
-pub use minfer_kernels::trace as rec;
+/// The trace recorder (its own crate, which the kernels, the graph and the
+/// backends record into); front ends reach it through this one path.
+pub use minfer_trace as rec;
 use rec::{Event, Recording, What};
 
 use crate::error::{EngineError, Result};

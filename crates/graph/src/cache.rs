@@ -17,8 +17,8 @@
 use std::time::Instant;
 
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::trace;
 use minfer_kernels::Kernels;
+use minfer_trace as trace;
 
 use crate::alloc::{AllocStats, Allocator};
 use crate::backend::{Backend, GraphView, HostBackend, KvInfo};

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use minfer_kernels::trace::{GraphMeta, NodeMeta};
+use minfer_trace::{GraphMeta, NodeMeta};
 use serde_json::{json, Map, Value};
 
 use crate::builder::BuiltGraph;

@@ -21,11 +21,6 @@ pub mod quant;
 pub mod rows;
 pub mod simd;
 
-/// The trace recorder, now its own crate; kept here so that
-/// `minfer_kernels::trace` paths keep compiling until their callers name
-/// `minfer_trace` directly.
-pub use minfer_trace as trace;
-
 pub use dot::{act_type, scale_table, scale_table_len, Dot4Fn, DotFn, DotKernel, Kernels};
 pub use error::KernelError;
 pub use matmul::matmul;
