@@ -58,7 +58,7 @@ pub enum Cmd {
 /// One prompt of a request and its choices.
 #[derive(Debug)]
 pub struct Part {
-    /// Prompt token ids (checked against the context by the handler).
+    /// Prompt token ids (checked against the context at admission).
     pub prompt: Vec<u32>,
     /// What to generate, per choice; the prompt is prefilled once and
     /// shared by all of them.
@@ -275,7 +275,7 @@ impl Worker {
     /// answer: the scheduler would otherwise start it on whatever room is
     /// left, and two prompts that do not fit together would end each other
     /// with "cache full" instead of one waiting for the other. A request
-    /// alone always starts (its prompt fits the context; the handler checked).
+    /// alone always starts (its prompt fits the context; admission checked).
     fn admit(&mut self) {
         loop {
             let Some(job) = self.waiting.front() else {
