@@ -3,6 +3,7 @@
 imports between the modules of one crate, and no function over 120 lines.
 
     python3 scripts/house.py check            # both rules; exit 1 on a breach
+                                              # (circles listed in scripts/house-debts.txt excepted)
     python3 scripts/house.py cycles [CRATE]   # the circles, with the imports behind each edge
     python3 scripts/house.py dot CRATE        # the crate's module imports as Graphviz DOT
     python3 scripts/house.py lengths [N]      # functions over N lines (default 120)
@@ -377,13 +378,35 @@ def show(path):
     return "::".join(path) or "(root)"
 
 
-def cmd_cycles(only=None, quiet=False):
+DEBTS = os.path.join(ROOT, "scripts", "house-debts.txt")
+
+
+def debts():
+    """The circles the house knowingly carries (scripts/house-debts.txt:
+    one line per circle, `crate: module, module, ...`, `#` comments), so
+    that `check` fails on a new circle or a grown one, never on a listed
+    debt. Paying one off means deleting its line."""
+    out = set()
+    if os.path.exists(DEBTS):
+        for line in open(DEBTS, encoding="utf-8"):
+            line = line.split("#", 1)[0].strip()
+            if line:
+                crate, members = line.split(":", 1)
+                out.add((crate.strip(), frozenset(m.strip() for m in members.split(","))))
+    return out
+
+
+def cmd_cycles(only=None, quiet=False, allowed=frozenset()):
     found = 0
     for crate in crates(only):
         edges = analyse(crate)
         for comp in sccs(list(crate.modules), edges):
+            names = [show(p) for p in comp]
+            if (crate.name, frozenset(names)) in allowed:
+                print(f"{crate.name}: known circle of {len(comp)} (scripts/house-debts.txt): {', '.join(names)}")
+                continue
             found += 1
-            print(f"{crate.name}: circle of {len(comp)}: {', '.join(show(p) for p in comp)}")
+            print(f"{crate.name}: circle of {len(comp)}: {', '.join(names)}")
             if quiet:
                 continue
             members = set(comp)
@@ -448,9 +471,9 @@ def main(argv):
     if cmd == "lengths":
         return 1 if cmd_lengths(int(argv[2]) if len(argv) > 2 else LIMIT) else 0
     if cmd == "check":
-        circles = cmd_cycles(quiet=True)
+        circles = cmd_cycles(quiet=True, allowed=debts())
         long = cmd_lengths(LIMIT)
-        print(f"house: {circles} circle(s) inside crates, {long} function(s) over {LIMIT} lines")
+        print(f"house: {circles} new circle(s) inside crates, {long} function(s) over {LIMIT} lines")
         return 1 if circles or long else 0
     print(__doc__)
     return 2

@@ -23,9 +23,7 @@ use crate::blocks::{
     BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, KVALUES_IQ4NL, QK,
     QK_K,
 };
-use minfer_gguf::GgmlType;
-
-use crate::error::KernelError;
+use crate::{GgmlType, KernelError};
 
 /// Whether [`dequantize_row`] handles `ty`.
 pub fn is_supported(ty: GgmlType) -> bool {

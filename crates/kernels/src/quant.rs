@@ -27,9 +27,7 @@ use crate::blocks::{
     as_blocks_mut, f32_to_f16, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8K, BlockQ8_0,
     BlockQ8_1, QK, QK_K,
 };
-use minfer_gguf::GgmlType;
-
-use crate::error::KernelError;
+use crate::{GgmlType, KernelError};
 
 /// Whether [`quantize_row`] handles `ty`.
 pub fn is_supported(ty: GgmlType) -> bool {

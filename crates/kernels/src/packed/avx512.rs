@@ -1,63 +1,57 @@
-//! AVX-512 VNNI's side of the tile driver ([`super::driver`]) and the
-//! helpers its families' kernels share.
+//! The AVX-512 VNNI product over the interleaved layout.
 //!
-//! A 512-bit register holds a whole group: the same four quants of all
-//! sixteen rows, so a block is one register part, each token's products
-//! are `vpdpbusd` (i32 sums, no saturation) and the sixteen exact sums end
-//! in sixteen lanes without horizontal sums.
+//! Per block, the sixteen rows' quants are unpacked once into eight
+//! registers (quants `4k..4k + 4` of every row in register `k`); each token
+//! of the tile then takes eight `vpdpbusd` against its own four activation
+//! bytes broadcast, leaving the sixteen exact block sums in sixteen lanes.
+//! The integer start value carries the quant offset (`-offset * sum(y)`),
+//! so the sums equal the reference's signed ones. The float steps are the
+//! reference's, lane by lane: `(dw * da) * isum` (plus `m * s`), added to
+//! running sum `b % 4`, combined as `(s0 + s2) + (s1 + s3)` at the end.
 //!
 //! Everything here needs AVX-512 F, BW and VNNI plus F16C; the dispatcher
 //! only hands these kernels out after checking the CPU.
 
 use std::arch::x86_64::*;
 
-use super::driver::{Simd, PREFETCH};
+use super::avx512_k::PREFETCH;
+use super::layout::{Format, GROUP};
+use super::{Acts, Tile, TILE};
+use crate::blocks::KVALUES_IQ4NL;
 
-/// AVX-512 F/BW/VNNI: one register part of sixteen rows.
-pub(super) struct Avx512;
-
-impl Simd for Avx512 {
-    type F = __m512;
-    const SPLIT: bool = false;
-
-    #[inline(always)]
-    unsafe fn zero() -> __m512 {
-        // SAFETY: the caller's precondition; registers only.
-        unsafe { _mm512_setzero_ps() }
-    }
-
-    #[inline(always)]
-    unsafe fn add(a: __m512, b: __m512) -> __m512 {
-        // SAFETY: the caller's precondition; registers only.
-        unsafe { _mm512_add_ps(a, b) }
-    }
-
-    #[inline(always)]
-    unsafe fn store(dst: *mut f32, v: __m512) {
-        // SAFETY: the caller's precondition: AVX-512 F, room for sixteen
-        // floats.
-        unsafe { _mm512_storeu_ps(dst, v) }
-    }
-
-    #[inline(always)]
-    unsafe fn hint(p: *const u8) {
-        // SAFETY: prefetches are hints that never fault, whatever the
-        // address.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) }
-    }
-
-    #[inline(always)]
-    unsafe fn block_hint<const T: usize>(gb: *const u8, bytes: usize, t0: usize) {
-        // The first tile of a group reads it from memory, faster than the
-        // hardware prefetcher alone follows (see `PREFETCH`): ask for the
-        // group-block `PREFETCH` bytes ahead. Later tiles find it cached.
-        let mut line = if t0 == 0 { 0 } else { usize::MAX };
-        while line < bytes {
-            // SAFETY: a hint, see `hint`; `wrapping_add` keeps the pointer
-            // arithmetic defined.
-            unsafe { Self::hint(gb.wrapping_add(PREFETCH + line)) };
-            line += 64;
+/// The eight quant registers of one group-block at `gb`. With `CB`
+/// (IQ4_NL) the nibbles index the codebook, looked up as unsigned bytes
+/// `value + 128` (its format's offset) so that `vpdpbusd` takes them.
+///
+/// # Safety
+/// AVX-512 F/BW; `gb` must point at a whole group-block of format `F`.
+#[inline(always)]
+unsafe fn unpack<const NIB: bool, const FIFTH: bool, const CB: bool>(
+    f: &Format,
+    gb: *const u8,
+) -> [__m512i; 8] {
+    // SAFETY: the loads read inside the group-block (quant chunks at
+    // `64 * c`, fifth bits at `qh_at`), whose size the caller guarantees;
+    // the codebook load reads its 16 bytes.
+    unsafe {
+        if !NIB {
+            let mut q = [_mm512_setzero_si512(); 8];
+            for (k, q) in q.iter_mut().enumerate() {
+                *q = _mm512_loadu_si512(gb.add(64 * k) as *const _);
+            }
+            return q;
         }
+        let mut q = nibble_quants::<FIFTH>(gb, gb.add(f.qh_at()));
+        if CB {
+            let table = _mm512_broadcast_i32x4(_mm_add_epi8(
+                _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const _),
+                _mm_set1_epi8(-128),
+            ));
+            for q in &mut q {
+                *q = _mm512_shuffle_epi8(table, *q);
+            }
+        }
+        q
     }
 }
 
@@ -129,44 +123,140 @@ pub(super) unsafe fn dot32(q: &[__m512i; 8], y: *const u8, init: __m512i) -> __m
     }
 }
 
-/// `acc + ((dw · yd) · isum − 0)`, lane by lane: the reference's float
-/// step of a type without a minimum (it subtracts the zero term).
+/// One block for every token of the tile, added to running sums `acc`.
 ///
 /// # Safety
-/// The module's features.
+/// As [`tile`]; `b` must be below the row's block count.
 #[inline(always)]
-pub(super) unsafe fn step(acc: __m512, dw: __m512, yd: f32, isum: __m512i) -> __m512 {
-    // SAFETY: the caller's precondition; registers only.
+unsafe fn block<
+    const T: usize,
+    const NIB: bool,
+    const FIFTH: bool,
+    const MIN: bool,
+    const CB: bool,
+>(
+    f: &Format,
+    gb: *const u8,
+    acts: &Acts,
+    t0: usize,
+    b: usize,
+    acc: &mut [__m512; T],
+) {
+    // SAFETY: the CPU features are the caller's precondition; the scale
+    // loads read 32 bytes at `d_at` and `m_at`, inside the group-block, and
+    // `quants` gives 32 bytes of which the broadcasts read `4k..4k + 4`.
     unsafe {
-        let d = _mm512_mul_ps(dw, _mm512_set1_ps(yd));
-        let v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
-        // The reference subtracts the (zero) minimum term.
-        let v = _mm512_sub_ps(v, _mm512_setzero_ps());
-        _mm512_add_ps(acc, v)
+        // The first tile of a group reads it from memory, faster than the
+        // hardware prefetcher alone follows (see `PREFETCH`): ask for the
+        // group-block `PREFETCH` bytes ahead. Later tiles find it cached.
+        let mut line = if t0 == 0 { 0 } else { usize::MAX };
+        while line < f.group_block_bytes() {
+            _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(PREFETCH + line) as *const i8);
+            line += 64;
+        }
+        let q = unpack::<NIB, FIFTH, CB>(f, gb);
+        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(f.d_at()) as *const _));
+        let mw = if MIN {
+            _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(f.m_at()) as *const _))
+        } else {
+            _mm512_setzero_ps()
+        };
+        for (t, acc) in acc.iter_mut().enumerate() {
+            let tok = t0 + t;
+            let y = acts.quants(tok, b).as_ptr();
+            let isum = dot32(&q, y, _mm512_set1_epi32(acts.init(tok, b)));
+            let d = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d(tok, b)));
+            let mut v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
+            if MIN {
+                v = _mm512_add_ps(v, _mm512_mul_ps(mw, _mm512_set1_ps(acts.s(tok, b))));
+            }
+            *acc = _mm512_add_ps(*acc, v);
+        }
     }
 }
 
-/// `acc + ((dw · yd) · isum − (dm · yd) · msum)`, lane by lane: the
-/// reference's float step of a type with a minimum (Q3_K's is `0 · 0`).
+/// `T` tokens from `t0` against one group of `nb` blocks.
 ///
 /// # Safety
-/// The module's features.
+/// AVX-512 F/BW/VNNI and F16C; `group` holds `nb` group-blocks of `f`,
+/// and `acts` covers tokens `t0..t0 + T` with `nb` blocks each.
 #[inline(always)]
-pub(super) unsafe fn step_min(
-    acc: __m512,
-    dw: __m512,
-    dm: __m512,
-    yd: f32,
-    isum: __m512i,
-    msum: __m512i,
-) -> __m512 {
-    // SAFETY: the caller's precondition; registers only.
+unsafe fn tile_t<
+    const T: usize,
+    const NIB: bool,
+    const FIFTH: bool,
+    const MIN: bool,
+    const CB: bool,
+>(
+    f: &Format,
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+) -> Tile {
+    // SAFETY: as the function's contract; `block` gets `b < nb` and the
+    // group-block at `b * gbytes`, inside `group` (`nb * gbytes` bytes).
     unsafe {
-        let yd = _mm512_set1_ps(yd);
-        let v = _mm512_sub_ps(
-            _mm512_mul_ps(_mm512_mul_ps(dw, yd), _mm512_cvtepi32_ps(isum)),
-            _mm512_mul_ps(_mm512_mul_ps(dm, yd), _mm512_cvtepi32_ps(msum)),
-        );
-        _mm512_add_ps(acc, v)
+        let gbytes = f.group_block_bytes();
+        debug_assert!(group.len() >= nb * gbytes);
+        let base = group.as_ptr();
+        let z = [_mm512_setzero_ps(); T];
+        let mut acc = [z; 4];
+        // Plain calls, no closure: a closure would not inherit this
+        // function's target features and its intrinsics would not inline.
+        let mut b = 0;
+        while b + 4 <= nb {
+            let [a0, a1, a2, a3] = &mut acc;
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add(b * gbytes), acts, t0, b, a0);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
+            b += 4;
+        }
+        for (s, acc) in acc.iter_mut().enumerate().take(nb - b) {
+            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + s) * gbytes), acts, t0, b + s, acc);
+        }
+        let mut out = [[0.0f32; GROUP]; TILE];
+        for (t, out) in out.iter_mut().enumerate().take(T) {
+            let v = _mm512_add_ps(
+                _mm512_add_ps(acc[0][t], acc[2][t]),
+                _mm512_add_ps(acc[1][t], acc[3][t]),
+            );
+            _mm512_storeu_ps(out.as_mut_ptr(), v);
+        }
+        out
+    }
+}
+
+/// Dispatches on the tile height for one format.
+///
+/// # Safety
+/// As [`tile_t`], for `nt` tokens (1 to [`TILE`]).
+#[inline(always)]
+unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: bool>(
+    f: &Format,
+    nb: usize,
+    group: &[u8],
+    acts: &Acts,
+    t0: usize,
+    nt: usize,
+) -> Tile {
+    // SAFETY: the caller's contract, for the tile height chosen.
+    unsafe { by_height!(nt, tile_t::<_, NIB, FIFTH, MIN, CB>(f, nb, group, acts, t0)) }
+}
+
+/// The VNNI kernel for any interleaved format.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VNNI and F16C; `group` holds `nb`
+/// group-blocks of `f`, and `acts` covers tokens `t0..t0 + nt`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    // SAFETY: this function's features and contract are the callee's.
+    unsafe {
+        if f.codebook {
+            return tile_n::<true, false, false, true>(f, nb, group, acts, t0, nt);
+        }
+        by_legacy_format!(f, tile_n::<.., false>(f, nb, group, acts, t0, nt))
     }
 }

@@ -4,8 +4,7 @@
 //! `(s0 + s2) + (s1 + s3)`). The SIMD kernels must give its bits, and it
 //! must give the row-wise scalar dot's bits on the unpacked rows.
 
-use super::acts::Acts;
-use super::layout::{Format, Kind};
+use super::layout::{Format, Kind, GROUP};
 use super::layout_k::{
     q45k_d, q45k_quant, q45k_scale_min, q6k_d, q6k_quant, q6k_scale, Q6K_GROUP_BLOCK,
 };
@@ -13,8 +12,7 @@ use super::layout_k23::{
     iq4xs_d, iq4xs_index, iq4xs_scale_at, q2k_d, q2k_quant, q2k_scale_min, q3k_d, q3k_quant,
     q3k_scale, IQ4XS_GROUP_BLOCK, Q2K_GROUP_BLOCK, Q3K_GROUP_BLOCK,
 };
-use super::shape::GROUP;
-use super::shape::{Tile, TILE};
+use super::{Acts, Tile, TILE};
 use crate::blocks::{f16_to_f32, KVALUES_IQ4NL};
 use crate::dot::scalar::k_combine;
 

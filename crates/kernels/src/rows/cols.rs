@@ -15,8 +15,7 @@
 
 use std::ops::Range;
 
-use super::kernels::RowKernels;
-use super::scalar::{combine, half_to_f32, Rows};
+use super::{combine, half_to_f32, RowKernels, Rows};
 use crate::error::KernelError;
 
 /// Checks a column block of `hd` values per row, `ld` apart, against a

@@ -6,8 +6,7 @@
 //! chains that keep the vector units busy where one head's sums would wait
 //! on each other.
 
-use super::kernels::RowKernels;
-use super::scalar::Rows;
+use super::{RowKernels, Rows};
 use crate::error::KernelError;
 
 /// Heads one call of the wide kernels takes (four heads' sums fill 16 of

@@ -21,18 +21,465 @@
 //! free functions use [`RowKernels::detect`], which probes the CPU on first
 //! use only.
 
+use std::sync::OnceLock;
+
 mod cols;
 mod heads;
-mod kernels;
+
+pub use heads::HeadRows;
 #[cfg(target_arch = "x86_64")]
 mod pairs;
-mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod wide;
+
+use crate::blocks::{f16_to_f32, f32_to_f16};
+use crate::error::{check_len, KernelError};
+use crate::simd::SimdLevel;
+
+/// One f16 value (raw bits) as f32, the scalar reference conversion.
+#[inline(always)]
+fn half_to_f32(x: u16) -> f32 {
+    f16_to_f32(x.to_le_bytes())
+}
+
+/// Combines eight partial sums in the fixed order shared by every path.
+#[inline(always)]
+fn combine(acc: &[f32; 8]) -> f32 {
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+/// The scalar dot product of `a` with `b` (converted by `conv`), in the
+/// order documented on [`dot_f32`]. Both slices must have the same length.
+#[inline(always)]
+fn dot_with<T: Copy>(a: &[f32], b: &[T], conv: impl Fn(T) -> f32) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * conv(y[l]);
+        }
+    }
+    for (l, (x, &y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
+        acc[l] += x * conv(y);
+    }
+    combine(&acc)
+}
+
+/// The scalar scores of [`RowKernels::dot_rows_f32`] and its f16 form,
+/// row elements converted by `conv`.
+#[inline(always)]
+fn dot_rows_with<T: Copy>(
+    q: &[f32],
+    rows: Rows<'_, T>,
+    scale: f32,
+    scores: &mut [f32],
+    conv: impl Fn(T) -> f32 + Copy,
+) -> Result<(), KernelError> {
+    for (s, &i) in scores.iter_mut().zip(rows.idx) {
+        *s = scale * dot_with(q, rows.row(i, q.len())?, conv);
+    }
+    Ok(())
+}
+
+/// The scalar weighted sum of [`RowKernels::axpy_rows_f32`] and its f16
+/// form, row elements converted by `conv`.
+#[inline(always)]
+fn axpy_rows_with<T: Copy>(
+    weights: &[f32],
+    rows: Rows<'_, T>,
+    out: &mut [f32],
+    conv: impl Fn(T) -> f32,
+) -> Result<(), KernelError> {
+    let n = out.len();
+    for (&w, &i) in weights.iter().zip(rows.idx) {
+        for (o, &x) in out.iter_mut().zip(rows.row(i, n)?) {
+            *o += w * conv(x);
+        }
+    }
+    Ok(())
+}
+
+/// f32 dot product with eight independent partial sums: lane `l` adds
+/// `a[i] * b[i]` for `i = l, l + 8, …` in increasing `i`, and the lanes are
+/// combined as `((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))`. The
+/// result depends only on the inputs, and the compiler keeps the partial
+/// sums in vector registers. Only the first `min(a.len(), b.len())`
+/// elements are used.
+///
+/// This is the scalar reference of [`RowKernels::dot_rows_f32`] and
+/// [`RowKernels::dot_rows_f16`].
+#[inline]
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    dot_with(&a[..n], &b[..n], |x| x)
+}
+
+/// A gathered set of rows of a row-major matrix: row `j` of the set is
+/// `data[idx[j] * stride + offset..][..len]`, where the row length `len`
+/// comes from the operation (the query's or the output's length).
+#[derive(Clone, Copy, Debug)]
+pub struct Rows<'a, T> {
+    /// The matrix, row after row.
+    pub data: &'a [T],
+    /// Elements from one row of the matrix to the next.
+    pub stride: usize,
+    /// Where the wanted part starts inside each row.
+    pub offset: usize,
+    /// The matrix rows of the set, in order.
+    pub idx: &'a [i32],
+}
+
+impl<'a, T> Rows<'a, T> {
+    /// Whether every row of the set is readable with `len` values, the
+    /// precondition of the SIMD loops that skip per-row checks. Row ends
+    /// grow with the index, so the smallest index not being negative and
+    /// the largest row ending inside `data` covers the set: one check
+    /// instead of one per row.
+    #[inline]
+    fn all_readable(&self, len: usize) -> bool {
+        let (lo, hi) = self
+            .idx
+            .iter()
+            .fold((i32::MAX, i32::MIN), |(l, h), &i| (l.min(i), h.max(i)));
+        self.idx.is_empty() || (lo >= 0 && self.row(hi, len).is_ok())
+    }
+
+    /// Row `i` of the matrix, `len` values from the offset.
+    #[inline(always)]
+    fn row(&self, i: i32, len: usize) -> Result<&'a [T], KernelError> {
+        let out_of_range = || KernelError::RowOutOfRange {
+            row: i.into(),
+            len,
+            data: self.data.len(),
+        };
+        let start = usize::try_from(i)
+            .ok()
+            .and_then(|i| i.checked_mul(self.stride))
+            .and_then(|s| s.checked_add(self.offset))
+            .ok_or_else(out_of_range)?;
+        let end = start.checked_add(len).ok_or_else(out_of_range)?;
+        self.data.get(start..end).ok_or_else(out_of_range)
+    }
+}
+
+/// Whether the CPU has what the SIMD path needs (AVX2, FMA and F16C).
+fn simd_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the CPU also has AVX-512 F, for the 16-lane weighted sum.
+fn wide_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        simd_supported() && is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The f16/f32 row routines at one instruction-set path. A value with a
+/// SIMD path can only be made on a CPU that supports it, which is what
+/// makes its calls sound; every path gives the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowKernels {
+    /// AVX2, FMA and F16C.
+    simd: bool,
+    /// AVX-512 F as well (only with `simd`).
+    wide: bool,
+}
+
+impl RowKernels {
+    /// The portable reference path.
+    pub const SCALAR: RowKernels = RowKernels {
+        simd: false,
+        wide: false,
+    };
+
+    /// The fastest path of this CPU. The CPU is probed on the first call
+    /// only; later calls read a cached value.
+    pub fn detect() -> Self {
+        static DETECTED: OnceLock<RowKernels> = OnceLock::new();
+        *DETECTED.get_or_init(|| RowKernels {
+            simd: simd_supported(),
+            wide: wide_supported(),
+        })
+    }
+
+    /// The path of an instruction set chosen at start-up (validated
+    /// against the CPU, so its flags hold).
+    pub fn for_isa(isa: crate::Isa) -> Self {
+        RowKernels {
+            simd: isa.avx2(),
+            wide: isa.avx512(),
+        }
+    }
+
+    /// The path of `level` on this CPU, through [`crate::Isa`]: the scalar
+    /// reference for [`SimdLevel::Scalar`], AVX2 without AVX-512 for
+    /// [`SimdLevel::Avx2`]; a level the CPU lacks gives the best it has.
+    pub fn for_level(level: SimdLevel) -> Self {
+        Self::for_isa(crate::Isa::new(level).unwrap_or_else(|_| crate::Isa::detect()))
+    }
+
+    /// Every path this CPU supports, scalar first (for tests and
+    /// benchmarks).
+    pub fn supported() -> Vec<Self> {
+        let mut v = vec![Self::SCALAR];
+        let best = Self::detect();
+        if best.simd {
+            v.push(RowKernels {
+                wide: false,
+                ..best
+            });
+        }
+        if best.wide {
+            v.push(best);
+        }
+        v
+    }
+
+    /// Whether this is the SIMD path.
+    pub fn is_simd(self) -> bool {
+        self.simd
+    }
+
+    /// Whether this is the AVX-512 path, the one whose 32 registers let
+    /// [`dot_cols_heads`](RowKernels::dot_cols_heads) score sixteen rows
+    /// for several heads at once: on it, widening a block into columns
+    /// pays for itself once a few queries read the block; on AVX2 (sixteen
+    /// registers, eight rows of one head at a time) the column loop is no
+    /// faster than the row loops.
+    pub fn is_wide(self) -> bool {
+        self.wide
+    }
+
+    /// Converts f16 bits to f32 (exact).
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when the lengths differ; nothing is
+    /// written then.
+    pub fn f16_to_f32(self, src: &[u16], dst: &mut [f32]) -> Result<(), KernelError> {
+        check_len("f16 to f32 row", src.len(), dst.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is only set when the CPU has AVX2, FMA and F16C.
+            unsafe { x86::f16_to_f32(src, dst) };
+            return Ok(());
+        }
+        for (y, &x) in dst.iter_mut().zip(src) {
+            *y = half_to_f32(x);
+        }
+        Ok(())
+    }
+
+    /// Converts f32 to f16 bits, rounding to nearest even.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when the lengths differ; nothing is
+    /// written then.
+    pub fn f32_to_f16(self, src: &[f32], dst: &mut [u16]) -> Result<(), KernelError> {
+        check_len("f32 to f16 row", src.len(), dst.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            unsafe { x86::f32_to_f16(src, dst) };
+            return Ok(());
+        }
+        for (y, &x) in dst.iter_mut().zip(src) {
+            *y = u16::from_le_bytes(f32_to_f16(x));
+        }
+        Ok(())
+    }
+
+    /// `gate = silu(gate) * up` (see [`crate::activation`]), as far as the
+    /// shorter slice reaches.
+    pub fn swiglu(self, gate: &mut [f32], up: &[f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is only set when the CPU has AVX2 and FMA.
+            unsafe { crate::activation::x86::swiglu(gate, up) };
+            return;
+        }
+        crate::activation::swiglu_scalar(gate, up);
+    }
+
+    /// `gate = gelu(gate) * up` with GELU rounded through f16 as ggml's
+    /// CPU backend does (see [`crate::gelu`]), as far as the shorter slice
+    /// reaches.
+    pub fn geglu(self, gate: &mut [f32], up: &[f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is only set when the CPU has AVX2, FMA and F16C.
+            unsafe { crate::gelu::x86::geglu(gate, up) };
+            return;
+        }
+        crate::gelu::geglu_scalar(gate, up);
+    }
+
+    /// `x = silu(x)` (see [`crate::activation`]).
+    pub fn silu(self, x: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `swiglu`.
+            unsafe { crate::activation::x86::silu(x) };
+            return;
+        }
+        crate::activation::silu_scalar(x);
+    }
+
+    /// Softmax of one row in place (see
+    /// [`crate::activation::softmax_scalar`] for the order of the sums).
+    pub fn softmax(self, row: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and FMA.
+            unsafe { crate::activation::x86_512::softmax(row) };
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `swiglu`.
+            unsafe { crate::activation::x86::softmax(row) };
+            return;
+        }
+        crate::activation::softmax_scalar(row);
+    }
+
+    /// `scores[j] = scale * dot(q, row j)` for every row of `rows`, each
+    /// row `q.len()` long and each dot product as [`dot_f32`] computes it.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when `scores` is not one value per row,
+    /// [`KernelError::RowOutOfRange`] when a row is negative or reaches
+    /// past `rows.data`; the scores before that row are written.
+    pub fn dot_rows_f32(
+        self,
+        q: &[f32],
+        rows: Rows<'_, f32>,
+        scale: f32,
+        scores: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_len("row scores", rows.idx.len(), scores.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::dot_rows_f32(q, rows, scale, scores) };
+        }
+        dot_rows_with(q, rows, scale, scores, |x| x)
+    }
+
+    /// As [`dot_rows_f32`](RowKernels::dot_rows_f32) over rows of f16 bits,
+    /// each converted exactly to f32 first.
+    ///
+    /// # Errors
+    /// As [`dot_rows_f32`](RowKernels::dot_rows_f32).
+    pub fn dot_rows_f16(
+        self,
+        q: &[f32],
+        rows: Rows<'_, u16>,
+        scale: f32,
+        scores: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_len("row scores", rows.idx.len(), scores.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::dot_rows_f16(q, rows, scale, scores) };
+        }
+        dot_rows_with(q, rows, scale, scores, half_to_f32)
+    }
+
+    /// `out[e] += weights[j] * row_j[e]` for every row of `rows` in order,
+    /// each row `out.len()` long: one multiply and one add per element and
+    /// row, so the sum for each element runs over the rows in order.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when `weights` is not one value per row,
+    /// [`KernelError::RowOutOfRange`] when a row is negative or reaches
+    /// past `rows.data`; the rows before that one have been added.
+    pub fn axpy_rows_f32(
+        self,
+        weights: &[f32],
+        rows: Rows<'_, f32>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_len("row weights", rows.idx.len(), weights.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.wide && wide::fits(weights, &rows, out.len()) {
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and F16C; `fits` is the loop's bounds contract.
+            unsafe { wide::axpy64(weights, rows, out) };
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::axpy_rows_f32(weights, rows, out) };
+        }
+        axpy_rows_with(weights, rows, out, |x| x)
+    }
+
+    /// As [`axpy_rows_f32`](RowKernels::axpy_rows_f32) over rows of f16
+    /// bits, each converted exactly to f32 first.
+    ///
+    /// # Errors
+    /// As [`axpy_rows_f32`](RowKernels::axpy_rows_f32).
+    pub fn axpy_rows_f16(
+        self,
+        weights: &[f32],
+        rows: Rows<'_, u16>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        check_len("row weights", rows.idx.len(), weights.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if self.wide && wide::fits(weights, &rows, out.len()) {
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and F16C; `fits` is the loop's bounds contract.
+            unsafe { wide::axpy64(weights, rows, out) };
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: as in `f16_to_f32`.
+            return unsafe { x86::axpy_rows_f16(weights, rows, out) };
+        }
+        axpy_rows_with(weights, rows, out, half_to_f32)
+    }
+}
+
+/// Converts f16 bits to f32 (exact) on the fastest path of this CPU; see
+/// [`RowKernels::f16_to_f32`].
+///
+/// # Errors
+/// [`KernelError::BadLength`] when the lengths differ.
+#[inline]
+pub fn f16_to_f32_row(src: &[u16], dst: &mut [f32]) -> Result<(), KernelError> {
+    RowKernels::detect().f16_to_f32(src, dst)
+}
+
+/// Converts f32 to f16 bits, rounding to nearest even, on the fastest path
+/// of this CPU; see [`RowKernels::f32_to_f16`].
+///
+/// # Errors
+/// [`KernelError::BadLength`] when the lengths differ.
+#[inline]
+pub fn f32_to_f16_row(src: &[f32], dst: &mut [u16]) -> Result<(), KernelError> {
+    RowKernels::detect().f32_to_f16(src, dst)
+}
+
 /// The AVX + F16C path.
 #[cfg(target_arch = "x86_64")]
 mod x86;
-
-pub use heads::HeadRows;
-pub use kernels::{f16_to_f32_row, f32_to_f16_row, RowKernels};
-pub use scalar::{dot_f32, Rows};
