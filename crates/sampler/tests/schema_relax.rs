@@ -9,6 +9,9 @@
 //! grammar accepts the string when every byte and then the end are let
 //! through.
 
+mod common;
+
+use common::constrained;
 use minfer_sampler::{Constraint, Sampler, SamplerError, SamplingParams, TokenVocab};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -472,16 +475,7 @@ fn an_error_is_short_and_quotes_no_grammar() {
         unreachable!()
     };
     assert!(text.len() > 10_000);
-    let with = |c: Constraint| {
-        Sampler::with_vocab(
-            SamplingParams {
-                constraint: Some(c),
-                ..SamplingParams::default()
-            },
-            &v,
-        )
-        .unwrap_err()
-    };
+    let with = |c: Constraint| constrained(c, &v).unwrap_err();
     for c in [tool.clone(), Constraint::JsonSchema(params.to_string())] {
         let e = with(c).to_string();
         assert!(e.len() <= 500, "{} bytes: {e}", e.len());
@@ -508,14 +502,7 @@ fn an_explicitly_strict_schema_is_not_relaxed() {
     let (v, _) = vocab();
     let schema = json!({"type": "object", "propertyNames": {"type": "string"},
         "x-guidance": {"lenient": false}});
-    let e = Sampler::with_vocab(
-        SamplingParams {
-            constraint: Some(Constraint::JsonSchema(schema.to_string())),
-            ..SamplingParams::default()
-        },
-        &v,
-    )
-    .unwrap_err();
+    let e = constrained(Constraint::JsonSchema(schema.to_string()), &v).unwrap_err();
     assert!(
         matches!(&e, SamplerError::Grammar(m) if m.contains("propertyNames")),
         "{e}"
