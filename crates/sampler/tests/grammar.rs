@@ -7,7 +7,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::constrained;
+use common::{constrained, whole_distribution};
 use minfer_sampler::{Constraint, Gbnf, Sampler, SamplerError, SamplingParams, TokenVocab};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -78,16 +78,7 @@ fn toy_vocab() -> (TokenVocab, u32) {
 /// Samples up to `max` tokens under `c` from random logits that favour the
 /// end token (so outputs finish); `None` when the budget ran out first.
 fn generate(vocab: &TokenVocab, eos: u32, c: &Constraint, seed: u64, max: usize) -> Option<String> {
-    let params = SamplingParams {
-        temp: 1.0,
-        top_k: 0,
-        top_p: 1.0,
-        min_p: 0.0,
-        seed,
-        constraint: Some(c.clone()),
-        ..SamplingParams::default()
-    };
-    let mut s = Sampler::with_vocab(params, vocab).unwrap();
+    let mut s = Sampler::with_vocab(whole_distribution(c, 1.0, seed), vocab).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let mut out = Vec::new();
     let mut history = Vec::new();

@@ -11,8 +11,8 @@
 
 mod common;
 
-use common::constrained;
-use minfer_sampler::{Constraint, Sampler, SamplerError, SamplingParams, TokenVocab};
+use common::{constrained, whole_distribution};
+use minfer_sampler::{Constraint, Sampler, SamplerError, TokenVocab};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
@@ -32,16 +32,7 @@ fn vocab() -> (TokenVocab, u32) {
 }
 
 fn sampler(v: &TokenVocab, c: &Constraint, temp: f32, seed: u64) -> Sampler {
-    let params = SamplingParams {
-        temp,
-        top_k: 0,
-        top_p: 1.0,
-        min_p: 0.0,
-        seed,
-        constraint: Some(c.clone()),
-        ..SamplingParams::default()
-    };
-    Sampler::with_vocab(params, v).unwrap_or_else(|e| panic!("{e}"))
+    Sampler::with_vocab(whole_distribution(c, temp, seed), v).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Whether the grammar lets `s` through, and then the end.

@@ -410,26 +410,24 @@ fn buffers_are_reused_between_calls() {
         ..SamplingParams::default()
     };
     let mut s = Sampler::new(cfg).unwrap();
+    // Where each buffer lives and how much it holds: unchanged means no
+    // allocation happened.
+    let buffers = |s: &Sampler| {
+        (
+            s.work.as_ptr(),
+            s.work.capacity(),
+            s.cands.as_ptr(),
+            s.cands.capacity(),
+            s.seen.as_ptr(),
+            s.seen.capacity(),
+        )
+    };
     s.sample(&logits, &history).unwrap();
-    let before = (
-        s.work.as_ptr(),
-        s.work.capacity(),
-        s.cands.as_ptr(),
-        s.cands.capacity(),
-        s.seen.as_ptr(),
-        s.seen.capacity(),
-    );
+    let before = buffers(&s);
     for _ in 0..10 {
         s.sample(&logits, &history).unwrap();
     }
-    let after = (
-        s.work.as_ptr(),
-        s.work.capacity(),
-        s.cands.as_ptr(),
-        s.cands.capacity(),
-        s.seen.as_ptr(),
-        s.seen.capacity(),
-    );
+    let after = buffers(&s);
     assert_eq!(before, after);
 }
 

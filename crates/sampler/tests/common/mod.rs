@@ -14,3 +14,17 @@ pub fn constrained(c: Constraint, vocab: &TokenVocab) -> Result<Sampler, Sampler
         vocab,
     )
 }
+
+/// Settings that sample from the whole distribution left after the
+/// grammar's mask (no top-k, top-p or min-p cut), at `temp`.
+pub fn whole_distribution(c: &Constraint, temp: f32, seed: u64) -> SamplingParams {
+    SamplingParams {
+        temp,
+        top_k: 0,
+        top_p: 1.0,
+        min_p: 0.0,
+        seed,
+        constraint: Some(c.clone()),
+        ..SamplingParams::default()
+    }
+}
