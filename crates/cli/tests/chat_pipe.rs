@@ -7,7 +7,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::{assert_one_line_error, minfer_stdin, stderr, stdout};
 use minfer_testutil::{require_model, SMOLLM};
@@ -102,12 +102,7 @@ fn ctrl_c_while_waiting_for_a_line_writes_trace_and_session_and_exits_130() {
         "--trace",
         trace.to_str().unwrap(),
     ];
-    let mut child = common::command(&args, home.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn minfer");
+    let mut child = common::spawn_piped(&args, home.path());
     // stdin stays open: after the answer the chat waits for a line.
     let mut stdin = child.stdin.take().unwrap();
     stdin

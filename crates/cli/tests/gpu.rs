@@ -5,8 +5,26 @@
 
 mod common;
 
+use std::path::Path;
+use std::process::Output;
+
 use common::{minfer, stderr, stdout};
 use minfer_testutil::{require_model, QWEN, SMOLLM};
+
+/// Runs `minfer run MODEL --device gpu --temp 0 REST` in a fresh home.
+fn greedy_on_gpu(model: &Path, rest: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "run",
+        model.to_str().unwrap(),
+        "--device",
+        "gpu",
+        "--temp",
+        "0",
+    ];
+    args.extend_from_slice(rest);
+    minfer(&args, home.path())
+}
 
 #[test]
 fn devices_lists_the_software_adapter() {
@@ -65,20 +83,7 @@ fn run_on_the_gpu_prints_llama_cpp_tokens() {
         return;
     };
     let (prompt, want) = common::golden_capital(&model, 8);
-    let home = tempfile::tempdir().unwrap();
-    let args = [
-        "run",
-        model.to_str().unwrap(),
-        "--device",
-        "gpu",
-        "--temp",
-        "0",
-        "--no-template",
-        "-n",
-        "8",
-        &prompt,
-    ];
-    let out = minfer(&args, home.path());
+    let out = greedy_on_gpu(&model, &["--no-template", "-n", "8", &prompt]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), format!("{want}\n"));
 }
@@ -88,19 +93,7 @@ fn the_default_model_answers_on_the_gpu() {
     let Some(model) = require_model(QWEN) else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let args = [
-        "run",
-        model.to_str().unwrap(),
-        "--device",
-        "gpu",
-        "--temp",
-        "0",
-        "-n",
-        "6",
-        "What is the capital of France?",
-    ];
-    let out = minfer(&args, home.path());
+    let out = greedy_on_gpu(&model, &["-n", "6", "What is the capital of France?"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("Paris"), "{}", stdout(&out));
     assert!(

@@ -43,13 +43,7 @@ pub fn get_rows(
             ),
         });
     }
-    if ids.len().checked_mul(ne0) != Some(out.len()) {
-        return Err(bad_len(
-            "get_rows output",
-            format_args!("{} x {ne0}", ids.len()),
-            out.len(),
-        ));
-    }
+    check_output(ids, ne0, out)?;
     if let Some(&bad) = ids
         .iter()
         .find(|&&id| usize::try_from(id).map_or(true, |i| i >= n_rows))
@@ -77,13 +71,7 @@ pub fn get_rows_packed(
     ids: &[i32],
     out: &mut [f32],
 ) -> Result<()> {
-    if ids.len().checked_mul(ne0) != Some(out.len()) {
-        return Err(bad_len(
-            "get_rows output",
-            format_args!("{} x {ne0}", ids.len()),
-            out.len(),
-        ));
-    }
+    check_output(ids, ne0, out)?;
     for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(ne0.max(1))) {
         let r = usize::try_from(id).map_err(|_| GraphError::BadInput {
             what: "get_rows ids",
@@ -95,6 +83,19 @@ pub fn get_rows_packed(
                 msg: e.to_string(),
             }
         })?;
+    }
+    Ok(())
+}
+
+/// Both gathers write `ids.len()` rows of `ne0` values: `out` must hold
+/// exactly that many.
+fn check_output(ids: &[i32], ne0: usize, out: &[f32]) -> Result<()> {
+    if ids.len().checked_mul(ne0) != Some(out.len()) {
+        return Err(bad_len(
+            "get_rows output",
+            format_args!("{} x {ne0}", ids.len()),
+            out.len(),
+        ));
     }
     Ok(())
 }

@@ -46,6 +46,17 @@ struct Cfg {
     n_ctx: usize,
 }
 
+/// Four query heads over two KV heads of 48 values, in `n_ctx` cells: a
+/// head that straddles q8_0 blocks of 32.
+const fn hd48(n_ctx: usize) -> Cfg {
+    Cfg {
+        n_head: 4,
+        n_head_kv: 2,
+        head_dim: 48,
+        n_ctx,
+    }
+}
+
 impl Cfg {
     fn params(&self) -> AttnParams {
         AttnParams::new(0, self.n_head, self.n_head_kv, self.head_dim)
@@ -275,12 +286,7 @@ fn batch_of_sequences_equals_each_alone() {
 
 #[test]
 fn shared_prefix_reads_the_same_kv() {
-    let cfg = Cfg {
-        n_head: 4,
-        n_head_kv: 2,
-        head_dim: 48,
-        n_ctx: 32,
-    };
+    let cfg = hd48(32);
     let mut ctx = Ctx::new(cfg, KvFormat::F32, 2);
     let prompt: Vec<(u32, i32)> = (0..6).map(|p| (0, p)).collect();
     ctx.step(&prompt, |_| 7);
@@ -340,12 +346,7 @@ fn f16_and_q8_0_regions_are_close_to_f32() {
         assert_close(&got, &ctx.reference(&[(0, 12)], |_| 9), 1e-5, "decode");
     }
     // Heads that straddle q8_0 blocks (head_dim 48) decode correctly.
-    let cfg = Cfg {
-        n_head: 4,
-        n_head_kv: 2,
-        head_dim: 48,
-        n_ctx: 16,
-    };
+    let cfg = hd48(16);
     let mut ctx = Ctx::new(cfg, KvFormat::Q8_0, 3);
     let got = ctx.step(&prompt[..5], |_| 4);
     assert_close(&got, &ctx.reference(&prompt[..5], |_| 4), 1e-5, "q8_0 hd48");
@@ -395,12 +396,7 @@ fn attention_is_bit_exact_against_the_plain_f32_order() {
         head_dim: 20,
         n_ctx: 24,
     };
-    let hd48 = Cfg {
-        n_head: 4,
-        n_head_kv: 2,
-        head_dim: 48,
-        n_ctx: 24,
-    };
+    let hd48 = hd48(24);
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for (cfg, formats) in [
         (GQA, &[KvFormat::F32, KvFormat::F16, KvFormat::Q8_0][..]),

@@ -7,52 +7,10 @@
 //! cargo run --release -p minfer-engine --example prefix_reuse -- MODEL.gguf [N] [SHARED] [THREADS]
 //! ```
 
-use std::time::Instant;
+mod common;
 
-use minfer_engine::{EngineConfig, Event, GenerateConfig, LoadedModel, SamplingParams, Scheduler};
-
-fn tokens(seed: u64, n: usize, n_vocab: usize) -> Vec<u32> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % n_vocab as u64) as u32
-        })
-        .collect()
-}
-
-/// Submits `prompt` and steps until its first token; returns the seconds
-/// that took and the prompt tokens taken from the cache. Then finishes the
-/// generation.
-fn first_token(s: &mut Scheduler, prompt: &[u32]) -> (f64, usize) {
-    let cfg = GenerateConfig {
-        max_tokens: 4,
-        stop: Vec::new(),
-        sampler: SamplingParams::greedy(),
-        logprobs: None,
-    };
-    let t = Instant::now();
-    let id = s.submit(prompt, &cfg).expect("submit");
-    let (secs, reused) = loop {
-        s.step().expect("step");
-        if let Some(times) = s.times(id) {
-            break (t.elapsed().as_secs_f64(), times.reused_tokens);
-        }
-    };
-    loop {
-        s.step().expect("step");
-        let mut done = false;
-        while let Some(ev) = s.next_event(id) {
-            done |= matches!(ev, Event::Done(_));
-        }
-        if done {
-            break;
-        }
-    }
-    (secs, reused)
-}
+use common::{timed_request, tokens};
+use minfer_engine::{EngineConfig, LoadedModel};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -74,10 +32,10 @@ fn main() {
     second.extend(tokens(2, n - shared, v));
 
     let mut cold = m.scheduler(cfg).expect("scheduler");
-    let (t_cold, r_cold) = first_token(&mut cold, &second);
+    let (t_cold, r_cold, _) = timed_request(&mut cold, &second);
     let mut warm = m.scheduler(cfg).expect("scheduler");
-    first_token(&mut warm, &first);
-    let (t_warm, r_warm) = first_token(&mut warm, &second);
+    timed_request(&mut warm, &first);
+    let (t_warm, r_warm, _) = timed_request(&mut warm, &second);
     println!(
         "{n}-token prompt sharing {shared} tokens with a finished request, {threads} threads:\n\
          cold: first token after {t_cold:.3} s ({r_cold} tokens reused)\n\

@@ -12,49 +12,10 @@
 
 use std::time::Instant;
 
-use minfer_engine::{
-    CacheDir, EngineConfig, Event, GenerateConfig, LoadedModel, SamplingParams, Scheduler,
-};
+mod common;
 
-fn tokens(seed: u64, n: usize, n_vocab: usize) -> Vec<u32> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % n_vocab as u64) as u32
-        })
-        .collect()
-}
-
-/// Submits `prompt`, steps until its first token and then to the end;
-/// returns the seconds to the first token, the prompt tokens taken from a
-/// cache, and the greedy tokens.
-fn run(s: &mut Scheduler, prompt: &[u32]) -> (f64, usize, Vec<u32>) {
-    let cfg = GenerateConfig {
-        max_tokens: 4,
-        stop: Vec::new(),
-        sampler: SamplingParams::greedy(),
-        logprobs: None,
-    };
-    let t = Instant::now();
-    let id = s.submit(prompt, &cfg).expect("submit");
-    let (secs, reused) = loop {
-        s.step().expect("step");
-        if let Some(times) = s.times(id) {
-            break (t.elapsed().as_secs_f64(), times.reused_tokens);
-        }
-    };
-    loop {
-        while let Some(ev) = s.next_event(id) {
-            if let Event::Done(stats) = ev {
-                return (secs, reused, stats.tokens);
-            }
-        }
-        s.step().expect("step");
-    }
-}
+use common::{timed_request, tokens};
+use minfer_engine::{CacheDir, EngineConfig, LoadedModel};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -82,19 +43,19 @@ fn main() {
     second.extend(tokens(2, n - shared, v));
     let other = tokens(3, 1024, v);
 
-    let (t_cold, _, want) = run(&mut m.scheduler(base).expect("scheduler"), &second);
+    let (t_cold, _, want) = timed_request(&mut m.scheduler(base).expect("scheduler"), &second);
 
     let t0 = Instant::now();
     let mut s = m.scheduler(tiers).expect("scheduler");
     let t_start = t0.elapsed().as_secs_f64();
-    run(&mut s, &first);
-    run(&mut s, &other);
-    let (t_ram, r_ram, got_ram) = run(&mut s, &second);
+    timed_request(&mut s, &first);
+    timed_request(&mut s, &other);
+    let (t_ram, r_ram, got_ram) = timed_request(&mut s, &second);
     let st = s.runtime().prompt_cache_stats();
     drop(s);
 
     let mut s = m.scheduler(tiers).expect("scheduler");
-    let (t_disk, r_disk, got_disk) = run(&mut s, &second);
+    let (t_disk, r_disk, got_disk) = timed_request(&mut s, &second);
     let _ = std::fs::remove_dir_all(&dir);
 
     assert_eq!(got_ram, want, "restored from RAM answers the same");

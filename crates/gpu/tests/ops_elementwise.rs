@@ -93,6 +93,15 @@ impl Diff {
         d
     }
 
+    /// Folds `d` into `self`, so one bound checks many shapes at once.
+    fn add(&mut self, d: &Diff) {
+        self.n += d.n;
+        self.differ += d.differ;
+        self.max_ulp = self.max_ulp.max(d.max_ulp);
+        self.max_abs = self.max_abs.max(d.max_abs);
+        self.max_rel = self.max_rel.max(d.max_rel);
+    }
+
     fn print(&self, what: &str) -> &Self {
         eprintln!(
             "{what}: {} values, {} differ ({:.2e}), max {} ulp, max abs {:.3e}, max rel {:.3e}",
@@ -380,11 +389,7 @@ fn rms_norm_matches_the_cpu() {
             cpu::rms_norm(&x, ne0, eps, &mut want).unwrap();
             let d = Diff::of(&read(&go, x.len()), &want);
             d.print(&format!("rms_norm {rows}x{ne0} eps {eps}"));
-            all.n += d.n;
-            all.differ += d.differ;
-            all.max_ulp = all.max_ulp.max(d.max_ulp);
-            all.max_abs = all.max_abs.max(d.max_abs);
-            all.max_rel = all.max_rel.max(d.max_rel);
+            all.add(&d);
         }
     }
     // One ulp of the factor 1 / sqrt(mean + eps) moves the row by one ulp
@@ -465,11 +470,7 @@ fn softmax_matches_the_cpu() {
         cpu::softmax_inplace(RowKernels::detect(), &mut want, ne0).unwrap();
         let d = Diff::of(&read(&gx, x.len()), &want);
         d.print(&format!("softmax {rows}x{ne0}"));
-        all.n += d.n;
-        all.differ += d.differ;
-        all.max_ulp = all.max_ulp.max(d.max_ulp);
-        all.max_abs = all.max_abs.max(d.max_abs);
-        all.max_rel = all.max_rel.max(d.max_rel);
+        all.add(&d);
     }
     all.within("softmax (all shapes)", 2, 1e-4);
 }

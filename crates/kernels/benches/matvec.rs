@@ -6,10 +6,15 @@
 //! `MINFER_SIMD=scalar|avx2|avx512` restricts the run to one level;
 //! `MINFER_BENCH_TYPES=Q4_K,Q6_K` to some types.
 
+// The type lists and operands the kernel tests sweep.
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{dot_types, row_major};
 use criterion::{criterion_main, BenchmarkId, Criterion, Throughput};
 use minfer_kernels::matmul::row_bytes;
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, SimdLevel};
+use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, SimdLevel};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::time::Duration;
 
@@ -21,30 +26,6 @@ const SHAPES: [(usize, usize); 5] = [
     (4864, 896),
     (896, 4864),
     (151936, 896),
-];
-
-const TYPES: [GgmlType; 21] = [
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::IQ4_NL,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::IQ4_XS,
-    GgmlType::IQ2_XXS,
-    GgmlType::IQ2_XS,
-    GgmlType::IQ2_S,
-    GgmlType::IQ3_XXS,
-    GgmlType::IQ3_S,
-    GgmlType::IQ1_S,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::F32,
 ];
 
 /// Random weights whose f16 fields are finite (random bits elsewhere).
@@ -86,7 +67,7 @@ fn bench(c: &mut Criterion) {
             .split(',')
             .map(|t| GgmlType::from_name(t.trim()).expect("MINFER_BENCH_TYPES"))
             .collect(),
-        None => TYPES.to_vec(),
+        None => dot_types(),
     };
     let pools = [ThreadPool::new(1), ThreadPool::new(2)];
     let mut rng = StdRng::seed_from_u64(1);
@@ -103,13 +84,7 @@ fn bench(c: &mut Criterion) {
                 continue;
             }
             let data = weights(ty, rows, cols, &mut rng);
-            let w = MatRef {
-                ty,
-                rows,
-                cols,
-                data: &data,
-                layout: Layout::Rows,
-            };
+            let w = row_major(ty, rows, cols, &data);
             let x: Vec<f32> = (0..cols).map(|_| rng.gen_range(-1.0..1.0)).collect();
             let mut out = vec![0f32; rows];
             let mut scratch = ActScratch::default();

@@ -5,14 +5,10 @@
 //!
 //! `cargo run --release -p minfer-kernels --example cols_cost -- [HEAD_DIM] [HEADS] [ROUNDS] [avx2|scalar]`
 
-use minfer_kernels::{HeadRows, RowKernels, Rows};
+mod common;
 
-fn cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
+use common::thread_cpu_seconds;
+use minfer_kernels::{HeadRows, RowKernels, Rows};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,13 +33,16 @@ fn main() {
         Some("scalar") => RowKernels::SCALAR,
         _ => RowKernels::detect(),
     };
-    let per = |ns: u64| ns as f64 / (rounds * n * heads) as f64;
+    let per = |secs: f64| secs * 1e9 / (rounds * n * heads) as f64;
     let report = |name: &str, f: &mut dyn FnMut()| {
-        let c0 = cpu_ns();
+        let c0 = thread_cpu_seconds();
         for _ in 0..rounds {
             f();
         }
-        println!("{name:24} {:6.3} ns per key-head", per(cpu_ns() - c0));
+        println!(
+            "{name:24} {:6.3} ns per key-head",
+            per(thread_cpu_seconds() - c0)
+        );
     };
     report("dot rows f16 (heads)", &mut || {
         rk.dot_rows_f16_heads(&qs, hd, rows, 0.1, &mut scores, n)

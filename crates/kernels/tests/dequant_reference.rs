@@ -6,11 +6,14 @@
 //! reference into a recorded skip (see `minfer_testutil::skip`). `MINFER_PYTHON`
 //! names another interpreter.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::mem::offset_of;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::QUANTIZABLE;
 use minfer_gguf::GgufFile;
 use minfer_kernels::blocks::{
     BlockIQ1S, BlockIQ2S, BlockIQ2XS, BlockIQ2XXS, BlockIQ3S, BlockIQ3XXS, BlockIQ4NL, BlockIQ4XS,
@@ -409,15 +412,11 @@ fn reference_quantizers_match_gguf_py() {
     };
     let mut rng = StdRng::seed_from_u64(0x0051_A27E);
     let inputs = quantizer_inputs(&mut rng);
-    let types = [
-        GgmlType::F16,
-        GgmlType::BF16,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-    ];
+    // Every quantizable type but F32, which is stored as it is.
+    let types: Vec<GgmlType> = QUANTIZABLE
+        .into_iter()
+        .filter(|&ty| ty != GgmlType::F32)
+        .collect();
     let mut ours = Vec::new();
     let mut labels = Vec::new();
     let mut src_bytes = Vec::new();

@@ -3,6 +3,9 @@
 //! the float steps are the same operations in the same order), and within
 //! rounding for the float types (FMA lanes versus the scalar order).
 
+mod common;
+
+use common::{dot_types, GRID_TYPES};
 use minfer_kernels::blocks::*;
 use minfer_kernels::{scale_table, scale_table_len, GgmlType, Kernels, SimdLevel};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -116,40 +119,6 @@ fn activations(act: GgmlType, n: usize, rng: &mut StdRng) -> Vec<u8> {
     }
 }
 
-/// The grid types (Q8_K activations, no four-row form, not repacked).
-const IQ_TYPES: [GgmlType; 6] = [
-    GgmlType::IQ2_XXS,
-    GgmlType::IQ2_XS,
-    GgmlType::IQ2_S,
-    GgmlType::IQ3_XXS,
-    GgmlType::IQ3_S,
-    GgmlType::IQ1_S,
-];
-
-const TYPES: [GgmlType; 21] = [
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::IQ4_NL,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::IQ4_XS,
-    GgmlType::IQ2_XXS,
-    GgmlType::IQ2_XS,
-    GgmlType::IQ2_S,
-    GgmlType::IQ3_XXS,
-    GgmlType::IQ3_S,
-    GgmlType::IQ1_S,
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-];
-
 #[test]
 fn simd_dots_equal_scalar_reference() {
     let scalar = Kernels::new(SimdLevel::Scalar).unwrap();
@@ -159,7 +128,7 @@ fn simd_dots_equal_scalar_reference() {
     let mut checked = 0;
     for level in levels.into_iter().filter(|&l| l != SimdLevel::Scalar) {
         let k = Kernels::new(level).unwrap();
-        for ty in TYPES {
+        for ty in dot_types() {
             let reference = scalar.dot(ty).unwrap();
             let fast = k.dot(ty).unwrap();
             let block = ty.block_size() as usize;
@@ -209,7 +178,7 @@ fn four_row_dots_equal_scalar_reference() {
     let mut checked = 0;
     for level in SimdLevel::supported() {
         let k = Kernels::new(level).unwrap();
-        for ty in TYPES {
+        for ty in dot_types() {
             let Some(dot4) = k.dot(ty).unwrap().dot4 else {
                 continue;
             };
@@ -269,7 +238,7 @@ fn grid_type_references_equal_the_dequantized_dot() {
     let scalar = Kernels::new(SimdLevel::Scalar).unwrap();
     let mut rng = StdRng::seed_from_u64(0x1C_0DE);
     let mut worst = 0f64;
-    for ty in IQ_TYPES {
+    for ty in GRID_TYPES {
         let reference = scalar.dot(ty).unwrap();
         assert_eq!(reference.act, GgmlType::Q8_K, "{ty}");
         for &nb in &[1usize, 2, 3, 8, 17, 36] {
@@ -309,7 +278,7 @@ fn grid_type_extreme_blocks_equal_scalar_reference() {
     let scalar = Kernels::new(SimdLevel::Scalar).unwrap();
     for level in SimdLevel::supported() {
         let k = Kernels::new(level).unwrap();
-        for ty in IQ_TYPES {
+        for ty in GRID_TYPES {
             let size = ty.type_size() as usize;
             for fill in [0xFFu8, 0x00, 0xAA] {
                 let mut w = vec![fill; 2 * size];
@@ -370,7 +339,7 @@ fn every_required_type_has_a_simd_kernel() {
         }
         // The grid types have a kernel of every level, but IQ3_XXS, whose
         // AVX-512 form measured slower, runs its AVX2 one at that level.
-        for ty in IQ_TYPES {
+        for ty in GRID_TYPES {
             let want = if ty == GgmlType::IQ3_XXS {
                 SimdLevel::Avx2
             } else {

@@ -2,27 +2,16 @@
 //! as one thread at the scalar level, and the result stays close to an f64
 //! product of the dequantized weights.
 
+mod common;
+
+use common::{row_major, GRID_TYPES, QUANTIZABLE};
 use minfer_kernels::dequant::dequantize_row;
 use minfer_kernels::matmul::{matmul_reference, row_bytes};
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::quant::quantize_row;
-use minfer_kernels::{
-    matmul, ActScratch, GgmlType, KernelError, Kernels, Layout, MatRef, SimdLevel,
-};
+use minfer_kernels::{matmul, ActScratch, GgmlType, KernelError, Kernels, MatRef, SimdLevel};
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
-
-/// Weight types that can be produced by quantizing random f32 rows here.
-const QUANTIZABLE: [GgmlType; 8] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-];
 
 fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> Vec<u8> {
     let rb = row_bytes(ty, cols).unwrap();
@@ -110,13 +99,7 @@ proptest! {
         let cols = 32 * blocks;
         let mut rng = StdRng::seed_from_u64(seed);
         let data = random_matrix(ty, rows, cols, &mut rng);
-        let w = MatRef {
-            ty,
-            rows,
-            cols,
-            data: &data,
-            layout: Layout::Rows,
-        };
+        let w = row_major(ty, rows, cols, &data);
         let x: Vec<f32> = (0..n_tok * cols).map(|_| rng.gen_range(-1.0..1.0)).collect();
         let base = run(SimdLevel::Scalar, 1, &w, &x, n_tok);
         for level in SimdLevel::supported() {
@@ -166,13 +149,7 @@ fn k_quant_matrices_from_real_shapes() {
                 blk[2..4].copy_from_slice(&half_bits(0.005));
             }
         }
-        let w = MatRef {
-            ty,
-            rows,
-            cols,
-            data: &data,
-            layout: Layout::Rows,
-        };
+        let w = row_major(ty, rows, cols, &data);
         let x: Vec<f32> = (0..3 * cols).map(|_| rng.gen_range(-1.0..1.0)).collect();
         let base = run(SimdLevel::Scalar, 1, &w, &x, 3);
         for level in SimdLevel::supported() {
@@ -203,27 +180,14 @@ fn k_quant_matrices_from_real_shapes() {
 #[test]
 fn grid_type_matrices_agree_across_levels_and_threads() {
     let mut rng = StdRng::seed_from_u64(4);
-    for ty in [
-        GgmlType::IQ2_XXS,
-        GgmlType::IQ2_XS,
-        GgmlType::IQ2_S,
-        GgmlType::IQ3_XXS,
-        GgmlType::IQ3_S,
-        GgmlType::IQ1_S,
-    ] {
+    for ty in GRID_TYPES {
         let (rows, cols, n_tok) = (37, 768, 5);
         let rb = row_bytes(ty, cols).unwrap();
         let mut data: Vec<u8> = (0..rows * rb).map(|_| rng.gen()).collect();
         for blk in data.chunks_exact_mut(ty.type_size() as usize) {
             blk[..2].copy_from_slice(&half_bits(rng.gen_range(0.001..0.01)));
         }
-        let w = MatRef {
-            ty,
-            rows,
-            cols,
-            data: &data,
-            layout: Layout::Rows,
-        };
+        let w = row_major(ty, rows, cols, &data);
         let x: Vec<f32> = (0..n_tok * cols)
             .map(|_| rng.gen_range(-1.0..1.0))
             .collect();
@@ -258,13 +222,7 @@ fn bad_shapes_are_errors() {
     let pool = ThreadPool::new(2);
     let mut scratch = ActScratch::default();
     let data = vec![0u8; 18 * 2];
-    let w = MatRef {
-        ty: GgmlType::Q4_0,
-        rows: 2,
-        cols: 32,
-        data: &data,
-        layout: Layout::Rows,
-    };
+    let w = row_major(GgmlType::Q4_0, 2, 32, &data);
     let mut out = vec![0f32; 2];
     let x = vec![0f32; 32];
     matmul(&kernels, &pool, &w, &x, 1, &mut out, &mut scratch).unwrap();
@@ -276,24 +234,12 @@ fn bad_shapes_are_errors() {
         matmul(&kernels, &pool, &w, &x, 1, &mut out[..1], &mut scratch),
         Err(KernelError::BadLength { .. })
     ));
-    let bad = MatRef {
-        ty: GgmlType::Q4_0,
-        rows: 2,
-        cols: 33,
-        data: &data,
-        layout: Layout::Rows,
-    };
+    let bad = row_major(GgmlType::Q4_0, 2, 33, &data);
     assert!(matches!(
         matmul(&kernels, &pool, &bad, &x, 1, &mut out, &mut scratch),
         Err(KernelError::NotBlockAligned { .. })
     ));
-    let iq = MatRef {
-        ty: GgmlType::IQ1_M,
-        rows: 1,
-        cols: 256,
-        data: &data,
-        layout: Layout::Rows,
-    };
+    let iq = row_major(GgmlType::IQ1_M, 1, 256, &data);
     assert!(matches!(
         matmul(&kernels, &pool, &iq, &x, 1, &mut out, &mut scratch),
         Err(KernelError::UnsupportedType { .. })

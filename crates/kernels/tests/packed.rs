@@ -2,6 +2,9 @@
 //! weights give the row-wise scalar reference's bits for every packable
 //! type, shape, token count, thread count and SIMD level.
 
+mod common;
+
+use common::row_major;
 use minfer_kernels::matmul::row_bytes;
 use minfer_kernels::packed::{dequantize_row, pack, packable, unpack_row};
 use minfer_kernels::pool::ThreadPool;
@@ -143,7 +146,7 @@ proptest! {
             prop_assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "row {} values", r);
         }
         let x: Vec<f32> = (0..n_tok * cols).map(|_| rng.gen_range(-2.0..2.0)).collect();
-        let rows_ref = MatRef { ty, rows, cols, data: &data, layout: Layout::Rows };
+        let rows_ref = row_major(ty, rows, cols, &data);
         let base = product(&Kernels::new(SimdLevel::Scalar).unwrap(), 1, &rows_ref, &x, n_tok);
         let packed_ref = MatRef { data: &packed, layout: Layout::Packed, ..rows_ref };
         for level in SimdLevel::supported() {
@@ -214,13 +217,7 @@ fn extreme_quants_and_activations_stay_exact() {
             let packed = pack(ty, rows, cols, &data).unwrap();
             for sign in [1.0f32, -1.0] {
                 let x = vec![sign; n_tok * cols];
-                let rows_ref = MatRef {
-                    ty,
-                    rows,
-                    cols,
-                    data: &data,
-                    layout: Layout::Rows,
-                };
+                let rows_ref = row_major(ty, rows, cols, &data);
                 let base = product(
                     &Kernels::new(SimdLevel::Scalar).unwrap(),
                     1,

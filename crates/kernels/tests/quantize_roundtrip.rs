@@ -6,6 +6,9 @@
 //! 2-bit / 3-bit bounds apply to types we cannot quantize), plus its check
 //! that the fast quantizer stays within 0.0001 of the reference one.
 
+mod common;
+
+use common::QUANTIZABLE;
 use minfer_kernels::blocks::{f16_to_f32, f32_to_f16, BlockQ8K, BlockQ8_0, BlockQ8_1, QK, QK_K};
 use minfer_kernels::dequant::dequantize_row;
 use minfer_kernels::quant::{
@@ -68,18 +71,10 @@ fn roundtrip(ty: GgmlType, x: &[f32]) -> Vec<f32> {
 #[test]
 fn total_quantization_error_within_llama_cpp_bounds() {
     let x = generate_data(0.0, TEST_SIZE);
-    let types = [
-        GgmlType::F32,
-        GgmlType::F16,
-        GgmlType::BF16,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-        GgmlType::Q8_1,
-        GgmlType::Q8_K,
-    ];
+    // The weight types and, beyond them, the activation types.
+    let types = QUANTIZABLE
+        .into_iter()
+        .chain([GgmlType::Q8_1, GgmlType::Q8_K]);
     let mut failed = Vec::new();
     for ty in types {
         let err = array_rmse(&x, &roundtrip(ty, &x));

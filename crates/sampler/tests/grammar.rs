@@ -3,8 +3,11 @@
 //! through must be in its language, checked by an independent recognizer
 //! (GBNF) or parser and schema check (JSON).
 
+mod common;
+
 use std::path::PathBuf;
 
+use common::{constrained, whole_distribution};
 use minfer_sampler::{Constraint, Gbnf, Sampler, SamplerError, SamplingParams, TokenVocab};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -75,16 +78,7 @@ fn toy_vocab() -> (TokenVocab, u32) {
 /// Samples up to `max` tokens under `c` from random logits that favour the
 /// end token (so outputs finish); `None` when the budget ran out first.
 fn generate(vocab: &TokenVocab, eos: u32, c: &Constraint, seed: u64, max: usize) -> Option<String> {
-    let params = SamplingParams {
-        temp: 1.0,
-        top_k: 0,
-        top_p: 1.0,
-        min_p: 0.0,
-        seed,
-        constraint: Some(c.clone()),
-        ..SamplingParams::default()
-    };
-    let mut s = Sampler::with_vocab(params, vocab).unwrap();
+    let mut s = Sampler::with_vocab(whole_distribution(c, 1.0, seed), vocab).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let mut out = Vec::new();
     let mut history = Vec::new();
@@ -205,16 +199,7 @@ fn json_schema_output_parses_and_obeys_the_schema() {
 #[test]
 fn bad_grammars_and_schemas_are_errors_before_any_token() {
     let (vocab, _) = toy_vocab();
-    let with = |c: Constraint| {
-        Sampler::with_vocab(
-            SamplingParams {
-                constraint: Some(c),
-                ..SamplingParams::default()
-            },
-            &vocab,
-        )
-        .unwrap_err()
-    };
+    let with = |c: Constraint| constrained(c, &vocab).unwrap_err();
     assert!(matches!(
         with(Constraint::Gbnf("root ::= (".into())),
         SamplerError::Grammar(_)
@@ -231,13 +216,8 @@ fn bad_grammars_and_schemas_are_errors_before_any_token() {
     ));
     // A keyword the grammar cannot enforce is relaxed and named, not
     // refused (tests/schema_relax.rs has the rest).
-    let s = Sampler::with_vocab(
-        SamplingParams {
-            constraint: Some(Constraint::JsonSchema(
-                r#"{"type": "string", "format": "no-such-format"}"#.into(),
-            )),
-            ..SamplingParams::default()
-        },
+    let s = constrained(
+        Constraint::JsonSchema(r#"{"type": "string", "format": "no-such-format"}"#.into()),
         &vocab,
     )
     .unwrap();
@@ -286,14 +266,7 @@ fn a_vocabulary_llguidance_cannot_use_is_one_clear_error() {
         Box::new(|_| Vec::new()),
     )
     .unwrap();
-    let e = Sampler::with_vocab(
-        SamplingParams {
-            constraint: Some(Constraint::JsonObject),
-            ..SamplingParams::default()
-        },
-        &v,
-    )
-    .unwrap_err();
+    let e = constrained(Constraint::JsonObject, &v).unwrap_err();
     assert!(
         matches!(&e, SamplerError::GrammarVocab(m) if m.contains("end-of-generation")),
         "{e}"

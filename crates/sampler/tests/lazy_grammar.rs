@@ -49,6 +49,21 @@ fn sampler(v: &TokenVocab, grammar: &str, trigger: &str, include: bool) -> Sampl
     Sampler::with_vocab(cfg, v).unwrap()
 }
 
+/// Samples with logits that ask for "hello" until the end token (at most
+/// 16 tokens) and returns the text: once the grammar governs, whatever it
+/// lets through instead.
+fn text_asking_for_hello(s: &mut Sampler, v: &TokenVocab, eos: u32) -> String {
+    let mut out = Vec::new();
+    for _ in 0..16 {
+        let t = s.sample(&want(v.len(), id("hello")), &[]).unwrap();
+        if t == eos {
+            break;
+        }
+        out.extend_from_slice(v.piece(t));
+    }
+    String::from_utf8(out).unwrap()
+}
+
 #[test]
 fn free_until_a_special_token_trigger_then_constrained_from_it() {
     let (v, tc, eos) = vocab();
@@ -61,15 +76,7 @@ fn free_until_a_special_token_trigger_then_constrained_from_it() {
     assert_eq!(s.sample(&want(n, tc), &[]).unwrap(), tc);
     // Now the grammar governs: asked for "hello" or the end, it gives
     // what the grammar allows.
-    let mut out = Vec::new();
-    for _ in 0..16 {
-        let t = s.sample(&want(n, id("hello")), &[]).unwrap();
-        if t == eos {
-            break;
-        }
-        out.extend_from_slice(v.piece(t));
-    }
-    assert_eq!(String::from_utf8(out).unwrap(), "{\"a\": 1}");
+    assert_eq!(text_asking_for_hello(&mut s, &v, eos), "{\"a\": 1}");
     assert!(s.grammar_finished());
 }
 
@@ -82,16 +89,8 @@ fn a_trigger_split_across_tokens_replays_the_tail_into_the_grammar() {
     let mut s = sampler(&v, r#"start: "{" "\"a\"" "}""#, "</th>", false);
     assert_eq!(s.sample(&want(n, id("</")), &[]).unwrap(), id("</"));
     assert_eq!(s.sample(&want(n, id("th>{")), &[]).unwrap(), id("th>{"));
-    let mut out = Vec::new();
-    for _ in 0..16 {
-        let t = s.sample(&want(n, id("hello")), &[]).unwrap();
-        if t == eos {
-            break;
-        }
-        out.extend_from_slice(v.piece(t));
-    }
     // The `{` of the split token was consumed: what follows completes it.
-    assert_eq!(String::from_utf8(out).unwrap(), "\"a\"}");
+    assert_eq!(text_asking_for_hello(&mut s, &v, eos), "\"a\"}");
 }
 
 #[test]

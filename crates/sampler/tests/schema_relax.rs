@@ -9,7 +9,10 @@
 //! grammar accepts the string when every byte and then the end are let
 //! through.
 
-use minfer_sampler::{Constraint, Sampler, SamplerError, SamplingParams, TokenVocab};
+mod common;
+
+use common::{constrained, whole_distribution};
+use minfer_sampler::{Constraint, Sampler, SamplerError, TokenVocab};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
@@ -29,16 +32,7 @@ fn vocab() -> (TokenVocab, u32) {
 }
 
 fn sampler(v: &TokenVocab, c: &Constraint, temp: f32, seed: u64) -> Sampler {
-    let params = SamplingParams {
-        temp,
-        top_k: 0,
-        top_p: 1.0,
-        min_p: 0.0,
-        seed,
-        constraint: Some(c.clone()),
-        ..SamplingParams::default()
-    };
-    Sampler::with_vocab(params, v).unwrap_or_else(|e| panic!("{e}"))
+    Sampler::with_vocab(whole_distribution(c, temp, seed), v).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Whether the grammar lets `s` through, and then the end.
@@ -472,16 +466,7 @@ fn an_error_is_short_and_quotes_no_grammar() {
         unreachable!()
     };
     assert!(text.len() > 10_000);
-    let with = |c: Constraint| {
-        Sampler::with_vocab(
-            SamplingParams {
-                constraint: Some(c),
-                ..SamplingParams::default()
-            },
-            &v,
-        )
-        .unwrap_err()
-    };
+    let with = |c: Constraint| constrained(c, &v).unwrap_err();
     for c in [tool.clone(), Constraint::JsonSchema(params.to_string())] {
         let e = with(c).to_string();
         assert!(e.len() <= 500, "{} bytes: {e}", e.len());
@@ -508,14 +493,7 @@ fn an_explicitly_strict_schema_is_not_relaxed() {
     let (v, _) = vocab();
     let schema = json!({"type": "object", "propertyNames": {"type": "string"},
         "x-guidance": {"lenient": false}});
-    let e = Sampler::with_vocab(
-        SamplingParams {
-            constraint: Some(Constraint::JsonSchema(schema.to_string())),
-            ..SamplingParams::default()
-        },
-        &v,
-    )
-    .unwrap_err();
+    let e = constrained(Constraint::JsonSchema(schema.to_string()), &v).unwrap_err();
     assert!(
         matches!(&e, SamplerError::Grammar(m) if m.contains("propertyNames")),
         "{e}"

@@ -2,7 +2,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use minfer_store::{ModelSpec, Store, StoreError};
 use support::{config, sha256, small_gguf, Server, ServerConfig};
@@ -19,26 +19,44 @@ fn serve(bytes: Vec<u8>, tweak: impl FnOnce(&mut ServerConfig)) -> Server {
     Server::start(cfg)
 }
 
-fn store(home: &Path, server: &Server) -> Store {
-    Store::new(config(home, &server.endpoint))
+/// A store in a fresh home that pulls from `server`; the home goes when
+/// the returned folder is dropped.
+fn fresh_store(server: &Server) -> (tempfile::TempDir, Store) {
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::new(config(home.path(), &server.endpoint));
+    (home, store)
 }
 
 fn spec() -> ModelSpec {
     ModelSpec::parse(SPEC).unwrap()
 }
 
-fn partial_of(path: &Path) -> std::path::PathBuf {
+fn partial_of(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(".partial");
     s.into()
+}
+
+/// Leaves `bytes` where an interrupted pull of [`spec`] keeps its partial
+/// download; returns the final file's path.
+fn write_partial(store: &Store, bytes: &[u8]) -> PathBuf {
+    let dest = store.local_path(&spec());
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::write(partial_of(&dest), bytes).unwrap();
+    dest
+}
+
+/// A failed pull leaves neither the final file nor a partial one.
+fn assert_nothing_left(dest: &Path) {
+    assert!(!dest.exists());
+    assert!(!partial_of(dest).exists());
 }
 
 #[test]
 fn pull_into_empty_home_then_second_pull_is_a_noop() {
     let bytes = small_gguf();
     let server = serve(bytes.clone(), |_| {});
-    let home = tempfile::tempdir().unwrap();
-    let store = store(home.path(), &server);
+    let (home, store) = fresh_store(&server);
 
     let pulled = store.pull(&spec()).unwrap();
     assert!(pulled.fetched);
@@ -67,8 +85,7 @@ fn interrupted_pull_keeps_partial_and_resumes_with_range() {
         c.drop_after = Some(K);
         c.redirect_host = Some("127.0.0.1".to_string());
     });
-    let home = tempfile::tempdir().unwrap();
-    let store = store(home.path(), &server);
+    let (_home, store) = fresh_store(&server);
     let dest = store.local_path(&spec());
 
     let err = store.pull(&spec()).unwrap_err();
@@ -95,11 +112,8 @@ fn interrupted_pull_keeps_partial_and_resumes_with_range() {
 fn complete_partial_is_answered_416_and_then_verified() {
     let bytes = small_gguf();
     let server = serve(bytes.clone(), |_| {});
-    let home = tempfile::tempdir().unwrap();
-    let store = store(home.path(), &server);
-    let dest = store.local_path(&spec());
-    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-    std::fs::write(partial_of(&dest), &bytes).unwrap();
+    let (_home, store) = fresh_store(&server);
+    let dest = write_partial(&store, &bytes);
 
     assert!(store.pull(&spec()).unwrap().fetched);
     assert_eq!(std::fs::read(&dest).unwrap(), bytes);
@@ -110,11 +124,8 @@ fn complete_partial_is_answered_416_and_then_verified() {
 fn partial_longer_than_the_file_is_restarted() {
     let bytes = small_gguf();
     let server = serve(bytes.clone(), |_| {});
-    let home = tempfile::tempdir().unwrap();
-    let store = store(home.path(), &server);
-    let dest = store.local_path(&spec());
-    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-    std::fs::write(partial_of(&dest), vec![7u8; bytes.len() + 10]).unwrap();
+    let (_home, store) = fresh_store(&server);
+    let dest = write_partial(&store, &vec![7u8; bytes.len() + 10]);
 
     assert!(store.pull(&spec()).unwrap().fetched);
     assert_eq!(std::fs::read(&dest).unwrap(), bytes);
@@ -129,8 +140,7 @@ fn partial_longer_than_the_file_is_restarted() {
 #[test]
 fn wrong_linked_etag_is_a_checksum_mismatch_leaving_nothing() {
     let server = serve(small_gguf(), |c| c.linked_etag = Some("ab".repeat(32)));
-    let home = tempfile::tempdir().unwrap();
-    let store = store(home.path(), &server);
+    let (_home, store) = fresh_store(&server);
     let dest = store.local_path(&spec());
 
     let err = store.pull(&spec()).unwrap_err();
@@ -143,23 +153,20 @@ fn wrong_linked_etag_is_a_checksum_mismatch_leaving_nothing() {
         }
         other => panic!("expected a checksum mismatch, got {other}"),
     }
-    assert!(!dest.exists());
-    assert!(!partial_of(&dest).exists());
+    assert_nothing_left(&dest);
 }
 
 #[test]
 fn bytes_that_are_not_gguf_are_rejected() {
     let junk: Vec<u8> = b"<html>this is not a model</html>".repeat(4000);
     let server = serve(junk, |_| {});
-    let home = tempfile::tempdir().unwrap();
-    let store = store(home.path(), &server);
+    let (_home, store) = fresh_store(&server);
     let dest = store.local_path(&spec());
 
     let err = store.pull(&spec()).unwrap_err();
     assert!(matches!(err, StoreError::NotGguf { .. }), "{err}");
     assert!(err.to_string().contains("not a valid GGUF"), "{err}");
-    assert!(!dest.exists());
-    assert!(!partial_of(&dest).exists());
+    assert_nothing_left(&dest);
 }
 
 #[test]
@@ -168,8 +175,7 @@ fn announced_size_larger_than_the_body_never_yields_a_final_file() {
     let server = serve(bytes.clone(), |c| {
         c.linked_size = Some(bytes.len() as u64 + 100)
     });
-    let home = tempfile::tempdir().unwrap();
-    let store = store(home.path(), &server);
+    let (_home, store) = fresh_store(&server);
     let dest = store.local_path(&spec());
 
     // The body ends short of the announced size: kept for a resume...
@@ -179,15 +185,13 @@ fn announced_size_larger_than_the_body_never_yields_a_final_file() {
     // ...which finds nothing more to fetch, so the size check rejects it.
     let err = store.pull(&spec()).unwrap_err();
     assert!(matches!(err, StoreError::SizeMismatch { .. }), "{err}");
-    assert!(!dest.exists());
-    assert!(!partial_of(&dest).exists());
+    assert_nothing_left(&dest);
 }
 
 #[test]
 fn missing_file_is_a_clear_404_error() {
     let server = serve(small_gguf(), |_| {});
-    let home = tempfile::tempdir().unwrap();
-    let store = store(home.path(), &server);
+    let (_home, store) = fresh_store(&server);
     let spec = ModelSpec::parse("hf:someone/some-repo/nope.gguf").unwrap();
 
     let err = store.pull(&spec).unwrap_err();
@@ -204,8 +208,8 @@ fn missing_file_is_a_clear_404_error() {
 fn refused_access_mentions_hf_token() {
     for status in [401, 403] {
         let server = serve(small_gguf(), |c| c.resolve_status = Some(status));
-        let home = tempfile::tempdir().unwrap();
-        let err = store(home.path(), &server).pull(&spec()).unwrap_err();
+        let (_home, store) = fresh_store(&server);
+        let err = store.pull(&spec()).unwrap_err();
         assert!(matches!(err, StoreError::AccessDenied { .. }), "{err}");
         let msg = err.to_string();
         assert!(msg.contains("gated") && msg.contains("HF_TOKEN"), "{msg}");
@@ -240,8 +244,7 @@ fn token_goes_to_the_hub_but_not_to_the_storage_host() {
 fn resolve_pulls_a_missing_hf_model_once() {
     let bytes = small_gguf();
     let server = serve(bytes.clone(), |_| {});
-    let home = tempfile::tempdir().unwrap();
-    let store = store(home.path(), &server);
+    let (_home, store) = fresh_store(&server);
 
     let path = store.resolve(SPEC).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), bytes);

@@ -7,7 +7,7 @@ pub mod server;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 /// A `minfer` command with its store in `home` (so nothing is pulled into
 /// the user's store) and without a terminal anywhere.
@@ -27,14 +27,20 @@ pub fn minfer(args: &[&str], home: &Path) -> Output {
     command(args, home).output().expect("run minfer")
 }
 
-/// Runs `minfer ARGS` with `input` on stdin.
-pub fn minfer_stdin(args: &[&str], home: &Path, input: &str) -> Output {
-    let mut child = command(args, home)
+/// Starts `minfer ARGS` with stdin, stdout and stderr all piped, for a
+/// test that talks to it while it runs.
+pub fn spawn_piped(args: &[&str], home: &Path) -> Child {
+    command(args, home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn minfer");
+        .expect("spawn minfer")
+}
+
+/// Runs `minfer ARGS` with `input` on stdin.
+pub fn minfer_stdin(args: &[&str], home: &Path, input: &str) -> Output {
+    let mut child = spawn_piped(args, home);
     let mut stdin = child.stdin.take().unwrap();
     // A command that fails before reading its input (a missing model, say)
     // may have exited already: a closed pipe here is its answer, not an

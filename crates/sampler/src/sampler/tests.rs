@@ -142,36 +142,24 @@ fn frequency_and_presence_subtract_per_count_and_once() {
     let mut seen = Vec::new();
     // Id 0 three times, id 1 once, id 3 never; 99 is outside the row.
     let window = [0, 1, 0, 99, 0];
-    let mut logits = vec![2.0, -2.0, 1.0, 4.0];
-    let p = Penalties {
-        repeat: 1.0,
-        frequency: 0.5,
-        presence: 0.0,
+    // The same row each time, so each result shows one setting's effect.
+    let mut penalized = |repeat: f32, frequency: f32, presence: f32| {
+        let mut logits = vec![2.0, -2.0, 1.0, 4.0];
+        let p = Penalties {
+            repeat,
+            frequency,
+            presence,
+        };
+        apply_penalties(&mut logits, &window, p, &mut seen);
+        logits
     };
-    apply_penalties(&mut logits, &window, p, &mut seen);
-    assert_eq!(logits, vec![0.5, -2.5, 1.0, 4.0]);
-
-    let mut logits = vec![2.0, -2.0, 1.0, 4.0];
-    let p = Penalties {
-        repeat: 1.0,
-        frequency: 0.0,
-        presence: 1.5,
-    };
-    apply_penalties(&mut logits, &window, p, &mut seen);
-    assert_eq!(logits, vec![0.5, -3.5, 1.0, 4.0]);
-
+    assert_eq!(penalized(1.0, 0.5, 0.0), vec![0.5, -2.5, 1.0, 4.0]);
+    assert_eq!(penalized(1.0, 0.0, 1.5), vec![0.5, -3.5, 1.0, 4.0]);
     // All three, in llama.cpp's order: repeat first, then
     // `c * frequency + presence` subtracted; negative values reward.
-    let mut logits = vec![2.0, -2.0, 1.0, 4.0];
-    let p = Penalties {
-        repeat: 2.0,
-        frequency: -0.25,
-        presence: 1.0,
-    };
-    apply_penalties(&mut logits, &window, p, &mut seen);
     // id 0: 2 / 2 = 1, - (3 * -0.25 + 1) = 0.75; id 1: -2 * 2 = -4,
     // - (-0.25 + 1) = -4.75.
-    assert_eq!(logits, vec![0.75, -4.75, 1.0, 4.0]);
+    assert_eq!(penalized(2.0, -0.25, 1.0), vec![0.75, -4.75, 1.0, 4.0]);
 }
 
 #[test]
@@ -422,26 +410,24 @@ fn buffers_are_reused_between_calls() {
         ..SamplingParams::default()
     };
     let mut s = Sampler::new(cfg).unwrap();
+    // Where each buffer lives and how much it holds: unchanged means no
+    // allocation happened.
+    let buffers = |s: &Sampler| {
+        (
+            s.work.as_ptr(),
+            s.work.capacity(),
+            s.cands.as_ptr(),
+            s.cands.capacity(),
+            s.seen.as_ptr(),
+            s.seen.capacity(),
+        )
+    };
     s.sample(&logits, &history).unwrap();
-    let before = (
-        s.work.as_ptr(),
-        s.work.capacity(),
-        s.cands.as_ptr(),
-        s.cands.capacity(),
-        s.seen.as_ptr(),
-        s.seen.capacity(),
-    );
+    let before = buffers(&s);
     for _ in 0..10 {
         s.sample(&logits, &history).unwrap();
     }
-    let after = (
-        s.work.as_ptr(),
-        s.work.capacity(),
-        s.cands.as_ptr(),
-        s.cands.capacity(),
-        s.seen.as_ptr(),
-        s.seen.capacity(),
-    );
+    let after = buffers(&s);
     assert_eq!(before, after);
 }
 

@@ -37,6 +37,15 @@ WEATHER_FUNCTION = {
 }
 WEATHER = {"type": "function", "function": WEATHER_FUNCTION}
 
+# The schema the structured-output tests of several APIs ask for: a city
+# and its country, nothing else.
+CITY_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+    "required": ["city", "country"],
+    "additionalProperties": False,
+}
+
 
 def env(name):
     value = os.environ.get(name)

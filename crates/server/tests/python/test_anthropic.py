@@ -8,7 +8,7 @@ import json
 import anthropic
 import pytest
 
-from conftest import WEATHER_FUNCTION
+from conftest import CITY_SCHEMA, WEATHER_FUNCTION
 from test_openai_api import http
 
 # Anthropic names the parameters' schema `input_schema`.
@@ -189,16 +189,10 @@ def test_any_tool_choice_forces_a_call(claude, tools_model):
 
 
 def test_an_output_format_constrains_the_text(claude, tools_model):
-    schema = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
-        "required": ["city", "country"],
-        "additionalProperties": False,
-    }
     m = claude.messages.create(
         model=tools_model,
         messages=[{"role": "user", "content": "Name a city and its country."}],
-        output_config={"format": {"type": "json_schema", "schema": schema}},
+        output_config={"format": {"type": "json_schema", "schema": CITY_SCHEMA}},
         max_tokens=60,
         **GREEDY,
     )

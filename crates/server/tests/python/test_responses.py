@@ -8,7 +8,7 @@ import json
 import openai
 import pytest
 
-from conftest import WEATHER_FUNCTION
+from conftest import CITY_SCHEMA, WEATHER_FUNCTION
 
 WEATHER = {"type": "function", **WEATHER_FUNCTION}
 ASK = "What is the weather in Paris?"
@@ -137,16 +137,10 @@ def test_a_function_call_output_is_carried_into_the_next_turn(tools_client, tool
 
 
 def test_a_json_schema_format_constrains_the_text(tools_client, tools_model):
-    schema = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
-        "required": ["city", "country"],
-        "additionalProperties": False,
-    }
     r = tools_client.responses.create(
         model=tools_model,
         input="Name a city and its country.",
-        text={"format": {"type": "json_schema", "name": "place", "schema": schema, "strict": True}},
+        text={"format": {"type": "json_schema", "name": "place", "schema": CITY_SCHEMA, "strict": True}},
         max_output_tokens=60,
         temperature=0,
     )
