@@ -8,7 +8,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::Result;
-use minfer_engine::{LoadedModel, Store};
+use minfer_engine::{LoadedModel, Store, SyntheticTokens};
 
 use crate::runtime::{self, RuntimeArgs};
 
@@ -113,16 +113,9 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
         .n_ctx
         .max((args.n_depth + args.n_prompt.max(args.n_gen) + 1) as u32);
     let mut engine = runtime::engine(&loaded, &args.runtime)?;
-    let n_vocab = engine.n_vocab() as u32;
     // Deterministic pseudo-random tokens, as llama-bench uses random ones.
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next_token = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % n_vocab as u64) as u32
-    };
-    let depth: Vec<u32> = (0..args.n_depth).map(|_| next_token()).collect();
+    let mut synthetic = SyntheticTokens::new(0x2545_f491_4f6c_dd1d, engine.n_vocab());
+    let depth: Vec<u32> = synthetic.by_ref().take(args.n_depth).collect();
     let suffix = if args.n_depth > 0 {
         format!(" @ d{}", args.n_depth)
     } else {
@@ -138,7 +131,7 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
     };
     let mut rows = Vec::new();
     if args.n_prompt > 0 {
-        let tokens: Vec<u32> = (0..args.n_prompt).map(|_| next_token()).collect();
+        let tokens: Vec<u32> = synthetic.by_ref().take(args.n_prompt).collect();
         // Warm-up run, not measured: builds the graph and faults the weights in.
         start(&mut engine)?;
         engine.eval(&tokens, false)?;
@@ -157,7 +150,7 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
         rows.push(row);
     }
     if args.n_gen > 0 {
-        let tokens: Vec<u32> = (0..args.n_gen).map(|_| next_token()).collect();
+        let tokens: Vec<u32> = synthetic.by_ref().take(args.n_gen).collect();
         start(&mut engine)?;
         engine.eval(&tokens[..1], false)?;
         let mut row = Row {

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::Result;
-use minfer_engine::{BatchEntry, LoadedModel, Runtime, SeqId};
+use minfer_engine::{BatchEntry, LoadedModel, Runtime, SeqId, SyntheticTokens};
 
 use crate::runtime::RuntimeArgs;
 
@@ -59,19 +59,6 @@ pub fn file_name(loaded: &LoadedModel) -> String {
         .unwrap_or_default()
 }
 
-/// Deterministic pseudo-random tokens below `n_vocab`.
-fn tokens(seed: u64, n: usize, n_vocab: usize) -> Vec<u32> {
-    let mut state = seed | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n_vocab as u64) as u32
-        })
-        .collect()
-}
-
 /// Prefills every sequence's prompt (as many whole prompts per step as fit
 /// in a micro-batch), then decodes `n_gen` tokens each in lock-step.
 /// Returns (prefill seconds, decode seconds).
@@ -82,7 +69,11 @@ fn measure(rt: &mut Runtime, n_seq: usize, opts: &Opts) -> Result<(f64, f64)> {
         .map(|_| rt.new_sequence())
         .collect::<Result<_, _>>()?;
     let prompts: Vec<Vec<u32>> = (0..n_seq)
-        .map(|i| tokens(0x9e37_79b9 + i as u64, opts.n_prompt.max(1), n_vocab))
+        .map(|i| {
+            SyntheticTokens::new(0x9e37_79b9 + i as u64, n_vocab)
+                .take(opts.n_prompt.max(1))
+                .collect()
+        })
         .collect();
     let t0 = Instant::now();
     let entries: Vec<BatchEntry> = seqs
@@ -93,7 +84,11 @@ fn measure(rt: &mut Runtime, n_seq: usize, opts: &Opts) -> Result<(f64, f64)> {
     rt.step(&entries)?;
     let t_pp = t0.elapsed().as_secs_f64();
     let gen: Vec<Vec<u32>> = (0..n_seq)
-        .map(|i| tokens(0x51ed_2701 + i as u64, opts.n_gen, n_vocab))
+        .map(|i| {
+            SyntheticTokens::new(0x51ed_2701 + i as u64, n_vocab)
+                .take(opts.n_gen)
+                .collect()
+        })
         .collect();
     let t1 = Instant::now();
     for step in 0..opts.n_gen {

@@ -11,7 +11,7 @@ use minfer_graph::kv::KvRegion;
 use minfer_graph::splits::runs;
 use minfer_graph::{
     Backend, Device, GraphError, GraphUid, GraphView, HostBackend, KvFormat, KvInfo, PoolSizes,
-    Result, Slot, WeightStore,
+    Region, RegionTable, Result, Slot, WeightStore,
 };
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::{ActScratch, GgmlType, Kernels, SimdLevel};
@@ -19,14 +19,14 @@ use minfer_trace as trace;
 
 use crate::attention::AttnScratch;
 use crate::exec::{exec_node, ExecCtx};
-use crate::pool::{LayerKv, TypedPool};
+use crate::pool::TypedPool;
 
 /// The CPU's part of a graph cache.
 pub struct CpuBackend {
     kernels: Kernels,
     threads: ThreadPool,
     pool: TypedPool,
-    kv: Vec<LayerKv>,
+    kv: RegionTable<KvRegion>,
     act: ActScratch,
     /// Sized for the largest `(n_ctx, head_dim, query heads per KV head,
     /// query tokens per tile)` any graph has needed (`attn_size`).
@@ -63,7 +63,7 @@ impl CpuBackend {
             kernels,
             threads: ThreadPool::new(n_threads),
             pool: TypedPool::default(),
-            kv: Vec::new(),
+            kv: RegionTable::new(""),
             act: ActScratch::default(),
             attn: AttnScratch::new(n_threads, 0, 0).with_row_kernels(kernels.rows()),
             attn_size: (0, 0, 0, 0),
@@ -78,14 +78,6 @@ impl CpuBackend {
     /// SIMD level through this, without depending on the kernels crate.
     pub fn with_simd(level: SimdLevel, n_threads: usize) -> Result<Self> {
         Ok(Self::new(Kernels::new(level)?, n_threads))
-    }
-
-    fn region_or_err(&self, layer: usize, kind: KvKind) -> Result<&KvRegion> {
-        self.region(layer, kind).ok_or(GraphError::NoKvRegion {
-            layer,
-            kind,
-            where_: "",
-        })
     }
 
     /// Grows the scratch to what the CPU's nodes of `view` need.
@@ -185,40 +177,17 @@ impl Backend for CpuBackend {
         n_ctx: usize,
         format: KvFormat,
     ) -> Result<bool> {
-        if self.kv.len() <= layer {
-            self.kv.resize_with(layer + 1, LayerKv::default);
-        }
-        let slot = match kind {
-            KvKind::K => &mut self.kv[layer].k,
-            KvKind::V => &mut self.kv[layer].v,
+        let want = KvInfo {
+            format,
+            row_elems: row,
+            n_ctx,
         };
-        if let Some(r) = slot {
-            if r.row_elems() != row || r.n_ctx() != n_ctx || r.format() != format {
-                return Err(GraphError::KvMismatch {
-                    layer,
-                    kind,
-                    msg: format!(
-                        "holds {} cells of {} values as {:?}; this graph needs {n_ctx} cells \
-                         of {row} values as {format:?} (the regions are sized once per cache)",
-                        r.n_ctx(),
-                        r.row_elems(),
-                        r.format()
-                    ),
-                });
-            }
-            return Ok(false);
-        }
-        *slot = Some(KvRegion::new(format, row, n_ctx)?);
-        Ok(true)
+        self.kv
+            .ensure(layer, kind, want, || KvRegion::new(format, row, n_ctx))
     }
 
     fn kv_info(&self, layer: usize, kind: KvKind) -> Option<KvInfo> {
-        self.region(layer, kind).map(|r| KvInfo {
-            format: r.format(),
-            row_elems: r.row_elems(),
-            n_ctx: r.n_ctx(),
-            raw_row_bytes: r.row_bytes(),
-        })
+        self.kv.get(layer, kind).map(Region::shape)
     }
 
     fn kv_read_raw(
@@ -228,19 +197,15 @@ impl Backend for CpuBackend {
         cell: usize,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        self.region_or_err(layer, kind)?.read_raw_row(cell, out)
+        self.kv.require(layer, kind)?.read_raw_row(cell, out)
     }
 
     fn kv_write_raw(&mut self, layer: usize, kind: KvKind, cell: usize, src: &[u8]) -> Result<()> {
-        self.region_or_err(layer, kind)?;
-        self.region_mut(layer, kind)
-            .map_or(Ok(()), |r| r.write_raw_row(cell, src))
+        self.kv.require_mut(layer, kind)?.write_raw_row(cell, src)
     }
 
     fn kv_store_row(&mut self, layer: usize, kind: KvKind, cell: usize, row: &[f32]) -> Result<()> {
-        self.region_or_err(layer, kind)?;
-        self.region_mut(layer, kind)
-            .map_or(Ok(()), |r| r.store_row(cell, row))
+        self.kv.require_mut(layer, kind)?.store_row(cell, row)
     }
 
     fn prepare(&mut self, view: &GraphView) -> Result<()> {
@@ -384,21 +349,11 @@ impl HostBackend for CpuBackend {
         self.trace_key = trace_key;
     }
 
-    /// Layer `layer`'s K or V region, if this backend holds it.
     fn region(&self, layer: usize, kind: KvKind) -> Option<&KvRegion> {
-        let l = self.kv.get(layer)?;
-        match kind {
-            KvKind::K => l.k.as_ref(),
-            KvKind::V => l.v.as_ref(),
-        }
+        self.kv.get(layer, kind)
     }
 
-    /// Layer `layer`'s K or V region for writing, if this backend holds it.
     fn region_mut(&mut self, layer: usize, kind: KvKind) -> Option<&mut KvRegion> {
-        let l = self.kv.get_mut(layer)?;
-        match kind {
-            KvKind::K => l.k.as_mut(),
-            KvKind::V => l.v.as_mut(),
-        }
+        self.kv.get_mut(layer, kind)
     }
 }

@@ -12,14 +12,15 @@ use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, RowK
 
 use minfer_graph::ir::{AttnParams, KvKind, Node, NodeId, Op};
 use minfer_graph::kv::KvRegion;
-use minfer_graph::{BuiltGraph, GraphError, Result, Slot, WeightId, WeightStore};
+use minfer_graph::{BuiltGraph, GraphError, RegionTable, Result, Slot, WeightId, WeightStore};
 
-use crate::pool::{LayerKv, TypedPool};
+use crate::pool::TypedPool;
+use crate::RowTable;
 
 /// Everything a node may read or write during a step.
 pub(crate) struct ExecCtx<'a> {
     pub pool: &'a mut TypedPool,
-    pub kv: &'a mut [LayerKv],
+    pub kv: &'a mut RegionTable<KvRegion>,
     pub weights: &'a WeightStore,
     pub kernels: &'a Kernels,
     /// The f32 row routines (activations, softmax) at the same level.
@@ -84,19 +85,6 @@ fn src_i32(pool: &TypedPool, slot: Slot) -> Result<&[i32]> {
     }
 }
 
-fn region(kv: &mut [LayerKv], layer: usize, kind: KvKind) -> Result<&mut KvRegion> {
-    let l = kv.get_mut(layer);
-    let r = l.and_then(|l| match kind {
-        KvKind::K => l.k.as_mut(),
-        KvKind::V => l.v.as_mut(),
-    });
-    r.ok_or(GraphError::NoKvRegion {
-        layer,
-        kind,
-        where_: "",
-    })
-}
-
 /// Runs node `i` of `g`.
 pub(crate) fn exec_node(
     cx: &mut ExecCtx,
@@ -112,7 +100,7 @@ pub(crate) fn exec_node(
         Op::KvStore { layer, kind } => {
             let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
             let cells = src_i32(cx.pool, slot_of(1))?;
-            crate::kv_store(region(cx.kv, *layer, *kind)?, x, cells)
+            crate::kv_store(cx.kv.require_mut(*layer, *kind)?, x, cells)
         }
         Op::RopeKvStore { rope, layer } => {
             let x = src_f32(cx.pool, cx.weights, slot_of(0))?;
@@ -129,7 +117,7 @@ pub(crate) fn exec_node(
                 })?;
             tmp.copy_from_slice(x);
             crate::rope_inplace(tmp, pos, rope, cx.n_ctx)?;
-            crate::kv_store(region(cx.kv, *layer, KvKind::K)?, tmp, cells)
+            crate::kv_store(cx.kv.require_mut(*layer, KvKind::K)?, tmp, cells)
         }
         _ => {
             let Slot::F32 { buf, len } = slots[i] else {
@@ -241,14 +229,15 @@ fn get_rows(
     match slot_of(0) {
         Slot::Weight(id) => {
             let ty = cx.weights.info(id).ty;
-            match cx.weights.packed(id) {
-                Some(p) => crate::get_rows_packed(ty, p, t[0], t[1], ids, out),
-                None => crate::get_rows(ty, cx.weights.data(id), t[0], t[1], ids, out),
-            }
+            let table = match cx.weights.packed(id) {
+                Some(p) => RowTable::Packed(p),
+                None => RowTable::Stored(cx.weights.data(id)),
+            };
+            crate::get_rows(ty, table, t[0], t[1], ids, out)
         }
         s => {
             let table = f32_bytes(src_f32(cx.pool, cx.weights, s)?);
-            crate::get_rows(GgmlType::F32, table, t[0], t[1], ids, out)
+            crate::get_rows(GgmlType::F32, RowTable::Stored(table), t[0], t[1], ids, out)
         }
     }
 }
@@ -347,23 +336,7 @@ fn attention(
     let offsets = src_i32(cx.pool, slot_of(3))?;
     let cells = src_i32(cx.pool, slot_of(4))?;
     let cells = &cells[..cx.window_len.min(cells.len())];
-    let layer = cx.kv.get(p.layer).ok_or(GraphError::NoKvRegion {
-        layer: p.layer,
-        kind: KvKind::K,
-        where_: "",
-    })?;
-    let (Some(k), Some(v)) = (layer.k.as_ref(), layer.v.as_ref()) else {
-        let kind = if layer.k.is_none() {
-            KvKind::K
-        } else {
-            KvKind::V
-        };
-        return Err(GraphError::NoKvRegion {
-            layer: p.layer,
-            kind,
-            where_: "",
-        });
-    };
+    let (k, v) = cx.kv.pair(p.layer)?;
     if p.sliding_window == 0 {
         return crate::attention(q, k, v, offsets, cells, p, cx.threads, cx.attn, out);
     }

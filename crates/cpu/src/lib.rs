@@ -32,7 +32,7 @@ pub use elementwise::{
     add_inplace, geglu_inplace, gelu_tanh, mul_inplace, rms_norm, scale_inplace, softmax_inplace,
     tanh_inplace,
 };
-pub use get_rows::{get_rows, get_rows_packed};
+pub use get_rows::{get_rows, RowTable};
 pub use rope::rope_inplace;
 
 use minfer_graph::{CacheConfig, GraphCache};

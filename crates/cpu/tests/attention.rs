@@ -527,30 +527,22 @@ fn attention_rejects_bad_windows_and_scratch() {
         assert!(run(&[0, 1, 3], &[0, 0, 1], &bad, &mut ok).is_err());
     }
     // q and out lengths.
-    let r = attention(
-        &q[1..],
-        &ctx.k,
-        &ctx.v,
-        &[0, 1, 3],
-        &[0, 0, 1],
-        &p,
-        &ctx.pool,
-        &mut ok,
-        &mut out,
-    );
-    assert!(r.is_err());
-    let r = attention(
-        &q,
-        &ctx.k,
-        &ctx.v,
-        &[0, 1, 3],
-        &[0, 0, 1],
-        &p,
-        &ctx.pool,
-        &mut ok,
-        &mut out[1..],
-    );
-    assert!(r.is_err());
+    let mut lengths = |q: &[f32], out: &mut [f32]| {
+        let cells = [0, 1, 3];
+        attention(
+            q,
+            &ctx.k,
+            &ctx.v,
+            &cells,
+            &[0, 0, 1],
+            &p,
+            &ctx.pool,
+            &mut ok,
+            out,
+        )
+    };
+    assert!(lengths(&q[1..], &mut out).is_err());
+    assert!(lengths(&q, &mut out[1..]).is_err());
     // An empty window gives zeros.
     let mut out = vec![1.0f32; 64];
     attention(

@@ -9,7 +9,7 @@ use support::{assert_close, randn, rope_params};
 
 use minfer_cpu::{
     add_inplace, geglu_inplace, gelu_tanh, get_rows, mul_inplace, rms_norm, rope_inplace,
-    scale_inplace, softmax_inplace, tanh_inplace,
+    scale_inplace, softmax_inplace, tanh_inplace, RowTable,
 };
 use minfer_graph::{GraphError, RopeParams, RopeStyle};
 use minfer_kernels::blocks::{f16_to_f32, f32_to_f16};
@@ -32,7 +32,7 @@ fn get_rows_dequantizes_the_named_rows() {
             quantize_row(ty, s, d).unwrap();
         }
         let mut out = vec![0.0f32; ids.len() * ne0];
-        get_rows(ty, &table, ne0, n_rows, &ids, &mut out).unwrap();
+        get_rows(ty, RowTable::Stored(&table), ne0, n_rows, &ids, &mut out).unwrap();
         for (i, &id) in ids.iter().enumerate() {
             let mut want = vec![0.0f32; ne0];
             let r = id as usize;
@@ -42,14 +42,30 @@ fn get_rows_dequantizes_the_named_rows() {
         // Bad ids are refused before anything is written.
         let mut out = vec![7.0f32; 2 * ne0];
         for bad in [[0, 7], [-1, 0]] {
-            let r = get_rows(ty, &table, ne0, n_rows, &bad, &mut out);
+            let r = get_rows(ty, RowTable::Stored(&table), ne0, n_rows, &bad, &mut out);
             assert!(matches!(r, Err(GraphError::BadInput { .. })), "{r:?}");
             assert!(out.iter().all(|&v| v == 7.0));
         }
-        assert!(get_rows(ty, &table[1..], ne0, n_rows, &[0], &mut out[..ne0]).is_err());
-        assert!(get_rows(ty, &table, ne0, n_rows, &[0], &mut out).is_err());
+        assert!(get_rows(
+            ty,
+            RowTable::Stored(&table[1..]),
+            ne0,
+            n_rows,
+            &[0],
+            &mut out[..ne0]
+        )
+        .is_err());
+        assert!(get_rows(ty, RowTable::Stored(&table), ne0, n_rows, &[0], &mut out).is_err());
     }
-    assert!(get_rows(GgmlType::Q8_0, &[0; 34], 33, 1, &[0], &mut [0.0; 33]).is_err());
+    assert!(get_rows(
+        GgmlType::Q8_0,
+        RowTable::Stored(&[0; 34]),
+        33,
+        1,
+        &[0],
+        &mut [0.0; 33]
+    )
+    .is_err());
 }
 
 #[test]

@@ -30,6 +30,7 @@ pub mod perplexity;
 mod runtime;
 pub mod scheduler;
 pub mod spec;
+mod synthetic;
 pub mod trace;
 mod vocab;
 
@@ -48,6 +49,7 @@ pub use runtime::{
 };
 pub use scheduler::{Event, GenId, GenTimes, Scheduler};
 pub use spec::{DraftModel, SpecConfig, SpecStats, Speculation};
+pub use synthetic::SyntheticTokens;
 
 pub use error::{EngineError, Result};
 /// The types front ends pass to the engine, re-exported so that they need

@@ -24,24 +24,11 @@ use crate::ir::KvKind;
 use crate::kv::KvRegion;
 use crate::params::{GraphParams, KvFormat};
 use crate::plan::{MemPlan, Slot};
+use crate::regions::KvInfo;
 use crate::types::{Device, GraphUid, PoolSizes};
 use crate::weights::WeightStore;
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::Kernels;
-
-/// The shape of one KV region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KvInfo {
-    /// How values are stored.
-    pub format: KvFormat,
-    /// Values per cell.
-    pub row_elems: usize,
-    /// Cells.
-    pub n_ctx: usize,
-    /// Bytes of one cell's row in the raw format of
-    /// [`crate::kv::KvRegion::read_raw_row`], which every backend speaks.
-    pub raw_row_bytes: usize,
-}
 
 /// Everything a backend may look at while it prepares or runs a graph.
 #[derive(Clone, Copy)]

@@ -21,7 +21,7 @@ use minfer_kernels::Kernels;
 use minfer_trace as trace;
 
 use crate::alloc::{AllocStats, Allocator};
-use crate::backend::{Backend, GraphView, HostBackend, KvInfo};
+use crate::backend::{Backend, GraphView, HostBackend};
 use crate::builder::{BuiltGraph, GraphBuilder};
 use crate::entry::Entry;
 use crate::error::{GraphError, Result};
@@ -30,6 +30,7 @@ use crate::ir::{KvKind, NodeId};
 use crate::kv::KvRegion;
 use crate::params::{GraphParams, KvFormat};
 use crate::plan::{MemPlan, Slot};
+use crate::regions::KvInfo;
 use crate::splits::{Schedule, Split, TraceConfig};
 use crate::step::{no_gpu, Devices, StepInputs, StepTimings};
 use crate::types::{Device, GraphUid};

@@ -15,13 +15,14 @@ pub mod ir;
 pub mod kv;
 pub mod params;
 pub mod plan;
+pub mod regions;
 pub mod splits;
 pub mod step;
 pub mod types;
 pub mod weights;
 
 pub use alloc::AllocStats;
-pub use backend::{Backend, GraphView, HostBackend, KvInfo};
+pub use backend::{Backend, GraphView, HostBackend};
 pub use builder::{BuiltGraph, GraphBuilder};
 pub use cache::{CacheConfig, GraphCache, DEFAULT_CAPACITY};
 pub use error::{GraphError, Result};
@@ -36,6 +37,7 @@ pub use params::{
     BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat, OutputKind,
 };
 pub use plan::{MemPlan, Slot, Transfer};
+pub use regions::{KvInfo, Region, RegionTable};
 pub use splits::{assign, Split, TraceConfig};
 pub use step::{StepInputs, StepTimings};
 pub use types::{Device, GraphUid, PoolSizes, WeightId};

@@ -3,20 +3,12 @@
 
 use std::time::Instant;
 
-use minfer_engine::{Event, GenerateConfig, SamplingParams, Scheduler};
+use minfer_engine::{Event, GenerateConfig, SamplingParams, Scheduler, SyntheticTokens};
 
-/// `n` deterministic pseudo-random tokens below `n_vocab` (xorshift64 from
-/// `seed`): the same prompt on every run, so timings compare.
+/// `n` deterministic pseudo-random tokens below `n_vocab` from `seed`: the
+/// same prompt on every run, so timings compare.
 pub fn tokens(seed: u64, n: usize, n_vocab: usize) -> Vec<u32> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % n_vocab as u64) as u32
-        })
-        .collect()
+    SyntheticTokens::new(seed, n_vocab).take(n).collect()
 }
 
 /// Submits `prompt` for four greedy tokens, steps until its first token

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use minfer_graph::{
-    Backend, Device, GraphError, GraphUid, GraphView, KvFormat, KvInfo, KvKind, PoolSizes, Slot,
-    WeightId, WeightStore,
+    Backend, Device, GraphError, GraphUid, GraphView, KvFormat, KvInfo, KvKind, PoolSizes, Region,
+    RegionTable, Slot, WeightId, WeightStore,
 };
 
 use crate::context::Gpu;
@@ -43,7 +43,7 @@ pub struct GpuBackend {
     gpu: Arc<Gpu>,
     f32: Vec<PoolBuf>,
     i32: Vec<PoolBuf>,
-    kv: Vec<[Option<DeviceKv>; 2]>,
+    kv: RegionTable<DeviceKv>,
     /// Resident weights by handle, for the store `store_key` names.
     weights: HashMap<WeightId, DeviceWeight>,
     store_key: usize,
@@ -81,7 +81,7 @@ impl GpuBackend {
             gpu,
             f32: Vec::new(),
             i32: Vec::new(),
-            kv: Vec::new(),
+            kv: RegionTable::new(" on the GPU"),
             weights: HashMap::new(),
             store_key: 0,
             scratch,
@@ -99,14 +99,7 @@ impl GpuBackend {
     }
 
     fn region(&self, layer: usize, kind: KvKind) -> GResult<&DeviceKv> {
-        self.kv
-            .get(layer)
-            .and_then(|l| l[kind as usize].as_ref())
-            .ok_or(GraphError::NoKvRegion {
-                layer,
-                kind,
-                where_: " on the GPU",
-            })
+        self.kv.require(layer, kind)
     }
 
     /// The binding of a node value on this device.
@@ -226,38 +219,19 @@ impl Backend for GpuBackend {
         n_ctx: usize,
         format: KvFormat,
     ) -> GResult<bool> {
-        if self.kv.len() <= layer {
-            self.kv.resize_with(layer + 1, || [None, None]);
-        }
-        if let Some(r) = &self.kv[layer][kind as usize] {
-            if r.row_elems != row || r.n_ctx != n_ctx || r.format != format {
-                return Err(GraphError::KvMismatch {
-                    layer,
-                    kind,
-                    msg: format!(
-                        "holds {} cells of {} values as {:?} on the GPU; this graph needs \
-                         {n_ctx} cells of {row} values as {format:?} (the regions are sized \
-                         once per cache)",
-                        r.n_ctx, r.row_elems, r.format
-                    ),
-                });
-            }
-            return Ok(false);
-        }
-        let r = attention::new_kv(&self.gpu, format, row, n_ctx).map_err(gerr)?;
-        self.kv[layer][kind as usize] = Some(r);
-        Ok(true)
+        let want = KvInfo {
+            format,
+            row_elems: row,
+            n_ctx,
+        };
+        let gpu = &self.gpu;
+        self.kv.ensure(layer, kind, want, || {
+            attention::new_kv(gpu, format, row, n_ctx).map_err(gerr)
+        })
     }
 
     fn kv_info(&self, layer: usize, kind: KvKind) -> Option<KvInfo> {
-        let r = self.kv.get(layer)?[kind as usize].as_ref()?;
-        let raw_row_bytes = r.format.row_bytes(r.row_elems);
-        Some(KvInfo {
-            format: r.format,
-            row_elems: r.row_elems,
-            n_ctx: r.n_ctx,
-            raw_row_bytes,
-        })
+        self.kv.get(layer, kind).map(Region::shape)
     }
 
     fn kv_read_raw(
@@ -287,7 +261,7 @@ impl Backend for GpuBackend {
                 n_ctx: r.n_ctx,
             });
         }
-        let raw = self.kv_info(layer, kind).map_or(0, |i| i.raw_row_bytes);
+        let raw = self.kv_info(layer, kind).map_or(0, |i| i.raw_row_bytes());
         // Each cell's row is its raw bytes at the start of its stride, so
         // one read of the cells' span serves every row.
         let span = ((hi - lo + 1) as u64 * r.stride) as usize;

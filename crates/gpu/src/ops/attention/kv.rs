@@ -47,6 +47,16 @@ pub struct DeviceKv {
     pub buffer: Arc<wgpu::Buffer>,
 }
 
+impl minfer_graph::Region for DeviceKv {
+    fn shape(&self) -> minfer_graph::KvInfo {
+        minfer_graph::KvInfo {
+            format: self.format,
+            row_elems: self.row_elems,
+            n_ctx: self.n_ctx,
+        }
+    }
+}
+
 fn bad(what: &str, msg: String) -> GpuError {
     GpuError::Buffer {
         what: what.to_string(),
@@ -59,12 +69,13 @@ pub(super) fn row_bytes(format: KvFormat, row_elems: usize) -> usize {
     format.row_bytes(row_elems)
 }
 
-pub(super) fn new_kv(
-    gpu: &Gpu,
-    format: KvFormat,
-    row_elems: usize,
-    n_ctx: usize,
-) -> Result<DeviceKv> {
+/// A zeroed region.
+///
+/// # Errors
+/// [`GpuError::Buffer`] past the device's limits (the whole region must
+/// fit one binding and 32-bit byte addresses), for an empty region, a
+/// Q8_0 row that is not whole blocks or an f16 row of odd length.
+pub fn new_kv(gpu: &Gpu, format: KvFormat, row_elems: usize, n_ctx: usize) -> Result<DeviceKv> {
     if row_elems == 0 || n_ctx == 0 {
         return Err(bad(
             "kv region",
@@ -116,7 +127,12 @@ fn check_cell(kv: &DeviceKv, cell: usize) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn read_raw_row(gpu: &Gpu, kv: &DeviceKv, cell: usize, out: &mut Vec<u8>) -> Result<()> {
+/// Cell `cell`'s row in the CPU region's raw byte format (what
+/// `KvRegion::read_raw_row` gives), appended to `out`.
+///
+/// # Errors
+/// A cell past `n_ctx`; device errors.
+pub fn read_raw_row(gpu: &Gpu, kv: &DeviceKv, cell: usize, out: &mut Vec<u8>) -> Result<()> {
     check_cell(kv, cell)?;
     let n = row_bytes(kv.format, kv.row_elems);
     let bytes = gpu.read(&kv.buffer, cell as u64 * kv.stride, n)?;
@@ -124,7 +140,11 @@ pub(super) fn read_raw_row(gpu: &Gpu, kv: &DeviceKv, cell: usize, out: &mut Vec<
     Ok(())
 }
 
-pub(super) fn write_raw_row(gpu: &Gpu, kv: &DeviceKv, cell: usize, src: &[u8]) -> Result<()> {
+/// Writes cell `cell`'s row from the CPU region's raw byte format.
+///
+/// # Errors
+/// A cell past `n_ctx` or a row of the wrong length.
+pub fn write_raw_row(gpu: &Gpu, kv: &DeviceKv, cell: usize, src: &[u8]) -> Result<()> {
     check_cell(kv, cell)?;
     let n = row_bytes(kv.format, kv.row_elems);
     if src.len() != n {
@@ -190,7 +210,14 @@ fn store(
     }])
 }
 
-pub(super) fn kv_store(
+/// Stores `n_rows` rows of `x` (each `kv.row_elems` f32 values) into the
+/// cells `cells[0..n_rows]`, converting as the CPU region does (f16 round
+/// to nearest even, Q8_0 as `quantize_row_q8_0`), to the same bits. A cell
+/// outside the region is skipped (the graph validates cells before).
+///
+/// # Errors
+/// Shader or size errors.
+pub fn kv_store(
     gpu: &Gpu,
     kv: &DeviceKv,
     x: &BufRange,
@@ -200,7 +227,14 @@ pub(super) fn kv_store(
     store(gpu, kv, x, cells, None, n_rows, [0; 5])
 }
 
-pub(super) fn rope_kv_store(
+/// RoPE of `n_rows` rows of `x` stored into `kv` at `cells` (`x` is left
+/// unchanged): the same values as [`super::rope_inplace`] then
+/// [`kv_store`].
+///
+/// # Errors
+/// As [`super::rope_inplace`], and heads that do not fill the region's
+/// rows.
+pub fn rope_kv_store(
     gpu: &Gpu,
     kv: &DeviceKv,
     x: &BufRange,

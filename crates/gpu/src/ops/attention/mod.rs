@@ -15,13 +15,14 @@ mod rope;
 
 use std::sync::Arc;
 
-use minfer_graph::{AttnParams, KvFormat, RopeParams};
+use minfer_graph::{AttnParams, KvFormat};
 
 use crate::error::{GpuError, Result};
 use crate::kernel::{BufRange, Dispatch};
 use crate::ops::groups_for;
 use crate::Gpu;
-pub use kv::DeviceKv;
+pub use kv::{kv_store, new_kv, read_raw_row, rope_kv_store, write_raw_row, DeviceKv};
+pub use rope::rope_inplace;
 
 const ATTENTION_COMMON: &str = include_str!("../../shaders/attention_common.wgsl");
 const ATTENTION: &str = include_str!("../../shaders/attention.wgsl");
@@ -37,82 +38,6 @@ const MAX_HEAD_DIM: usize = 512;
 /// Largest head the subgroup kernel takes (each lane keeps the whole
 /// query and an eighth of the output).
 const MAX_HEAD_DIM_SG: usize = 256;
-
-/// A zeroed region.
-///
-/// # Errors
-/// [`GpuError::Buffer`] past the device's limits (the whole region must
-/// fit one binding and 32-bit byte addresses), for an empty region, a
-/// Q8_0 row that is not whole blocks or an f16 row of odd length.
-pub fn new_kv(gpu: &Gpu, format: KvFormat, row_elems: usize, n_ctx: usize) -> Result<DeviceKv> {
-    kv::new_kv(gpu, format, row_elems, n_ctx)
-}
-
-/// Cell `cell`'s row in the CPU region's raw byte format (what
-/// `KvRegion::read_raw_row` gives), appended to `out`.
-///
-/// # Errors
-/// A cell past `n_ctx`; device errors.
-pub fn read_raw_row(gpu: &Gpu, kv: &DeviceKv, cell: usize, out: &mut Vec<u8>) -> Result<()> {
-    kv::read_raw_row(gpu, kv, cell, out)
-}
-
-/// Writes cell `cell`'s row from the CPU region's raw byte format.
-///
-/// # Errors
-/// A cell past `n_ctx` or a row of the wrong length.
-pub fn write_raw_row(gpu: &Gpu, kv: &DeviceKv, cell: usize, src: &[u8]) -> Result<()> {
-    kv::write_raw_row(gpu, kv, cell, src)
-}
-
-/// Stores `n_rows` rows of `x` (each `kv.row_elems` f32 values) into the
-/// cells `cells[0..n_rows]`, converting as the CPU region does (f16 round
-/// to nearest even, Q8_0 as `quantize_row_q8_0`), to the same bits. A cell
-/// outside the region is skipped (the graph validates cells before).
-///
-/// # Errors
-/// Shader or size errors.
-pub fn kv_store(
-    gpu: &Gpu,
-    kv: &DeviceKv,
-    x: &BufRange,
-    cells: &BufRange,
-    n_rows: u32,
-) -> Result<Vec<Dispatch>> {
-    kv::kv_store(gpu, kv, x, cells, n_rows)
-}
-
-/// RoPE of every head of `n_rows` rows of `x`, in place, at `positions`.
-///
-/// # Errors
-/// Bad parameters (odd `n_rot` or larger than `head_dim`), more than 512
-/// rotated dimensions.
-pub fn rope_inplace(
-    gpu: &Gpu,
-    x: &BufRange,
-    positions: &BufRange,
-    n_rows: u32,
-    p: &RopeParams,
-) -> Result<Vec<Dispatch>> {
-    rope::rope_inplace(gpu, x, positions, n_rows, p)
-}
-
-/// RoPE of `n_rows` rows of `x` stored into `kv` at `cells` (`x` is left
-/// unchanged): the same values as [`rope_inplace`] then [`kv_store`].
-///
-/// # Errors
-/// As [`rope_inplace`], and heads that do not fill the region's rows.
-pub fn rope_kv_store(
-    gpu: &Gpu,
-    kv: &DeviceKv,
-    x: &BufRange,
-    positions: &BufRange,
-    cells: &BufRange,
-    n_rows: u32,
-    p: &RopeParams,
-) -> Result<Vec<Dispatch>> {
-    kv::rope_kv_store(gpu, kv, x, positions, cells, n_rows, p)
-}
 
 /// The step inputs a sliding window reads: each query's position and the
 /// position of every window cell (parallel to the cells).

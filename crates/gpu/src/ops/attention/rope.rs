@@ -57,7 +57,12 @@ impl RopeSetup {
     }
 }
 
-pub(super) fn rope_inplace(
+/// RoPE of every head of `n_rows` rows of `x`, in place, at `positions`.
+///
+/// # Errors
+/// Bad parameters (odd `n_rot` or larger than `head_dim`), more than 512
+/// rotated dimensions.
+pub fn rope_inplace(
     gpu: &Gpu,
     x: &BufRange,
     positions: &BufRange,
