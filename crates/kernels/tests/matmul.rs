@@ -75,12 +75,31 @@ fn abs_dot_scale(w: &MatRef, x: &[f32], n_tok: usize) -> Vec<f32> {
 }
 
 fn run(level: SimdLevel, threads: usize, w: &MatRef, x: &[f32], n_tok: usize) -> Vec<f32> {
-    let kernels = Kernels::new(level).unwrap();
-    let pool = ThreadPool::new(threads);
-    let mut out = vec![0f32; n_tok * w.rows];
-    let mut scratch = ActScratch::default();
-    matmul(&kernels, &pool, w, x, n_tok, &mut out, &mut scratch).unwrap();
-    out
+    common::product(&Kernels::new(level).unwrap(), threads, w, x, n_tok)
+}
+
+/// Every level and thread count gives the scalar bits, and those are the
+/// f64 product of the dequantized weights up to rounding.
+fn levels_agree_and_round_exact(ty: GgmlType, w: &MatRef, x: &[f32], n_tok: usize) {
+    let cols = w.cols;
+    let base = run(SimdLevel::Scalar, 1, w, x, n_tok);
+    for level in SimdLevel::supported() {
+        for threads in [1, 2, 3] {
+            let got = run(level, threads, w, x, n_tok);
+            assert!(
+                got.iter()
+                    .zip(&base)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{ty} {level} x{threads}"
+            );
+        }
+    }
+    let seen = as_seen_by_kernels(ty, x, cols);
+    let reference = matmul_reference(w, &seen, n_tok).unwrap();
+    let scale = abs_dot_scale(w, &seen, n_tok);
+    for ((a, b), s) in base.iter().zip(&reference).zip(&scale) {
+        assert!(close(*a, *b, *s), "{ty}: {a} vs exact {b}");
+    }
 }
 
 proptest! {
@@ -151,24 +170,7 @@ fn k_quant_matrices_from_real_shapes() {
         }
         let w = row_major(ty, rows, cols, &data);
         let x: Vec<f32> = (0..3 * cols).map(|_| rng.gen_range(-1.0..1.0)).collect();
-        let base = run(SimdLevel::Scalar, 1, &w, &x, 3);
-        for level in SimdLevel::supported() {
-            for threads in [1, 2, 3] {
-                let got = run(level, threads, &w, &x, 3);
-                assert!(
-                    got.iter()
-                        .zip(&base)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{ty} {level} x{threads}"
-                );
-            }
-        }
-        let seen = as_seen_by_kernels(ty, &x, cols);
-        let reference = matmul_reference(&w, &seen, 3).unwrap();
-        let scale = abs_dot_scale(&w, &seen, 3);
-        for ((a, b), s) in base.iter().zip(&reference).zip(&scale) {
-            assert!(close(*a, *b, *s), "{ty}: {a} vs exact {b}");
-        }
+        levels_agree_and_round_exact(ty, &w, &x, 3);
     }
 }
 
@@ -191,24 +193,7 @@ fn grid_type_matrices_agree_across_levels_and_threads() {
         let x: Vec<f32> = (0..n_tok * cols)
             .map(|_| rng.gen_range(-1.0..1.0))
             .collect();
-        let base = run(SimdLevel::Scalar, 1, &w, &x, n_tok);
-        for level in SimdLevel::supported() {
-            for threads in [1, 2, 3] {
-                let got = run(level, threads, &w, &x, n_tok);
-                assert!(
-                    got.iter()
-                        .zip(&base)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{ty} {level} x{threads}"
-                );
-            }
-        }
-        let seen = as_seen_by_kernels(ty, &x, cols);
-        let reference = matmul_reference(&w, &seen, n_tok).unwrap();
-        let scale = abs_dot_scale(&w, &seen, n_tok);
-        for ((a, b), s) in base.iter().zip(&reference).zip(&scale) {
-            assert!(close(*a, *b, *s), "{ty}: {a} vs exact {b}");
-        }
+        levels_agree_and_round_exact(ty, &w, &x, n_tok);
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::row_major;
+use common::{product, row_major};
 use minfer_kernels::matmul::row_bytes;
 use minfer_kernels::packed::{dequantize_row, pack, packable, unpack_row};
 use minfer_kernels::pool::ThreadPool;
@@ -99,14 +99,6 @@ fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> Ve
 
 fn half(v: f32) -> [u8; 2] {
     minfer_kernels::blocks::f32_to_f16(v)
-}
-
-fn product(kernels: &Kernels, threads: usize, w: &MatRef, x: &[f32], n_tok: usize) -> Vec<f32> {
-    let pool = ThreadPool::new(threads);
-    let mut out = vec![f32::NAN; n_tok * w.rows];
-    let mut scratch = ActScratch::default();
-    matmul(kernels, &pool, w, x, n_tok, &mut out, &mut scratch).unwrap();
-    out
 }
 
 proptest! {

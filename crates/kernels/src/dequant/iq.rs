@@ -64,23 +64,41 @@ pub fn dequantize_iq2_xxs(blocks: &[BlockIQ2XXS], dst: &mut [f32]) {
     }
 }
 
+/// Writes one super-block of a type with two 4-bit scales per sub-block
+/// (IQ2_XS, IQ2_S): per 16 weights `db = d * (0.5 + nibble) * 0.25`, then
+/// `db * grid * ±1`. `group(ib, l)` gives group `l` of sub-block `ib`: its
+/// grid entry and its sign byte.
+#[inline(always)]
+fn two_scale_block(
+    d: f32,
+    scales: &[u8; 8],
+    y: &mut [f32],
+    group: impl Fn(usize, usize) -> (u64, u8),
+) {
+    for (ib, y) in y.chunks_exact_mut(32).enumerate() {
+        let sc = scales[ib];
+        let db = [
+            d * (0.5 + (sc & 0x0F) as f32) * 0.25,
+            d * (0.5 + (sc >> 4) as f32) * 0.25,
+        ];
+        for (l, y) in y.chunks_exact_mut(8).enumerate() {
+            let (grid, signs) = group(ib, l);
+            group8(y, db[l / 2], grid, signs);
+        }
+    }
+}
+
 /// IQ2_XS: two scales per sub-block, one per 16 weights, each
 /// `d * (0.5 + ls) * 0.25`. Same length rule as the K-quants'.
 pub fn dequantize_iq2_xs(blocks: &[BlockIQ2XS], dst: &mut [f32]) {
     for (b, y) in blocks.iter().zip(dst.chunks_exact_mut(QK_K)) {
-        let d = f16_to_f32(b.d);
-        for (ib, y) in y.chunks_exact_mut(32).enumerate() {
-            let sc = b.scales[ib];
-            let db = [
-                d * (0.5 + (sc & 0x0F) as f32) * 0.25,
-                d * (0.5 + (sc >> 4) as f32) * 0.25,
-            ];
-            for (l, y) in y.chunks_exact_mut(8).enumerate() {
-                let q = le16(&b.qs, 2 * (4 * ib + l));
-                let signs = KSIGNS_IQ2XS[(q >> 9) as usize];
-                group8(y, db[l / 2], IQ2XS_GRID[(q & 511) as usize], signs);
-            }
-        }
+        two_scale_block(f16_to_f32(b.d), &b.scales, y, |ib, l| {
+            let q = le16(&b.qs, 2 * (4 * ib + l));
+            (
+                IQ2XS_GRID[(q & 511) as usize],
+                KSIGNS_IQ2XS[(q >> 9) as usize],
+            )
+        });
     }
 }
 
@@ -88,20 +106,11 @@ pub fn dequantize_iq2_xs(blocks: &[BlockIQ2XS], dst: &mut [f32]) {
 /// length rule as the K-quants'.
 pub fn dequantize_iq2_s(blocks: &[BlockIQ2S], dst: &mut [f32]) {
     for (b, y) in blocks.iter().zip(dst.chunks_exact_mut(QK_K)) {
-        let d = f16_to_f32(b.d);
-        for (ib, y) in y.chunks_exact_mut(32).enumerate() {
-            let sc = b.scales[ib];
-            let db = [
-                d * (0.5 + (sc & 0x0F) as f32) * 0.25,
-                d * (0.5 + (sc >> 4) as f32) * 0.25,
-            ];
-            for (l, y) in y.chunks_exact_mut(8).enumerate() {
-                let g = 4 * ib + l;
-                let high = ((b.qh[ib] as usize) >> (2 * l)) & 3;
-                let idx = b.qs[g] as usize | (high << 8);
-                group8(y, db[l / 2], IQ2S_GRID[idx], b.qs[32 + g]);
-            }
-        }
+        two_scale_block(f16_to_f32(b.d), &b.scales, y, |ib, l| {
+            let g = 4 * ib + l;
+            let high = ((b.qh[ib] as usize) >> (2 * l)) & 3;
+            (IQ2S_GRID[b.qs[g] as usize | (high << 8)], b.qs[32 + g])
+        });
     }
 }
 

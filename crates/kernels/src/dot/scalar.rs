@@ -226,6 +226,26 @@ fn q45k_sums(q: &[u8; 256], scales: &[u8; 12], y: &BlockQ8K) -> (i32, i32) {
     (isum, msum)
 }
 
+/// `acc` plus the term of one Q4_K/Q5_K super-block, its quants `q`
+/// unpacked, its scales `d` and `dmin` as stored.
+#[inline(always)]
+fn q45k_add(
+    acc: f32,
+    q: &[u8; 256],
+    scales: &[u8; 12],
+    dm: (F16Bits, F16Bits),
+    y: &BlockQ8K,
+) -> f32 {
+    let (isum, msum) = q45k_sums(q, scales, y);
+    k_combine(
+        acc,
+        f16_to_f32(dm.0) * y.d,
+        isum,
+        f16_to_f32(dm.1) * y.d,
+        msum,
+    )
+}
+
 /// Q4_K weights × Q8_K activations: as [`dot_q2_k`], with 6-bit scales
 /// and mins per 32 quants. Blocks past the shorter slice are ignored.
 pub fn dot_q4_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
@@ -238,14 +258,7 @@ pub fn dot_q4_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
                 q[64 * j + 32 + l] = x.qs[32 * j + l] >> 4;
             }
         }
-        let (isum, msum) = q45k_sums(&q, &x.scales, y);
-        acc = k_combine(
-            acc,
-            f16_to_f32(x.d) * y.d,
-            isum,
-            f16_to_f32(x.dmin) * y.d,
-            msum,
-        );
+        acc = q45k_add(acc, &q, &x.scales, (x.d, x.dmin), y);
     }
     acc
 }
@@ -263,14 +276,7 @@ pub fn dot_q5_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
                 q[64 * j + 32 + l] = (x.qs[32 * j + l] >> 4) | (h1 << 4);
             }
         }
-        let (isum, msum) = q45k_sums(&q, &x.scales, y);
-        acc = k_combine(
-            acc,
-            f16_to_f32(x.d) * y.d,
-            isum,
-            f16_to_f32(x.dmin) * y.d,
-            msum,
-        );
+        acc = q45k_add(acc, &q, &x.scales, (x.d, x.dmin), y);
     }
     acc
 }

@@ -70,26 +70,43 @@ pub fn dot_iq2_xxs(w: &[BlockIQ2XXS], a: &[BlockQ8K]) -> f32 {
     0.125 * acc
 }
 
+/// The exact `bsum` of a super-block of a type with two 4-bit scales per
+/// sub-block (IQ2_XS, IQ2_S): per 16 weights the sum of two groups of 8
+/// times the odd scale `2 * nibble + 1`. `group(ib, l)` gives group `l` of
+/// sub-block `ib`: its grid entry and its sign byte.
+#[inline(always)]
+fn two_scale_bsum(
+    scales: &[u8; 8],
+    y: &BlockQ8K,
+    group: impl Fn(usize, usize) -> (u64, u8),
+) -> i32 {
+    let mut bsum = 0i32;
+    for (ib, &sc) in scales.iter().enumerate() {
+        let ls = [2 * (sc & 0x0F) as i32 + 1, 2 * (sc >> 4) as i32 + 1];
+        for (half, &ls) in ls.iter().enumerate() {
+            let mut sumi = 0i32;
+            for l in 2 * half..2 * half + 2 {
+                let (grid, signs) = group(ib, l);
+                sumi += signed8(grid.to_le_bytes(), signs, &y.qs[32 * ib + 8 * l..]);
+            }
+            bsum += sumi * ls;
+        }
+    }
+    bsum
+}
+
 /// IQ2_XS × Q8_K, two scales per sub-block, summed as [`dot_iq2_xxs`].
 /// Blocks past the shorter slice are ignored.
 pub fn dot_iq2_xs(w: &[BlockIQ2XS], a: &[BlockQ8K]) -> f32 {
     let mut acc = 0.0f32;
     for (x, y) in w.iter().zip(a) {
-        let mut bsum = 0i32;
-        for ib in 0..8 {
-            let sc = x.scales[ib];
-            let ls = [2 * (sc & 0x0F) as i32 + 1, 2 * (sc >> 4) as i32 + 1];
-            for (half, &ls) in ls.iter().enumerate() {
-                let mut sumi = 0i32;
-                for l in 2 * half..2 * half + 2 {
-                    let q2 = le16(&x.qs, 2 * (4 * ib + l));
-                    let grid = IQ2XS_GRID[(q2 & 511) as usize].to_le_bytes();
-                    let signs = KSIGNS_IQ2XS[(q2 >> 9) as usize];
-                    sumi += signed8(grid, signs, &y.qs[32 * ib + 8 * l..]);
-                }
-                bsum += sumi * ls;
-            }
-        }
+        let bsum = two_scale_bsum(&x.scales, y, |ib, l| {
+            let q2 = le16(&x.qs, 2 * (4 * ib + l));
+            (
+                IQ2XS_GRID[(q2 & 511) as usize],
+                KSIGNS_IQ2XS[(q2 >> 9) as usize],
+            )
+        });
         acc += (f16_to_f32(x.d) * y.d) * bsum as f32;
     }
     0.125 * acc
@@ -106,20 +123,9 @@ pub(crate) fn iq2s_index(x: &BlockIQ2S, ib: usize, l: usize) -> usize {
 pub fn dot_iq2_s(w: &[BlockIQ2S], a: &[BlockQ8K]) -> f32 {
     let mut acc = 0.0f32;
     for (x, y) in w.iter().zip(a) {
-        let mut bsum = 0i32;
-        for ib in 0..8 {
-            let sc = x.scales[ib];
-            let ls = [2 * (sc & 0x0F) as i32 + 1, 2 * (sc >> 4) as i32 + 1];
-            for (half, &ls) in ls.iter().enumerate() {
-                let mut sumi = 0i32;
-                for l in 2 * half..2 * half + 2 {
-                    let grid = IQ2S_GRID[iq2s_index(x, ib, l)].to_le_bytes();
-                    let signs = x.qs[32 + 4 * ib + l];
-                    sumi += signed8(grid, signs, &y.qs[32 * ib + 8 * l..]);
-                }
-                bsum += sumi * ls;
-            }
-        }
+        let bsum = two_scale_bsum(&x.scales, y, |ib, l| {
+            (IQ2S_GRID[iq2s_index(x, ib, l)], x.qs[32 + 4 * ib + l])
+        });
         acc += (f16_to_f32(x.d) * y.d) * bsum as f32;
     }
     0.125 * acc

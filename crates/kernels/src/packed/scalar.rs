@@ -79,157 +79,139 @@ pub fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usi
     out
 }
 
-/// Q6_K: per super-block, the exact sum over sub-blocks of
-/// `scale * (sum(q * y) - 32 * bsum)`, then one running total
-/// `acc + (d * yd) * isum`, as the row-wise reference.
-fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+/// The walk of the K-type tiles: for each token and row of the tile one
+/// running total over the `nb` group-blocks (`gbytes` bytes each), which
+/// `block(acc, gb, r, tok, b)` carries through block `b`.
+fn k_tile(
+    nb: usize,
+    group: &[u8],
+    gbytes: usize,
+    t0: usize,
+    nt: usize,
+    block: impl Fn(f32, &[u8], usize, usize, usize) -> f32,
+) -> Tile {
     let mut out = [[0.0f32; GROUP]; TILE];
     for (t, out) in out.iter_mut().enumerate().take(nt) {
         let tok = t0 + t;
         for (r, out) in out.iter_mut().enumerate() {
             let mut acc = 0.0f32;
             for b in 0..nb {
-                let gb = &group[b * Q6K_GROUP_BLOCK..(b + 1) * Q6K_GROUP_BLOCK];
-                let y = acts.quants(tok, b);
-                let inits = acts.inits(tok, b);
-                let mut isum = 0i32;
-                for (s, init) in inits.iter().enumerate() {
-                    let mut sub = *init;
-                    for (e, &y) in y.iter().enumerate().skip(16 * s).take(16) {
-                        sub += q6k_quant(gb, r, e) as i32 * (y as i8) as i32;
-                    }
-                    isum += q6k_scale(gb, r, s) * sub;
-                }
-                let d = f16_to_f32(q6k_d(gb, r)) * acts.d(tok, b);
-                acc = k_combine(acc, d, isum, 0.0, 0);
+                acc = block(acc, &group[b * gbytes..(b + 1) * gbytes], r, tok, b);
             }
             *out = acc;
         }
     }
     out
+}
+
+/// `init + Σ q(e) · y[e]` over the `len` quants from `from` of one block's
+/// activation quants `y`.
+fn sub_dot(y: &[u8], from: usize, len: usize, init: i32, q: impl Fn(usize) -> i32) -> i32 {
+    let mut sub = init;
+    for (e, &y) in y.iter().enumerate().skip(from).take(len) {
+        sub += q(e) * (y as i8) as i32;
+    }
+    sub
+}
+
+/// Q6_K: per super-block, the exact sum over sub-blocks of
+/// `scale * (sum(q * y) - 32 * bsum)`, then one running total
+/// `acc + (d * yd) * isum`, as the row-wise reference.
+fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
+    k_tile(nb, group, Q6K_GROUP_BLOCK, t0, nt, |acc, gb, r, tok, b| {
+        let y = acts.quants(tok, b);
+        let mut isum = 0i32;
+        for (s, init) in acts.inits(tok, b).iter().enumerate() {
+            let sub = sub_dot(y, 16 * s, 16, *init, |e| q6k_quant(gb, r, e) as i32);
+            isum += q6k_scale(gb, r, s) * sub;
+        }
+        let d = f16_to_f32(q6k_d(gb, r)) * acts.d(tok, b);
+        k_combine(acc, d, isum, 0.0, 0)
+    })
 }
 
 /// Q4_K/Q5_K: per super-block the exact `isum = Σ_j scale_j · Σ q·y` and
 /// `msum = Σ_j min_j · bsum_j`, then `acc + ((d·yd)·isum − (dmin·yd)·msum)`,
 /// as the row-wise reference.
 fn tile_q45k(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
-    let gbytes = f.group_block_bytes();
-    let mut out = [[0.0f32; GROUP]; TILE];
-    for (t, out) in out.iter_mut().enumerate().take(nt) {
-        let tok = t0 + t;
-        for (r, out) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for b in 0..nb {
-                let gb = &group[b * gbytes..(b + 1) * gbytes];
-                let y = acts.quants(tok, b);
-                let (mut isum, mut msum) = (0i32, 0i32);
-                for (j, bsum) in acts.inits(tok, b).iter().enumerate() {
-                    let mut sub = 0i32;
-                    for (e, &y) in y.iter().enumerate().skip(32 * j).take(32) {
-                        sub += q45k_quant(f.fifth, gb, r, e) as i32 * (y as i8) as i32;
-                    }
-                    let (sc, m) = q45k_scale_min(f.fifth, gb, r, j);
-                    isum += sc * sub;
-                    msum += m * bsum;
-                }
-                let (d, dmin) = q45k_d(f.fifth, gb, r);
-                let yd = acts.d(tok, b);
-                acc = k_combine(acc, f16_to_f32(d) * yd, isum, f16_to_f32(dmin) * yd, msum);
+    k_tile(
+        nb,
+        group,
+        f.group_block_bytes(),
+        t0,
+        nt,
+        |acc, gb, r, tok, b| {
+            let y = acts.quants(tok, b);
+            let (mut isum, mut msum) = (0i32, 0i32);
+            for (j, bsum) in acts.inits(tok, b).iter().enumerate() {
+                let sub = sub_dot(y, 32 * j, 32, 0, |e| q45k_quant(f.fifth, gb, r, e) as i32);
+                let (sc, m) = q45k_scale_min(f.fifth, gb, r, j);
+                isum += sc * sub;
+                msum += m * bsum;
             }
-            *out = acc;
-        }
-    }
-    out
+            let (d, dmin) = q45k_d(f.fifth, gb, r);
+            let yd = acts.d(tok, b);
+            k_combine(acc, f16_to_f32(d) * yd, isum, f16_to_f32(dmin) * yd, msum)
+        },
+    )
 }
 
 /// IQ4_XS: per super-block the exact `isum = Σ_j sc_j · Σ kv·y` (the
 /// codebook values themselves, so the activations' starts go unused),
 /// then `acc + ((d·yd)·isum − 0·0)`, as the row-wise reference.
 fn tile_iq4xs(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
-    let gbytes = IQ4XS_GROUP_BLOCK;
-    let mut out = [[0.0f32; GROUP]; TILE];
-    for (t, out) in out.iter_mut().enumerate().take(nt) {
-        let tok = t0 + t;
-        for (r, out) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for b in 0..nb {
-                let gb = &group[b * gbytes..(b + 1) * gbytes];
-                let y = acts.quants(tok, b);
-                let mut isum = 0i32;
-                for j in 0..8 {
-                    let mut sub = 0i32;
-                    for (e, &y) in y.iter().enumerate().skip(32 * j).take(32) {
-                        let kv = KVALUES_IQ4NL[iq4xs_index(gb, r, e)] as i32;
-                        sub += kv * (y as i8) as i32;
-                    }
-                    isum += iq4xs_scale_at(gb, r, j) * sub;
-                }
-                let d = f16_to_f32(iq4xs_d(gb, r)) * acts.d(tok, b);
-                acc = k_combine(acc, d, isum, 0.0, 0);
+    k_tile(
+        nb,
+        group,
+        IQ4XS_GROUP_BLOCK,
+        t0,
+        nt,
+        |acc, gb, r, tok, b| {
+            let y = acts.quants(tok, b);
+            let mut isum = 0i32;
+            for j in 0..8 {
+                let sub = sub_dot(y, 32 * j, 32, 0, |e| {
+                    KVALUES_IQ4NL[iq4xs_index(gb, r, e)] as i32
+                });
+                isum += iq4xs_scale_at(gb, r, j) * sub;
             }
-            *out = acc;
-        }
-    }
-    out
+            let d = f16_to_f32(iq4xs_d(gb, r)) * acts.d(tok, b);
+            k_combine(acc, d, isum, 0.0, 0)
+        },
+    )
 }
 
 /// Q3_K: per super-block the exact sum over sub-blocks of
 /// `scale · (Σ u·y − 4 · bsum)` (`u = q + 4`, the stored quant; the
 /// reference's `Σ q·y`), then `acc + ((d·yd)·isum − 0·0)`.
 fn tile_q3k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
-    let mut out = [[0.0f32; GROUP]; TILE];
-    for (t, out) in out.iter_mut().enumerate().take(nt) {
-        let tok = t0 + t;
-        for (r, out) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for b in 0..nb {
-                let gb = &group[b * Q3K_GROUP_BLOCK..(b + 1) * Q3K_GROUP_BLOCK];
-                let y = acts.quants(tok, b);
-                let mut isum = 0i32;
-                for (s, init) in acts.inits(tok, b).iter().enumerate() {
-                    let mut sub = *init;
-                    for (e, &y) in y.iter().enumerate().skip(16 * s).take(16) {
-                        sub += q3k_quant(gb, r, e) as i32 * (y as i8) as i32;
-                    }
-                    isum += q3k_scale(gb, r, s) * sub;
-                }
-                let d = f16_to_f32(q3k_d(gb, r)) * acts.d(tok, b);
-                acc = k_combine(acc, d, isum, 0.0, 0);
-            }
-            *out = acc;
+    k_tile(nb, group, Q3K_GROUP_BLOCK, t0, nt, |acc, gb, r, tok, b| {
+        let y = acts.quants(tok, b);
+        let mut isum = 0i32;
+        for (s, init) in acts.inits(tok, b).iter().enumerate() {
+            let sub = sub_dot(y, 16 * s, 16, *init, |e| q3k_quant(gb, r, e) as i32);
+            isum += q3k_scale(gb, r, s) * sub;
         }
-    }
-    out
+        let d = f16_to_f32(q3k_d(gb, r)) * acts.d(tok, b);
+        k_combine(acc, d, isum, 0.0, 0)
+    })
 }
 
 /// Q2_K: per super-block the exact `isum = Σ_s sc_s · Σ q·y` and
 /// `msum = Σ_s min_s · bsum_s`, then `acc + ((d·yd)·isum − (dmin·yd)·msum)`,
 /// as the row-wise reference.
 fn tile_q2k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
-    let mut out = [[0.0f32; GROUP]; TILE];
-    for (t, out) in out.iter_mut().enumerate().take(nt) {
-        let tok = t0 + t;
-        for (r, out) in out.iter_mut().enumerate() {
-            let mut acc = 0.0f32;
-            for b in 0..nb {
-                let gb = &group[b * Q2K_GROUP_BLOCK..(b + 1) * Q2K_GROUP_BLOCK];
-                let y = acts.quants(tok, b);
-                let (mut isum, mut msum) = (0i32, 0i32);
-                for (s, bsum) in acts.inits(tok, b).iter().enumerate() {
-                    let mut sub = 0i32;
-                    for (e, &y) in y.iter().enumerate().skip(16 * s).take(16) {
-                        sub += q2k_quant(gb, r, e) as i32 * (y as i8) as i32;
-                    }
-                    let (sc, m) = q2k_scale_min(gb, r, s);
-                    isum += sc * sub;
-                    msum += m * bsum;
-                }
-                let (d, dmin) = q2k_d(gb, r);
-                let yd = acts.d(tok, b);
-                acc = k_combine(acc, f16_to_f32(d) * yd, isum, f16_to_f32(dmin) * yd, msum);
-            }
-            *out = acc;
+    k_tile(nb, group, Q2K_GROUP_BLOCK, t0, nt, |acc, gb, r, tok, b| {
+        let y = acts.quants(tok, b);
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for (s, bsum) in acts.inits(tok, b).iter().enumerate() {
+            let sub = sub_dot(y, 16 * s, 16, 0, |e| q2k_quant(gb, r, e) as i32);
+            let (sc, m) = q2k_scale_min(gb, r, s);
+            isum += sc * sub;
+            msum += m * bsum;
         }
-    }
-    out
+        let (d, dmin) = q2k_d(gb, r);
+        let yd = acts.d(tok, b);
+        k_combine(acc, f16_to_f32(d) * yd, isum, f16_to_f32(dmin) * yd, msum)
+    })
 }

@@ -15,7 +15,7 @@
 
 use std::ops::Range;
 
-use super::{combine, half_to_f32, RowKernels, Rows};
+use super::{check_spaced, combine, half_to_f32, RowKernels, Rows};
 use crate::error::KernelError;
 
 /// Checks a column block of `hd` values per row, `ld` apart, against a
@@ -28,15 +28,7 @@ fn check_cols(hd: usize, ld: usize, end: usize, len: usize) -> Result<(), Kernel
             got: end,
         });
     }
-    let need = hd.checked_sub(1).map_or(0, |h| h * ld + end);
-    if len < need {
-        return Err(KernelError::BadLength {
-            what: "column block",
-            expected: need,
-            got: len,
-        });
-    }
-    Ok(())
+    check_spaced("column block", hd, ld, end, len)
 }
 
 /// The scalar form of [`RowKernels::f16_cols`] and its f32 form, from
@@ -244,7 +236,7 @@ mod x86 {
                         T::load8(r[6].add(c)),
                         T::load8(r[7].add(c)),
                     ];
-                    let t = transpose8(x);
+                    let t = super::super::x86::transpose8(x);
                     for (k, t) in t.iter().enumerate() {
                         _mm256_storeu_ps(out.add((c + k) * ld + j0), *t);
                     }
@@ -252,37 +244,6 @@ mod x86 {
             }
         }
         n8
-    }
-
-    /// An 8×8 transpose: lane `k` of result `l` is lane `l` of `x[k]`.
-    #[inline(always)]
-    unsafe fn transpose8(x: [__m256; 8]) -> [__m256; 8] {
-        // SAFETY: register operations only; the caller has AVX.
-        unsafe {
-            let [a0, a1, a2, a3, a4, a5, a6, a7] = x;
-            let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
-            let (t2, t3) = (_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
-            let (t4, t5) = (_mm256_unpacklo_ps(a4, a5), _mm256_unpackhi_ps(a4, a5));
-            let (t6, t7) = (_mm256_unpacklo_ps(a6, a7), _mm256_unpackhi_ps(a6, a7));
-            let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-            let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-            let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-            let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-            let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-            let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-            let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-            let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-            [
-                _mm256_permute2f128_ps::<0x20>(u0, u4),
-                _mm256_permute2f128_ps::<0x20>(u1, u5),
-                _mm256_permute2f128_ps::<0x20>(u2, u6),
-                _mm256_permute2f128_ps::<0x20>(u3, u7),
-                _mm256_permute2f128_ps::<0x31>(u0, u4),
-                _mm256_permute2f128_ps::<0x31>(u1, u5),
-                _mm256_permute2f128_ps::<0x31>(u2, u6),
-                _mm256_permute2f128_ps::<0x31>(u3, u7),
-            ]
-        }
     }
 
     /// Scores of eight rows from `j0` on (AVX2): register `l` of `acc`

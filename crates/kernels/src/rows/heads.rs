@@ -6,7 +6,7 @@
 //! chains that keep the vector units busy where one head's sums would wait
 //! on each other.
 
-use super::{RowKernels, Rows};
+use super::{check_spaced, RowKernels, Rows};
 use crate::error::KernelError;
 
 /// Heads one call of the wide kernels takes (four heads' sums fill 16 of
@@ -16,6 +16,20 @@ const MAX_HEADS: usize = 4;
 /// Heads one call of the weighted sum takes when a group has more than
 /// [`MAX_HEADS`]: 32 outputs of eight heads fill 16 registers.
 const WIDE_HEADS: usize = 8;
+
+/// Calls `$f::<u16, H>($args)` with the const head count `H` equal to
+/// `$n`: one of the listed counts, or the last for any other. The wide
+/// kernels take the head count as a const so that each head's sums stay in
+/// registers.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_heads {
+    ($n:expr, [$($h:literal),+; $last:literal], $f:ident $args:tt) => {
+        match $n {
+            $($h => $f::<u16, $h> $args,)+
+            _ => $f::<u16, $last> $args,
+        }
+    };
+}
 
 /// Checks the shapes shared by the multi-head loops and returns the head
 /// count: `values` is whole heads of `hd` values, and each head's `n`
@@ -43,14 +57,7 @@ pub(super) fn check_heads(
         });
     }
     let heads = values / hd;
-    let need = heads.checked_sub(1).map_or(0, |h| h * stride + n);
-    if spaced < need {
-        return Err(KernelError::BadLength {
-            what: "per-head buffer",
-            expected: need,
-            got: spaced,
-        });
-    }
+    check_spaced("per-head buffer", heads, stride, n, spaced)?;
     Ok(heads)
 }
 
@@ -104,12 +111,7 @@ impl RowKernels {
                 // every row is readable.
                 done = unsafe {
                     use super::wide::dot_heads;
-                    match q.len() / hd {
-                        1 => dot_heads::<u16, 1>(q, hd, &rows, scale, s, stride),
-                        2 => dot_heads::<u16, 2>(q, hd, &rows, scale, s, stride),
-                        3 => dot_heads::<u16, 3>(q, hd, &rows, scale, s, stride),
-                        _ => dot_heads::<u16, 4>(q, hd, &rows, scale, s, stride),
-                    }
+                    by_heads!(q.len() / hd, [1, 2, 3; 4], dot_heads(q, hd, &rows, scale, s, stride))
                 };
             }
         }
@@ -150,16 +152,7 @@ impl RowKernels {
                 // SAFETY: as in `dot_rows_f16_heads`.
                 unsafe {
                     use super::wide::axpy_heads32;
-                    match o.len() / hd {
-                        1 => axpy_heads32::<u16, 1>(w, stride, &rows, o, hd),
-                        2 => axpy_heads32::<u16, 2>(w, stride, &rows, o, hd),
-                        3 => axpy_heads32::<u16, 3>(w, stride, &rows, o, hd),
-                        4 => axpy_heads32::<u16, 4>(w, stride, &rows, o, hd),
-                        5 => axpy_heads32::<u16, 5>(w, stride, &rows, o, hd),
-                        6 => axpy_heads32::<u16, 6>(w, stride, &rows, o, hd),
-                        7 => axpy_heads32::<u16, 7>(w, stride, &rows, o, hd),
-                        _ => axpy_heads32::<u16, 8>(w, stride, &rows, o, hd),
-                    }
+                    by_heads!(o.len() / hd, [1, 2, 3, 4, 5, 6, 7; 8], axpy_heads32(w, stride, &rows, o, hd))
                 }
             }
             return Ok(());
@@ -171,12 +164,7 @@ impl RowKernels {
                 // SAFETY: as in `dot_rows_f16_heads`.
                 unsafe {
                     use super::wide::axpy_heads;
-                    match o.len() / hd {
-                        1 => axpy_heads::<u16, 1>(w, stride, &rows, o, hd),
-                        2 => axpy_heads::<u16, 2>(w, stride, &rows, o, hd),
-                        3 => axpy_heads::<u16, 3>(w, stride, &rows, o, hd),
-                        _ => axpy_heads::<u16, 4>(w, stride, &rows, o, hd),
-                    }
+                    by_heads!(o.len() / hd, [1, 2, 3; 4], axpy_heads(w, stride, &rows, o, hd))
                 }
             }
             return Ok(());

@@ -163,6 +163,26 @@ impl<'a, T> Rows<'a, T> {
     }
 }
 
+/// Checks that `count` runs of `end` values, `step` apart (the last
+/// ending at `(count - 1) * step + end`), fit in a buffer of `len` values.
+fn check_spaced(
+    what: &'static str,
+    count: usize,
+    step: usize,
+    end: usize,
+    len: usize,
+) -> Result<(), KernelError> {
+    let need = count.checked_sub(1).map_or(0, |c| c * step + end);
+    if len < need {
+        return Err(KernelError::BadLength {
+            what,
+            expected: need,
+            got: len,
+        });
+    }
+    Ok(())
+}
+
 /// Whether the CPU has what the SIMD path needs (AVX2, FMA and F16C).
 fn simd_supported() -> bool {
     #[cfg(target_arch = "x86_64")]

@@ -123,6 +123,40 @@ unsafe fn dot8<T: Load8>(q: &[f32], r: &[&[T]; 8], scale: f32, out: &mut [f32]) 
     }
 }
 
+/// An 8×8 transpose: lane `k` of result `l` is lane `l` of `x[k]`.
+///
+/// # Safety
+/// The CPU has AVX.
+#[inline(always)]
+pub(super) unsafe fn transpose8(x: [__m256; 8]) -> [__m256; 8] {
+    // SAFETY: register operations only; the caller has AVX.
+    unsafe {
+        let [a0, a1, a2, a3, a4, a5, a6, a7] = x;
+        let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
+        let (t2, t3) = (_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
+        let (t4, t5) = (_mm256_unpacklo_ps(a4, a5), _mm256_unpackhi_ps(a4, a5));
+        let (t6, t7) = (_mm256_unpacklo_ps(a6, a7), _mm256_unpackhi_ps(a6, a7));
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        [
+            _mm256_permute2f128_ps::<0x20>(u0, u4),
+            _mm256_permute2f128_ps::<0x20>(u1, u5),
+            _mm256_permute2f128_ps::<0x20>(u2, u6),
+            _mm256_permute2f128_ps::<0x20>(u3, u7),
+            _mm256_permute2f128_ps::<0x31>(u0, u4),
+            _mm256_permute2f128_ps::<0x31>(u1, u5),
+            _mm256_permute2f128_ps::<0x31>(u2, u6),
+            _mm256_permute2f128_ps::<0x31>(u3, u7),
+        ]
+    }
+}
+
 /// The dot products of eight rows from their eight-lane partial sums
 /// (`acc[k]` for row `k`): transposed, then combined lane-wise by the
 /// tree `((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))`, so lane `k`
@@ -133,29 +167,8 @@ unsafe fn dot8<T: Load8>(q: &[f32], r: &[&[T]; 8], scale: f32, out: &mut [f32]) 
 #[inline]
 #[target_feature(enable = "avx,f16c")]
 pub(super) unsafe fn combine8(acc: [__m256; 8]) -> __m256 {
-    let [a0, a1, a2, a3, a4, a5, a6, a7] = acc;
-    let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
-    let (t2, t3) = (_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
-    let (t4, t5) = (_mm256_unpacklo_ps(a4, a5), _mm256_unpackhi_ps(a4, a5));
-    let (t6, t7) = (_mm256_unpacklo_ps(a6, a7), _mm256_unpackhi_ps(a6, a7));
-    // Lanes (0, 4), (1, 5), (2, 6), (3, 7) of rows 0-3 and 4-7.
-    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-    let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-    let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-    // `l[i]`: lane `i` of the eight rows.
-    let l0 = _mm256_permute2f128_ps::<0x20>(u0, u4);
-    let l4 = _mm256_permute2f128_ps::<0x31>(u0, u4);
-    let l1 = _mm256_permute2f128_ps::<0x20>(u1, u5);
-    let l5 = _mm256_permute2f128_ps::<0x31>(u1, u5);
-    let l2 = _mm256_permute2f128_ps::<0x20>(u2, u6);
-    let l6 = _mm256_permute2f128_ps::<0x31>(u2, u6);
-    let l3 = _mm256_permute2f128_ps::<0x20>(u3, u7);
-    let l7 = _mm256_permute2f128_ps::<0x31>(u3, u7);
+    // SAFETY: this function has AVX.
+    let [l0, l1, l2, l3, l4, l5, l6, l7] = unsafe { transpose8(acc) };
     _mm256_add_ps(
         _mm256_add_ps(_mm256_add_ps(l0, l4), _mm256_add_ps(l2, l6)),
         _mm256_add_ps(_mm256_add_ps(l1, l5), _mm256_add_ps(l3, l7)),

@@ -4,7 +4,8 @@
 // Each test includes this module and uses part of it.
 #![allow(dead_code)]
 
-use minfer_kernels::{GgmlType, Layout, MatRef};
+use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef};
 
 /// The block types with a dot kernel of their own (and a four-row form).
 pub const BLOCK_TYPES: [GgmlType; 12] = [
@@ -63,4 +64,14 @@ pub fn row_major(ty: GgmlType, rows: usize, cols: usize, data: &[u8]) -> MatRef<
         data,
         layout: Layout::Rows,
     }
+}
+
+/// `w` times the `n_tok` activation rows `x` on `threads` threads; the
+/// output starts as NaN, so a value the product leaves unwritten shows.
+pub fn product(kernels: &Kernels, threads: usize, w: &MatRef, x: &[f32], n_tok: usize) -> Vec<f32> {
+    let pool = ThreadPool::new(threads);
+    let mut out = vec![f32::NAN; n_tok * w.rows];
+    let mut scratch = ActScratch::default();
+    matmul(kernels, &pool, w, x, n_tok, &mut out, &mut scratch).unwrap();
+    out
 }
