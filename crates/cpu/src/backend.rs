@@ -19,6 +19,7 @@ use minfer_trace as trace;
 
 use crate::attention::AttnScratch;
 use crate::exec::{exec_node, ExecCtx};
+use crate::moe::MoeScratch;
 use crate::pool::TypedPool;
 
 /// The CPU's part of a graph cache.
@@ -31,6 +32,7 @@ pub struct CpuBackend {
     /// Sized for the largest `(n_ctx, head_dim, query heads per KV head,
     /// query tokens per tile)` any graph has needed (`attn_size`).
     attn: AttnScratch,
+    moe: MoeScratch,
     attn_size: (usize, usize, usize, usize),
     rope_scratch: Vec<f32>,
     /// The filled prefix of the window-cells input of the running step.
@@ -66,6 +68,7 @@ impl CpuBackend {
             kv: RegionTable::new(""),
             act: ActScratch::default(),
             attn: AttnScratch::new(n_threads, 0, 0).with_row_kernels(kernels.rows()),
+            moe: MoeScratch::default(),
             attn_size: (0, 0, 0, 0),
             rope_scratch: Vec::new(),
             window_len: 0,
@@ -96,6 +99,21 @@ impl CpuBackend {
                         head_dim = head_dim.max(p.head_dim);
                         group = group.max(p.n_head / p.n_head_kv.max(1));
                         queries = queries.max(g.nodes[node.srcs[0]].shape[1]);
+                    }
+                    Op::MoeFfn(p) => {
+                        let [n_embd, n_rows] = node.shape;
+                        self.moe.reserve(p, n_embd, n_rows);
+                        for &w in &node.srcs[2..] {
+                            let Op::Weight(id) = g.nodes[w].op else {
+                                continue;
+                            };
+                            let ty = view.weights.info(id).ty;
+                            let cols = g.nodes[w].shape[0];
+                            if minfer_kernels::act_type(ty).is_some_and(|a| a != GgmlType::F32) {
+                                packed_values = packed_values.max(cols * n_rows);
+                                self.act.reserve_rows(ty, cols, n_rows);
+                            }
+                        }
                     }
                     Op::MatMul => {
                         let Op::Weight(id) = g.nodes[node.srcs[0]].op else {
@@ -261,6 +279,7 @@ impl Backend for CpuBackend {
             threads: &self.threads,
             act: &mut self.act,
             attn: &mut self.attn,
+            moe: &mut self.moe,
             rope_scratch: &mut self.rope_scratch,
             n_ctx: view.params.compute.n_ctx as usize,
             window_len: self.window_len,

@@ -10,7 +10,7 @@
 use minfer_kernels::pool::{SharedMut, ThreadPool};
 use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, RowKernels};
 
-use minfer_graph::ir::{AttnParams, KvKind, Node, NodeId, Op};
+use minfer_graph::ir::{AttnParams, KvKind, MoeParams, Node, NodeId, Op};
 use minfer_graph::kv::KvRegion;
 use minfer_graph::{BuiltGraph, GraphError, RegionTable, Result, Slot, WeightId, WeightStore};
 
@@ -28,6 +28,7 @@ pub(crate) struct ExecCtx<'a> {
     pub threads: &'a ThreadPool,
     pub act: &'a mut ActScratch,
     pub attn: &'a mut crate::AttnScratch,
+    pub moe: &'a mut crate::moe::MoeScratch,
     /// Copy of K rows that a fused RoPE+store rotates before storing.
     pub rope_scratch: &'a mut [f32],
     pub n_ctx: usize,
@@ -207,6 +208,7 @@ fn compute(
             crate::rope_inplace(out, src_i32(cx.pool, slot_of(1))?, p, cx.n_ctx)
         }
         Op::MatMul => mat_mul(cx, g, &slot_of, node, out),
+        Op::MoeFfn(p) => moe_ffn(cx, p, &slot_of, node, out),
         Op::Attention(p) => attention(cx, p, &slot_of, out),
         op => Err(GraphError::Exec {
             node: node.name.clone(),
@@ -291,6 +293,56 @@ fn glu(cx: &ExecCtx, node: &Node, up: &[f32], out: &mut [f32]) -> Result<()> {
     Ok(())
 }
 
+/// Weight `id` as the products read it: interleaved when the store
+/// repacked it for these kernels.
+fn mat_ref<'w>(weights: &'w WeightStore, id: WeightId, shape: [usize; 2]) -> MatRef<'w> {
+    let (data, layout) = match weights.packed(id) {
+        Some(p) => (p, Layout::Packed),
+        None => (weights.data(id), Layout::Rows),
+    };
+    MatRef {
+        ty: weights.info(id).ty,
+        rows: shape[1],
+        cols: shape[0],
+        data,
+        layout,
+    }
+}
+
+/// A routed FFN (see [`crate::moe`]).
+fn moe_ffn(
+    cx: &mut ExecCtx,
+    p: &MoeParams,
+    slot_of: &dyn Fn(usize) -> Slot,
+    node: &Node,
+    out: &mut [f32],
+) -> Result<()> {
+    let weight = |i: usize| match slot_of(i) {
+        Slot::Weight(id) => Ok(mat_ref(cx.weights, id, cx.weights.info(id).shape)),
+        _ => Err(GraphError::Exec {
+            node: node.name.clone(),
+            msg: "the experts must be weights".into(),
+        }),
+    };
+    let experts = crate::moe::Experts {
+        up: weight(2)?,
+        gate: weight(3)?,
+        down: weight(4)?,
+    };
+    let input = crate::moe::MoeInputs {
+        x: src_f32(cx.pool, cx.weights, slot_of(0))?,
+        router: src_f32(cx.pool, cx.weights, slot_of(1))?,
+    };
+    let run = crate::moe::MoeRun {
+        kernels: cx.kernels,
+        rows: cx.rows,
+        pool: cx.threads,
+        act: cx.act,
+        scratch: cx.moe,
+    };
+    crate::moe::moe_ffn(run, p, &experts, &input, out)
+}
+
 /// A matrix product of a weight with the activations.
 fn mat_mul(
     cx: &mut ExecCtx,
@@ -305,20 +357,8 @@ fn mat_mul(
             msg: "mat_mul needs a weight".into(),
         });
     };
-    let ws = g.nodes[node.srcs[0]].shape;
+    let w = mat_ref(cx.weights, id, g.nodes[node.srcs[0]].shape);
     let x_node = &g.nodes[node.srcs[1]];
-    // Interleaved when the store repacked it for these kernels.
-    let (data, layout) = match cx.weights.packed(id) {
-        Some(p) => (p, Layout::Packed),
-        None => (cx.weights.data(id), Layout::Rows),
-    };
-    let w = MatRef {
-        ty: cx.weights.info(id).ty,
-        rows: ws[1],
-        cols: ws[0],
-        data,
-        layout,
-    };
     let x = src_f32(cx.pool, cx.weights, slot_of(1))?;
     matmul(cx.kernels, cx.threads, &w, x, x_node.shape[1], out, cx.act)?;
     Ok(())

@@ -22,6 +22,7 @@ mod check;
 mod elementwise;
 mod exec;
 mod get_rows;
+pub mod moe;
 mod pool;
 mod rope;
 

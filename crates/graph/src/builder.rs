@@ -332,6 +332,64 @@ impl<'w> GraphBuilder<'w> {
         self.push(name, Op::GeGlu, vec![gate, up], shape, DType::F32)
     }
 
+    /// A routed SwiGLU FFN over `x` (see [`Op::MoeFfn`]): `router` holds
+    /// each row's `n_expert` probabilities or logits, `experts` the `up`,
+    /// `gate` and `down` weights with their experts stacked.
+    pub fn moe_ffn(
+        &mut self,
+        name: impl Into<String>,
+        x: NodeId,
+        router: NodeId,
+        experts: [NodeId; 3],
+        p: MoeParams,
+    ) -> Result<NodeId> {
+        let name = name.into();
+        let [d, n] = self.nodes[x].shape;
+        let [up, gate, down] = experts.map(|e| self.nodes[e].shape);
+        let stacked = |per: usize| per.checked_mul(p.n_expert);
+        let bad = if p.n_used == 0
+            || p.n_used > p.n_expert
+            || p.n_used > MoeParams::MAX_USED
+            || p.n_ff == 0
+        {
+            Some(format!(
+                "{} of {} experts with {} hidden values each",
+                p.n_used, p.n_expert, p.n_ff
+            ))
+        } else if self.nodes[router].shape != [p.n_expert, n] {
+            Some(format!(
+                "router {:?} for {n} rows",
+                self.nodes[router].shape
+            ))
+        } else if up != gate
+            || up[0] != d
+            || Some(up[1]) != stacked(p.n_ff)
+            || down[0] != p.n_ff
+            || Some(down[1]) != stacked(d)
+        {
+            Some(format!(
+                "experts up {up:?}, gate {gate:?}, down {down:?} for rows of {d}"
+            ))
+        } else if experts
+            .iter()
+            .any(|&e| !matches!(self.nodes[e].op, Op::Weight(_)))
+        {
+            Some("the experts must be weights".into())
+        } else {
+            None
+        };
+        if let Some(msg) = bad {
+            return self.err(&name, "moe_ffn", msg);
+        }
+        self.push(
+            name,
+            Op::MoeFfn(p),
+            vec![x, router, experts[0], experts[1], experts[2]],
+            [d, n],
+            DType::F32,
+        )
+    }
+
     /// Softmax of each row.
     pub fn softmax(&mut self, name: impl Into<String>, x: NodeId) -> Result<NodeId> {
         let shape = self.nodes[x].shape;

@@ -33,9 +33,21 @@ pub fn kind_name(kind: GraphKind) -> &'static str {
 }
 
 /// Bytes of model weights node `i` reads when it runs: a whole matrix for
-/// a product, one row per token for a row lookup, nothing otherwise.
+/// a product, one row per token for a row lookup, the chosen experts (at
+/// most) for a routed FFN, nothing otherwise.
 pub fn weight_bytes(g: &BuiltGraph, weights: &WeightStore, i: usize) -> u64 {
     let node = &g.nodes[i];
+    if let Op::MoeFfn(p) = node.op {
+        // At most every row's chosen experts, each read once.
+        let used = (node.shape[1] * p.n_used).min(p.n_expert) as u64;
+        return node.srcs[2..]
+            .iter()
+            .filter_map(|&s| match g.nodes[s].op {
+                Op::Weight(id) => Some(weights.data(id).len() as u64 / p.n_expert as u64 * used),
+                _ => None,
+            })
+            .sum();
+    }
     let Some(&src) = node.srcs.first() else {
         return 0;
     };

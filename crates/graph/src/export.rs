@@ -35,6 +35,11 @@ fn op_params(op: &Op) -> Value {
             "layer": p.layer, "n_head": p.n_head, "n_head_kv": p.n_head_kv,
             "head_dim": p.head_dim, "scale": p.scale, "sliding_window": p.sliding_window,
         }),
+        Op::MoeFfn(p) => json!({
+            "n_expert": p.n_expert, "n_used": p.n_used, "n_ff": p.n_ff,
+            "gating": format!("{:?}", p.gating), "norm_weights": p.norm_weights,
+            "weights_scale": p.weights_scale,
+        }),
         _ => json!({}),
     }
 }

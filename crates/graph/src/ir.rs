@@ -138,6 +138,43 @@ impl AttnParams {
     }
 }
 
+/// How a mixture-of-experts layer turns its router's row into the chosen
+/// experts and their weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    /// The router row holds probabilities (a softmax over all experts, as
+    /// its own node): the `n_used` largest are chosen and weigh their
+    /// experts (Qwen3-MoE, Mixtral).
+    Probs,
+    /// The router row holds logits: the `n_used` largest are chosen and a
+    /// softmax over just those gives the weights (gpt-oss).
+    SoftmaxChosen,
+}
+
+/// A routed FFN: each row goes through the `n_used` experts its router
+/// chooses, and their outputs are summed, weighted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MoeParams {
+    /// Experts in the layer.
+    pub n_expert: usize,
+    /// Experts each row goes through.
+    pub n_used: usize,
+    /// Width of one expert's hidden layer.
+    pub n_ff: usize,
+    /// How the router's row becomes choices and weights.
+    pub gating: Gating,
+    /// Whether the chosen weights are divided by their sum.
+    pub norm_weights: bool,
+    /// A factor on the weights after that (1: none).
+    pub weights_scale: f32,
+}
+
+impl MoeParams {
+    /// The most experts one row may use (llama.cpp allows more; no model
+    /// uses more than this per row).
+    pub const MAX_USED: usize = 64;
+}
+
 /// The operations of the IR.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -195,6 +232,13 @@ pub enum Op {
     Softmax,
     /// `[x]`: same data, new shape with the same element count.
     Reshape,
+    /// `[x, router, up, gate, down]`: a routed SwiGLU FFN (llama.cpp's
+    /// `build_moe_ffn` over `mul_mat_id`). `router` is `[n_expert]` per row
+    /// of `x`; the three expert weights stack their experts' matrices
+    /// (`up`, `gate`: `n_ff` rows per expert; `down`: `n_embd` rows per
+    /// expert). Row `t`'s output is `Σ_k w_k · down_e(silu(gate_e · x_t) *
+    /// (up_e · x_t))` over its chosen experts `e` in order of choice.
+    MoeFfn(MoeParams),
 }
 
 impl Op {
@@ -219,6 +263,7 @@ impl Op {
             Op::GeGlu => "geglu",
             Op::Softmax => "softmax",
             Op::Reshape => "reshape",
+            Op::MoeFfn(_) => "moe_ffn",
         }
     }
 

@@ -71,6 +71,10 @@ pub fn assign(g: &BuiltGraph, plan: BackendPlan) -> Vec<Device> {
             (Op::Input(_), _) => Device::Cpu,
             (Op::Weight(_), _) => Device::Cpu,
             (Op::Reshape, _) => dev[node.srcs[0]],
+            // The routed experts stay on the CPU, with their weights (as
+            // llama.cpp's `--cpu-moe`): the bulk of such a model lives
+            // there, and a step reads only the chosen experts.
+            (Op::MoeFfn(_), _) => Device::Cpu,
             (_, Some(l)) => plan.layer_device(l),
             _ if first.is_none_or(|f| i < f) => Device::Cpu,
             _ if last.is_some_and(|l| i > l) => plan.output_device(),

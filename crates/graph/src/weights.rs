@@ -41,6 +41,10 @@ pub struct WeightStore {
     /// Tensors only read by rows (see [`WeightStore::keep_rows`]), which
     /// keep ggml's layout.
     keep_rows: Vec<bool>,
+    /// Per tensor, how many matrices it stacks (the experts of a routed
+    /// FFN; 1 for a plain matrix). Each is read on its own, so a repacked
+    /// copy must keep their row ranges apart.
+    stacked: Vec<usize>,
 }
 
 fn fold_shape(name: &str, shape: &[u64]) -> Result<[usize; 2]> {
@@ -86,6 +90,7 @@ impl WeightStore {
         self.backing.push(b);
         self.packed.push(OnceLock::new());
         self.keep_rows.push(false);
+        self.stacked.push(1);
         id
     }
 
@@ -93,6 +98,19 @@ impl WeightStore {
     /// is not also the LM head): repacking it would buy nothing.
     pub fn keep_rows(&mut self, id: WeightId) {
         self.keep_rows[id.0 as usize] = true;
+    }
+
+    /// Marks a tensor whose rows stack `n` matrices of equal height (the
+    /// experts of a routed FFN), which products read one at a time. It is
+    /// repacked only when each matrix's rows fill whole interleaved groups,
+    /// so that every matrix is a contiguous byte range in either layout.
+    pub fn set_stacked(&mut self, id: WeightId, n: usize) {
+        self.stacked[id.0 as usize] = n.max(1);
+    }
+
+    /// The matrices the tensor stacks (see [`WeightStore::set_stacked`]).
+    pub fn stacked(&self, id: WeightId) -> usize {
+        self.stacked[id.0 as usize]
     }
 
     /// Repacks every matrix that the kernels read faster interleaved (see
@@ -105,9 +123,11 @@ impl WeightStore {
         let mut total = 0;
         for (i, info) in self.infos.iter().enumerate() {
             let [cols, rows] = info.shape;
+            let per_matrix = rows / self.stacked[i];
             if self.keep_rows[i]
                 || !kernels.packs(info.ty)
                 || !packed::packable(info.ty, rows, cols)
+                || !packed::packable(info.ty, per_matrix, cols)
                 || self.packed[i].get().is_some()
             {
                 continue;

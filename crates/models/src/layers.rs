@@ -9,8 +9,9 @@ use minfer_graph::{
     RopeStyle, WeightId, WeightStore,
 };
 
-use crate::error::{ModelError, Result};
+use crate::error::Result;
 use crate::hparams::HParams;
+pub use crate::resolve::Resolver;
 
 /// The tensors of one transformer block.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,12 +34,34 @@ pub struct LayerTensors {
     pub wo: WeightId,
     /// `ffn_norm.weight`: RMS norm weight before the FFN.
     pub ffn_norm: WeightId,
-    /// `ffn_gate.weight`, `ffn_up.weight`, `ffn_down.weight`: the SwiGLU FFN.
-    pub ffn_gate: WeightId,
-    /// See `ffn_gate`.
-    pub ffn_up: WeightId,
-    /// See `ffn_gate`.
-    pub ffn_down: WeightId,
+    /// The FFN's matrices.
+    pub ffn: FfnTensors,
+}
+
+/// The matrices of a block's FFN.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FfnTensors {
+    /// `ffn_gate.weight`, `ffn_up.weight`, `ffn_down.weight`: one gated
+    /// FFN.
+    Dense {
+        /// `ffn_gate.weight`.
+        gate: WeightId,
+        /// `ffn_up.weight`.
+        up: WeightId,
+        /// `ffn_down.weight`.
+        down: WeightId,
+    },
+    /// A router and stacked experts (see [`crate::moe`]).
+    Experts(crate::moe::ExpertTensors),
+}
+
+/// Which FFN the blocks of a family have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FfnShape {
+    /// One gated FFN of `feed_forward_length`.
+    Dense,
+    /// Routed experts of this shape.
+    Experts(crate::moe::ExpertShape),
 }
 
 /// Every tensor a llama-family forward pass reads, resolved to handles.
@@ -64,51 +87,18 @@ pub enum Biases {
     Optional,
 }
 
-/// Looks tensors up by name and checks their shapes.
-pub struct Resolver<'a> {
-    /// The model's tensors.
-    pub store: &'a WeightStore,
-}
-
-impl Resolver<'_> {
-    /// The tensor `name` with ggml shape `[ne0, ne1]` (`ne1` is 1 for a
-    /// vector), if present.
-    ///
-    /// # Errors
-    /// [`ModelError::TensorShape`] when it is present with another shape.
-    pub fn optional(&self, name: &str, shape: [usize; 2]) -> Result<Option<WeightId>> {
-        let Some(id) = self.store.get(name) else {
-            return Ok(None);
-        };
-        let found = self.store.info(id).shape;
-        if found != shape {
-            return Err(ModelError::TensorShape {
-                name: name.to_string(),
-                expected: shape,
-                found,
-            });
-        }
-        Ok(Some(id))
-    }
-
-    /// The tensor `name`, which must be present with `shape`.
-    ///
-    /// # Errors
-    /// [`ModelError::MissingTensor`] naming it, or
-    /// [`ModelError::TensorShape`].
-    pub fn required(&self, name: &str, shape: [usize; 2]) -> Result<WeightId> {
-        self.optional(name, shape)?
-            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
-    }
-}
-
 /// Resolves the standard llama-family tensor set. A missing
 /// `output.weight` means tied embeddings: the LM head is `token_embd`.
 ///
 /// # Errors
 /// [`ModelError::MissingTensor`] or [`ModelError::TensorShape`] naming the
 /// first tensor at fault.
-pub fn resolve_tensors(store: &WeightStore, hp: &HParams, biases: Biases) -> Result<ModelTensors> {
+pub fn resolve_tensors(
+    store: &WeightStore,
+    hp: &HParams,
+    biases: Biases,
+    ffn: FfnShape,
+) -> Result<ModelTensors> {
     let r = Resolver { store };
     let (d, q, kv, ff, vocab) = (hp.n_embd, hp.q_width(), hp.kv_width(), hp.n_ff, hp.n_vocab);
     let token_embd = r.required("token_embd.weight", [d, vocab])?;
@@ -131,9 +121,16 @@ pub fn resolve_tensors(store: &WeightStore, hp: &HParams, biases: Biases) -> Res
             bv: bias("attn_v.bias", kv)?,
             wo: r.required(&n("attn_output.weight"), [q, d])?,
             ffn_norm: r.required(&n("ffn_norm.weight"), [d, 1])?,
-            ffn_gate: r.required(&n("ffn_gate.weight"), [d, ff])?,
-            ffn_up: r.required(&n("ffn_up.weight"), [d, ff])?,
-            ffn_down: r.required(&n("ffn_down.weight"), [ff, d])?,
+            ffn: match ffn {
+                FfnShape::Dense => FfnTensors::Dense {
+                    gate: r.required(&n("ffn_gate.weight"), [d, ff])?,
+                    up: r.required(&n("ffn_up.weight"), [d, ff])?,
+                    down: r.required(&n("ffn_down.weight"), [ff, d])?,
+                },
+                FfnShape::Experts(shape) => {
+                    FfnTensors::Experts(crate::moe::resolve_experts(&r, d, l, shape)?)
+                }
+            },
         });
     }
     let output_norm = r.required("output_norm.weight", [d, 1])?;
@@ -323,10 +320,23 @@ fn ffn_gated(
     act: impl FnOnce(&mut GraphBuilder, NodeId, NodeId) -> GraphResult<NodeId>,
 ) -> GraphResult<NodeId> {
     let n = |s: &str| format!("blk.{l}.{s}");
-    let up = proj(b, n("ffn_up"), t.ffn_up, None, h)?;
-    let gate = proj(b, n("ffn_gate"), t.ffn_gate, None, h)?;
+    let FfnTensors::Dense {
+        gate: w_gate,
+        up: w_up,
+        down: w_down,
+    } = t.ffn
+    else {
+        // A family resolves the FFN it builds; this is a wiring error.
+        return Err(minfer_graph::GraphError::Shape {
+            node: n("ffn"),
+            op: "ffn",
+            msg: "a dense FFN was asked of a block with routed experts".into(),
+        });
+    };
+    let up = proj(b, n("ffn_up"), w_up, None, h)?;
+    let gate = proj(b, n("ffn_gate"), w_gate, None, h)?;
     let act = act(b, gate, up)?;
-    let down = b.weight(t.ffn_down);
+    let down = b.weight(w_down);
     b.mat_mul(n("ffn_down"), down, act)
 }
 

@@ -11,9 +11,12 @@ mod hparams;
 pub mod layers;
 mod llama;
 mod model;
+pub mod moe;
 mod qwen2;
 mod qwen3;
+mod qwen3moe;
 mod registry;
+mod resolve;
 pub mod testing;
 
 pub use arch::Arch;

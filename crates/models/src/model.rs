@@ -10,7 +10,7 @@ use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, WeightStore};
 use crate::arch::Arch;
 use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
-use crate::layers::ModelTensors;
+use crate::layers::{FfnTensors, ModelTensors};
 use crate::registry::{self, Forward, LoadCx};
 
 /// A loaded model. Immutable once loaded, so one model can be shared by
@@ -76,6 +76,11 @@ impl Model {
         let t = forward.tensors();
         if t.output != t.token_embd {
             weights.keep_rows(t.token_embd);
+        }
+        for l in &t.layers {
+            if let FfnTensors::Experts(e) = &l.ffn {
+                e.mark_stacked(&mut weights);
+            }
         }
         Ok(Model {
             hparams,

@@ -10,7 +10,7 @@ use crate::arch::Arch;
 use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
 use crate::layers::ModelTensors;
-use crate::{gemma3, llama, qwen2, qwen3};
+use crate::{gemma3, llama, qwen2, qwen3, qwen3moe};
 
 /// A loaded architecture: its tensors resolved to handles, ready to
 /// describe its forward pass.
@@ -43,8 +43,13 @@ pub(crate) struct Family {
 }
 
 /// Every supported architecture.
-pub(crate) const FAMILIES: &[Family] =
-    &[qwen2::FAMILY, llama::FAMILY, qwen3::FAMILY, gemma3::FAMILY];
+pub(crate) const FAMILIES: &[Family] = &[
+    qwen2::FAMILY,
+    llama::FAMILY,
+    qwen3::FAMILY,
+    gemma3::FAMILY,
+    qwen3moe::FAMILY,
+];
 
 /// The family called `name`.
 pub(crate) fn family(name: &str) -> Option<&'static Family> {

@@ -34,6 +34,9 @@ pub struct TinyModel {
     pub seed: u64,
     /// Metadata set after the defaults (overriding any of them).
     pub extra: Vec<(String, Value)>,
+    /// Routed experts per block instead of one FFN: `(n_expert, n_used,
+    /// n_ff)`, for `qwen3moe`.
+    pub experts: Option<(usize, usize, usize)>,
 }
 
 impl TinyModel {
@@ -56,11 +59,13 @@ impl TinyModel {
             skip: Vec::new(),
             seed: 1,
             extra: Vec::new(),
+            experts: (arch == "qwen3moe").then_some((4, 2, 32)),
         }
     }
 
-    /// Every tensor: name, ggml shape `[ne0, ne1]` (`ne1` 0 for a vector).
-    fn tensors(&self) -> Vec<(String, [usize; 2])> {
+    /// Every tensor: name, ggml shape `[ne0, ne1, ne2]` (`ne1` 0 for a
+    /// vector, `ne2` 1 for a matrix).
+    fn tensors(&self) -> Vec<(String, [usize; 3])> {
         let head_dim = self.n_embd / self.n_head;
         let (d, q, kv, ff) = (
             self.n_embd,
@@ -68,35 +73,42 @@ impl TinyModel {
             self.n_head_kv * head_dim,
             self.n_ff,
         );
-        let mut t = vec![("token_embd.weight".to_string(), [d, self.n_vocab])];
+        let mut t = vec![("token_embd.weight".to_string(), [d, self.n_vocab, 1])];
         for l in 0..self.n_layer {
             let n = |s: &str| format!("blk.{l}.{s}");
-            t.push((n("attn_norm.weight"), [d, 0]));
-            t.push((n("attn_q.weight"), [d, q]));
-            t.push((n("attn_k.weight"), [d, kv]));
-            t.push((n("attn_v.weight"), [d, kv]));
+            t.push((n("attn_norm.weight"), [d, 0, 1]));
+            t.push((n("attn_q.weight"), [d, q, 1]));
+            t.push((n("attn_k.weight"), [d, kv, 1]));
+            t.push((n("attn_v.weight"), [d, kv, 1]));
             if self.bias {
-                t.push((n("attn_q.bias"), [q, 0]));
-                t.push((n("attn_k.bias"), [kv, 0]));
-                t.push((n("attn_v.bias"), [kv, 0]));
+                t.push((n("attn_q.bias"), [q, 0, 1]));
+                t.push((n("attn_k.bias"), [kv, 0, 1]));
+                t.push((n("attn_v.bias"), [kv, 0, 1]));
             }
-            if matches!(self.arch.as_str(), "qwen3" | "gemma3") {
-                t.push((n("attn_q_norm.weight"), [head_dim, 0]));
-                t.push((n("attn_k_norm.weight"), [head_dim, 0]));
+            if matches!(self.arch.as_str(), "qwen3" | "qwen3moe" | "gemma3") {
+                t.push((n("attn_q_norm.weight"), [head_dim, 0, 1]));
+                t.push((n("attn_k_norm.weight"), [head_dim, 0, 1]));
             }
             if self.arch == "gemma3" {
-                t.push((n("post_attention_norm.weight"), [d, 0]));
-                t.push((n("post_ffw_norm.weight"), [d, 0]));
+                t.push((n("post_attention_norm.weight"), [d, 0, 1]));
+                t.push((n("post_ffw_norm.weight"), [d, 0, 1]));
             }
-            t.push((n("attn_output.weight"), [q, d]));
-            t.push((n("ffn_norm.weight"), [d, 0]));
-            t.push((n("ffn_gate.weight"), [d, ff]));
-            t.push((n("ffn_up.weight"), [d, ff]));
-            t.push((n("ffn_down.weight"), [ff, d]));
+            t.push((n("attn_output.weight"), [q, d, 1]));
+            t.push((n("ffn_norm.weight"), [d, 0, 1]));
+            if let Some((e, _, eff)) = self.experts {
+                t.push((n("ffn_gate_inp.weight"), [d, e, 1]));
+                t.push((n("ffn_gate_exps.weight"), [d, eff, e]));
+                t.push((n("ffn_up_exps.weight"), [d, eff, e]));
+                t.push((n("ffn_down_exps.weight"), [eff, d, e]));
+            } else {
+                t.push((n("ffn_gate.weight"), [d, ff, 1]));
+                t.push((n("ffn_up.weight"), [d, ff, 1]));
+                t.push((n("ffn_down.weight"), [ff, d, 1]));
+            }
         }
-        t.push(("output_norm.weight".to_string(), [d, 0]));
+        t.push(("output_norm.weight".to_string(), [d, 0, 1]));
         if !self.tied {
-            t.push(("output.weight".to_string(), [d, self.n_vocab]));
+            t.push(("output.weight".to_string(), [d, self.n_vocab, 1]));
         }
         t.retain(|(name, _)| !self.skip.contains(name));
         t
@@ -131,12 +143,17 @@ impl TinyModel {
         if a == "gemma3" {
             w.set(format!("{a}.attention.sliding_window"), Self::GEMMA3_WINDOW);
         }
+        if let Some((e, used, ff)) = self.experts {
+            w.set(format!("{a}.expert_count"), e as u32)
+                .set(format!("{a}.expert_used_count"), used as u32)
+                .set(format!("{a}.expert_feed_forward_length"), ff as u32);
+        }
         for (k, v) in &self.extra {
             w.set(k.clone(), v.clone());
         }
         let mut rng = self.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         for (name, shape) in self.tensors() {
-            let n = shape[0] * shape[1].max(1);
+            let n = shape[0] * shape[1].max(1) * shape[2];
             let scale = if shape[1] == 0 {
                 0.0
             } else {
@@ -162,10 +179,10 @@ impl TinyModel {
                     v.to_le_bytes()
                 })
                 .collect();
-            let dims: Vec<u64> = if shape[1] == 0 {
-                vec![shape[0] as u64]
-            } else {
-                vec![shape[0] as u64, shape[1] as u64]
+            let dims: Vec<u64> = match shape {
+                [ne0, 0, _] => vec![ne0 as u64],
+                [ne0, ne1, 1] => vec![ne0 as u64, ne1 as u64],
+                [ne0, ne1, ne2] => vec![ne0 as u64, ne1 as u64, ne2 as u64],
             };
             w.add_tensor(name, GgmlType::F32, &dims, bytes)?;
         }

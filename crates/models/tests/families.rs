@@ -1,4 +1,4 @@
-//! The qwen3 and gemma3 forward passes against a plain reference written
+//! The qwen3, qwen3moe and gemma3 forward passes against a plain reference written
 //! from the model definitions, on tiny synthetic models with f32 weights
 //! and an f32 KV cache: per-head Q/K norms, gemma's scaled embeddings,
 //! post-norms, GeGLU, Q pre-scaling, local layers with their own RoPE base
@@ -20,6 +20,46 @@ struct Spec {
     pattern: usize,
     /// Gemma: the local layers' window.
     window: usize,
+    /// Qwen3-MoE: `(n_expert, n_used, n_ff)` of the routed FFN.
+    experts: Option<(usize, usize, usize)>,
+}
+
+/// The routed FFN of Qwen3-MoE on one normed row `h`: softmax over the
+/// router's logits, the `n_used` largest, weights renormalised, and the
+/// chosen experts' SwiGLU outputs summed with those weights.
+fn moe_ffn(
+    w: &dyn Fn(&str) -> Vec<f32>,
+    h: &[f32],
+    (_, n_used, ff): (usize, usize, usize),
+) -> Vec<f32> {
+    let d = h.len();
+    let logits = matvec(&w("ffn_gate_inp.weight"), h);
+    let mx = logits.iter().copied().fold(f32::MIN, f32::max);
+    let e: Vec<f32> = logits.iter().map(|v| (v - mx).exp()).collect();
+    let total: f32 = e.iter().sum();
+    let mut order: Vec<usize> = (0..e.len()).collect();
+    order.sort_by(|&a, &b| e[b].total_cmp(&e[a]));
+    let chosen = &order[..n_used];
+    let sum: f32 = chosen.iter().map(|&i| e[i] / total).sum();
+    let (up, gate, down) = (
+        w("ffn_up_exps.weight"),
+        w("ffn_gate_exps.weight"),
+        w("ffn_down_exps.weight"),
+    );
+    let mut out = vec![0.0f32; d];
+    for &x in chosen {
+        let weight = e[x] / total / sum;
+        let g = matvec(&gate[x * ff * d..(x + 1) * ff * d], h);
+        let u = matvec(&up[x * ff * d..(x + 1) * ff * d], h);
+        let a: Vec<f32> = g
+            .iter()
+            .zip(&u)
+            .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+            .collect();
+        let y = matvec(&down[x * d * ff..(x + 1) * d * ff], &a);
+        out.iter_mut().zip(&y).for_each(|(o, y)| *o += weight * y);
+    }
+    out
 }
 
 /// RMS norm of each `head_dim` slice of `x`.
@@ -116,6 +156,11 @@ fn reference(m: &Model, tokens: &[u32], spec: &Spec) -> Vec<f32> {
             }
             x.iter_mut().zip(&o).for_each(|(x, o)| *x += o);
             let h = rms_norm(x, &w("ffn_norm.weight"), eps);
+            if let Some(experts) = spec.experts {
+                let y = moe_ffn(&w, &h, experts);
+                x.iter_mut().zip(&y).for_each(|(x, o)| *x += o);
+                continue;
+            }
             let mut g = matvec(&w("ffn_gate.weight"), &h);
             let u = matvec(&w("ffn_up.weight"), &h);
             if spec.gemma {
@@ -165,11 +210,29 @@ fn qwen3_forward_matches_reference() {
         gemma: false,
         pattern: 1,
         window: usize::MAX,
+        experts: None,
     };
     let want = reference(&m, &TOKENS, &spec);
     for fusion in [Fusion::ALL, Fusion::NONE] {
         let max = max_diff(&want, &graph_logits(&m, &TOKENS, fusion));
         assert!(max < 1e-4, "qwen3 ({fusion:?}): max |Δ| {max}");
+    }
+}
+
+#[test]
+fn qwen3moe_forward_matches_reference() {
+    let tiny = TinyModel::new("qwen3moe");
+    let m = load(&tiny);
+    let spec = Spec {
+        gemma: false,
+        pattern: 1,
+        window: usize::MAX,
+        experts: tiny.experts,
+    };
+    let want = reference(&m, &TOKENS, &spec);
+    for fusion in [Fusion::ALL, Fusion::NONE] {
+        let max = max_diff(&want, &graph_logits(&m, &TOKENS, fusion));
+        assert!(max < 1e-4, "qwen3moe ({fusion:?}): max |Δ| {max}");
     }
 }
 
@@ -182,6 +245,7 @@ fn gemma3_forward_matches_reference() {
         gemma: true,
         pattern: 3,
         window,
+        experts: None,
     };
     let want = reference(&m, &TOKENS, &spec);
     for fusion in [Fusion::ALL, Fusion::NONE] {

@@ -147,9 +147,17 @@ pub(crate) fn validate(g: &BuiltGraph, weights: &WeightStore) -> Result<(Vec<Kin
                     note_row(&mut rows, p.layer, KvKind::K, row, g, i)?;
                     note_row(&mut rows, p.layer, KvKind::V, row, g, i)?;
                 }
-                if let (Op::MatMul, Kind::Weight(ty)) = (op, kinds[node.srcs[0]]) {
+                let products: &[usize] = match op {
+                    Op::MatMul => &[0],
+                    Op::MoeFfn(_) => &[2, 3, 4],
+                    _ => &[],
+                };
+                for &s in products {
+                    let Kind::Weight(ty) = kinds[node.srcs[s]] else {
+                        continue;
+                    };
                     if minfer_kernels::act_type(ty).is_none() {
-                        let w = &g.nodes[node.srcs[0]];
+                        let w = &g.nodes[node.srcs[s]];
                         return Err(err(
                             g,
                             i,
@@ -190,6 +198,7 @@ fn check_sources(
         }
         Op::Attention(_) => &["f32", "token", "token", "ids", "ids"],
         Op::Add | Op::Mul | Op::SwiGlu | Op::GeGlu => &["f32", "f32"],
+        Op::MoeFfn(_) => &["f32", "f32", "weight", "weight", "weight"],
         _ => &["f32"],
     };
     if srcs.len() != wanted.len() {

@@ -12,7 +12,7 @@ use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle, Weigh
 
 use crate::error::Result;
 use crate::hparams::{HParams, Keys};
-use crate::layers::{self, AttnOptions, Biases, ModelTensors, Resolver};
+use crate::layers::{self, AttnOptions, Biases, FfnShape, ModelTensors, Resolver};
 use crate::registry::{Family, Forward, LoadCx};
 
 /// The registry entry.
@@ -105,7 +105,7 @@ fn params(cx: &LoadCx) -> Result<Gemma3Params> {
 fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
     let hp = cx.hparams;
     let p = params(cx)?;
-    let t = layers::resolve_tensors(cx.weights, hp, Biases::Optional)?;
+    let t = layers::resolve_tensors(cx.weights, hp, Biases::Optional, FfnShape::Dense)?;
     let qk = layers::resolve_qk_norms(cx.weights, hp)?;
     let r = Resolver { store: cx.weights };
     let d = hp.n_embd;

@@ -6,7 +6,7 @@ use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle};
 
 use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
-use crate::layers::{self, Biases, ModelTensors};
+use crate::layers::{self, Biases, FfnShape, ModelTensors};
 use crate::registry::{Family, Forward, LoadCx};
 
 /// The registry entry.
@@ -32,7 +32,7 @@ fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
             "mixture-of-experts layers (blk.0.ffn_gate_inp.weight)".into(),
         ));
     }
-    let t = layers::resolve_tensors(store, cx.hparams, Biases::Optional)?;
+    let t = layers::resolve_tensors(store, cx.hparams, Biases::Optional, FfnShape::Dense)?;
     Ok(Box::new(Llama(t)))
 }
 

@@ -6,7 +6,7 @@ use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle};
 
 use crate::error::Result;
 use crate::hparams::HParams;
-use crate::layers::{self, Biases, ModelTensors};
+use crate::layers::{self, Biases, FfnShape, ModelTensors};
 use crate::registry::{Family, Forward, LoadCx};
 
 /// The registry entry.
@@ -20,7 +20,7 @@ struct Qwen2(ModelTensors);
 
 /// Resolves qwen2's tensors; the q/k/v biases are required.
 fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
-    let t = layers::resolve_tensors(cx.weights, cx.hparams, Biases::Required)?;
+    let t = layers::resolve_tensors(cx.weights, cx.hparams, Biases::Required, FfnShape::Dense)?;
     Ok(Box::new(Qwen2(t)))
 }
 

@@ -7,7 +7,7 @@ use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle, Weigh
 
 use crate::error::Result;
 use crate::hparams::HParams;
-use crate::layers::{self, AttnOptions, Biases, ModelTensors};
+use crate::layers::{self, AttnOptions, Biases, FfnShape, ModelTensors};
 use crate::registry::{Family, Forward, LoadCx};
 
 /// The registry entry.
@@ -25,7 +25,7 @@ struct Qwen3 {
 
 fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
     let hp = cx.hparams;
-    let t = layers::resolve_tensors(cx.weights, hp, Biases::Optional)?;
+    let t = layers::resolve_tensors(cx.weights, hp, Biases::Optional, FfnShape::Dense)?;
     let qk_norms = layers::resolve_qk_norms(cx.weights, hp)?;
     Ok(Box::new(Qwen3 { t, qk_norms }))
 }
