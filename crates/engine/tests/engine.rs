@@ -18,7 +18,7 @@ fn argmax(v: &[f32]) -> u32 {
 
 #[test]
 fn generation_builds_two_graphs() {
-    for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
+    for arch in ["llama", "qwen2", "qwen3", "gemma3", "qwen3moe"] {
         let m = tiny::model(arch);
         let mut e = tiny::engine(&m, 64, 512, KvFormat::F16);
         e.set_verify_graphs(true);

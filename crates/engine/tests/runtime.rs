@@ -1,8 +1,9 @@
 //! The multi-sequence runtime's invariants: batch invariance, isolation,
 //! rollback and fork against recomputation, capacity errors that leave the
 //! other sequences working, and prefix sharing. On the tiny synthetic
-//! models (every architecture) and, for batch invariance, on the real
-//! SmolLM2 and Gemma 3 models at 1 and 2 threads.
+//! models (every architecture) and, for batch invariance, on the
+//! repository's Qwen3-MoE fixture and the real SmolLM2 and Gemma 3 models
+//! at 1 and 2 threads.
 
 mod common;
 
@@ -145,10 +146,20 @@ fn check_batch_invariance(model: &Arc<Model>, lens: &[usize], n_gen: usize, chun
 
 #[test]
 fn batch_invariance_tiny_models() {
-    for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
+    for arch in ["llama", "qwen2", "qwen3", "gemma3", "qwen3moe"] {
         let m = tiny::model(arch);
         check_batch_invariance(&m, &[5, 1, 23, 9], 12, 4);
     }
+}
+
+/// The random-weight Qwen3-MoE fixture: Q8_0 experts, repacked for the
+/// kernels, eight of them with two chosen per row, so the rows of a batch
+/// route to different experts and each expert serves a different subset.
+#[test]
+fn batch_invariance_qwen3moe_fixture() {
+    let path = minfer_testutil::repo_model("qwen3moe-tiny-q8_0.gguf");
+    let m = Arc::new(Model::open(&path).expect("the repository's qwen3moe model loads"));
+    check_batch_invariance(&m, &[7, 40, 19, 1], 6, 16);
 }
 
 #[test]
@@ -169,7 +180,7 @@ fn batch_invariance_real_gemma3() {
 
 #[test]
 fn isolation_poisoned_foreign_cells_change_nothing() {
-    for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
+    for arch in ["llama", "qwen2", "qwen3", "gemma3", "qwen3moe"] {
         let m = tiny::model(arch);
         let ps = prompts(m.n_vocab(), &[11, 17, 6]);
         // Reference: sequence 1 alone, with a clean cache.
@@ -201,7 +212,7 @@ fn isolation_poisoned_foreign_cells_change_nothing() {
 
 #[test]
 fn rollback_and_fork_match_recomputation() {
-    for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
+    for arch in ["llama", "qwen2", "qwen3", "gemma3", "qwen3moe"] {
         let m = tiny::model(arch);
         let ps = prompts(m.n_vocab(), &[20, 8]);
         let (a, b) = (&ps[0], &ps[1]);

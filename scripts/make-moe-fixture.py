@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Writes tests/models/qwen3moe-tiny-q8_0.gguf, a random-weight Qwen3-MoE
+model for architecture tests, from the repository's random-weight qwen3
+model (tests/models/qwen3-tiny-q8_0.gguf).
+
+usage: make-moe-fixture.py OUT.gguf
+
+Everything but the FFN is the qwen3 model's: SmolLM2's vocabulary and chat
+template, 4 layers, d_model 128, 4 query and 2 KV heads of 64, Q/K RMS
+norms, output tied to the embeddings. Each block's dense FFN is replaced by
+a routed one, as Qwen3-30B-A3B stores it:
+
+- `ffn_gate_inp.weight` [128 -> 8], F32: the router;
+- `ffn_gate_exps.weight`, `ffn_up_exps.weight` [8 experts x 64 x 128] and
+  `ffn_down_exps.weight` [8 x 128 x 64], Q8_0;
+- `qwen3moe.expert_count` 8, `expert_used_count` 2,
+  `expert_feed_forward_length` 64.
+
+Expert values are seeded normals with the RMS of the dense matrix they
+replace (scaled for the shorter rows of `down`); the router's give logits
+of a standard deviation near 1.5, so that rows spread over the experts.
+The seed is fixed: reruns give the same file. Needs ``pip install
+gguf==0.19.0``.
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import gguf
+from gguf import GGMLQuantizationType as Q
+from gguf.quants import dequantize, quantize
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
+ARCH = "qwen3moe"
+N_EXPERT, N_USED, N_FF_EXP = 8, 2, 64
+
+
+def rms_of(t) -> float:
+    values = dequantize(t.data, t.tensor_type).astype(np.float64)
+    return float(np.sqrt(np.mean(np.square(values))))
+
+
+def experts(rng: np.random.Generator, rows: int, cols: int, rms: float) -> np.ndarray:
+    """N_EXPERT stacked Q8_0 matrices of rows x cols, as gguf-py lays out
+    a 3-D tensor (outermost dimension first)."""
+    values = rng.standard_normal((N_EXPERT * rows, cols)).astype(np.float32) * np.float32(rms)
+    blocks = quantize(values, Q.Q8_0)
+    return blocks.reshape(N_EXPERT, rows, blocks.shape[-1])
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    rng = np.random.default_rng(0x3E0E)
+    reader = gguf.GGUFReader(SRC)
+    src_arch = reader.fields[gguf.Keys.General.ARCHITECTURE]
+    src_arch = bytes(src_arch.parts[src_arch.data[0]]).decode()
+    w = gguf.GGUFWriter(out, arch=ARCH, endianess=reader.endianess)
+    for field in reader.fields.values():
+        key = field.name
+        if key == gguf.Keys.General.ARCHITECTURE or key.startswith("GGUF."):
+            continue
+        val = field.contents()
+        if key.startswith(src_arch + "."):
+            key = ARCH + key[len(src_arch) :]
+        elif key == gguf.Keys.General.NAME:
+            val = f"{val}-moe"
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(key, val, vtype, sub_type=sub)
+    w.add_uint32(f"{ARCH}.expert_count", N_EXPERT)
+    w.add_uint32(f"{ARCH}.expert_used_count", N_USED)
+    w.add_uint32(f"{ARCH}.expert_feed_forward_length", N_FF_EXP)
+
+    dense = {t.name: t for t in reader.tensors}
+    for t in reader.tensors:
+        parts = t.name.split(".")
+        if t.name.startswith("blk.") and parts[2] in ("ffn_gate", "ffn_up"):
+            continue
+        if t.name.startswith("blk.") and parts[2] == "ffn_down":
+            blk = f"blk.{parts[1]}"
+            n_embd = int(t.shape[1])
+            router = rng.standard_normal((N_EXPERT, n_embd)).astype(np.float32)
+            w.add_tensor(f"{blk}.ffn_gate_inp.weight", router * np.float32(1.5 / np.sqrt(n_embd)))
+            for kind in ("ffn_gate", "ffn_up"):
+                rms = rms_of(dense[f"{blk}.{kind}.weight"])
+                w.add_tensor(f"{blk}.{kind}_exps.weight", experts(rng, N_FF_EXP, n_embd, rms), raw_dtype=Q.Q8_0)
+            # `down` sums N_FF_EXP products instead of the dense width: keep
+            # its output's RMS.
+            rms = rms_of(t) * (int(t.shape[0]) / N_FF_EXP) ** 0.5
+            w.add_tensor(f"{blk}.ffn_down_exps.weight", experts(rng, n_embd, N_FF_EXP, rms), raw_dtype=Q.Q8_0)
+            continue
+        raw = None if t.tensor_type == Q.F32 else t.tensor_type
+        data = np.array(t.data, dtype=np.float32) if raw is None else t.data
+        w.add_tensor(t.name, data, raw_dtype=raw)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
