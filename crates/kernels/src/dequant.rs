@@ -18,12 +18,14 @@ pub use iq::{
     dequantize_iq3_xxs,
 };
 
+use minfer_gguf::GgmlType;
+
 use crate::blocks::{
     f16_to_f32, k_scale_min, BlockIQ4NL, BlockIQ4XS, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0,
     BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, KVALUES_IQ4NL, QK,
     QK_K,
 };
-use crate::{GgmlType, KernelError};
+use crate::error::KernelError;
 
 /// Whether [`dequantize_row`] handles `ty`.
 pub fn is_supported(ty: GgmlType) -> bool {

@@ -14,6 +14,7 @@ mod error;
 pub mod gelu;
 pub mod iq_grids;
 pub mod matmul;
+mod operand;
 pub mod packed;
 pub mod pool;
 pub mod quant;
@@ -22,7 +23,8 @@ pub mod simd;
 
 pub use dot::{act_type, scale_table, scale_table_len, Dot4Fn, DotFn, DotKernel, Kernels};
 pub use error::KernelError;
-pub use matmul::{matmul, ActScratch, Layout, MatRef};
+pub use matmul::matmul;
 pub use minfer_gguf::GgmlType;
+pub use operand::{ActScratch, Layout, MatRef};
 pub use rows::{f16_to_f32_row, f32_to_f16_row, HeadRows, RowKernels, Rows};
 pub use simd::{Isa, SimdLevel};

@@ -13,57 +13,9 @@ use minfer_gguf::GgmlType;
 
 use crate::dot::{DotKernel, Kernels};
 use crate::error::KernelError;
+use crate::operand::{bytes_mut, quantize_rows};
+pub use crate::operand::{row_bytes, ActScratch, Layout, MatRef};
 use crate::pool::{SharedMut, ThreadPool};
-use crate::quant;
-
-/// A weight matrix: `rows` rows of `cols` elements of type `ty`, stored row
-/// after row (ggml's layout: `cols` is `ne[0]`).
-#[derive(Clone, Copy, Debug)]
-pub struct MatRef<'a> {
-    /// Element type.
-    pub ty: GgmlType,
-    /// Number of rows (output features).
-    pub rows: usize,
-    /// Elements per row (input features).
-    pub cols: usize,
-    /// The raw bytes, `rows * row_bytes(ty, cols)` long.
-    pub data: &'a [u8],
-    /// How the rows are arranged in `data`.
-    pub layout: Layout,
-}
-
-/// The arrangement of a weight matrix's bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Layout {
-    /// ggml's: row after row.
-    #[default]
-    Rows,
-    /// Sixteen rows interleaved per group, as [`crate::packed::pack`]
-    /// makes it.
-    Packed,
-}
-
-/// Bytes taken by `n` elements of type `ty` (a whole number of blocks).
-pub fn row_bytes(ty: GgmlType, n: usize) -> Option<usize> {
-    let block = ty.block_size() as usize;
-    if !n.is_multiple_of(block) {
-        return None;
-    }
-    (n / block).checked_mul(ty.type_size() as usize)
-}
-
-/// Scratch space for quantized activations, kept between calls. Stored as
-/// `u64` so every activation format is suitably aligned.
-#[derive(Default, Debug)]
-pub struct ActScratch {
-    pub(crate) words: Vec<u64>,
-    /// Per activation row, its block scales widened to f32 for the
-    /// four-row kernels (see [`crate::dot::scale_table`]); for the
-    /// interleaved kernels, the per-block values of [`crate::packed::Acts`].
-    pub(crate) table: Vec<f32>,
-    /// The interleaved kernels' integer start values.
-    pub(crate) init: Vec<i32>,
-}
 
 impl ActScratch {
     /// Grows the scratch so that row-wise products of `n_tok` activation
@@ -105,14 +57,6 @@ impl ActScratch {
             self.init.resize(inits, 0);
         }
     }
-}
-
-pub(crate) fn bytes_mut(words: &mut Vec<u64>, len: usize) -> &mut [u8] {
-    let n = len.div_ceil(8);
-    if words.len() < n {
-        words.resize(n, 0);
-    }
-    &mut bytemuck::cast_slice_mut(words.as_mut_slice())[..len]
 }
 
 /// Validated shape of one product.
@@ -254,43 +198,6 @@ pub fn matmul(
 /// Weight bytes per row tile: a quarter of a typical 32 KiB L1 data cache,
 /// leaving room for the activations streaming through.
 const TILE_BYTES: usize = 8 * 1024;
-
-/// Quantizes `n_tok` rows of `cols` activations into `dst` (rows of
-/// `a_row` bytes), splitting the rows across threads when there are many.
-pub(crate) fn quantize_rows(
-    pool: &ThreadPool,
-    act: GgmlType,
-    x: &[f32],
-    cols: usize,
-    dst: &mut [u8],
-    a_row: usize,
-) -> Result<(), KernelError> {
-    let n_tok = x.len() / cols;
-    if n_tok < 2 * pool.n_threads() {
-        for (src, d) in x.chunks_exact(cols).zip(dst.chunks_exact_mut(a_row)) {
-            quant::quantize_row(act, src, d)?;
-        }
-        return Ok(());
-    }
-    let dst_ptr = SharedMut::new(dst.as_mut_ptr());
-    let failed = std::sync::atomic::AtomicBool::new(false);
-    pool.for_chunks(n_tok, 1, 2, |range| {
-        for t in range {
-            // SAFETY: row `t` belongs to this chunk alone and lies inside
-            // `dst`, which holds `n_tok * a_row` bytes.
-            let d = unsafe { std::slice::from_raw_parts_mut(dst_ptr.get().add(t * a_row), a_row) };
-            if quant::quantize_row(act, &x[t * cols..(t + 1) * cols], d).is_err() {
-                failed.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-    });
-    if failed.into_inner() {
-        // Lengths were validated, so this only reports an unsupported
-        // activation format, which `quantize_row` names.
-        return quant::quantize_row(act, &x[..cols], &mut dst[..a_row]);
-    }
-    Ok(())
-}
 
 /// Single-threaded reference: dequantize each weight row and take an f64
 /// dot with the raw activations. Used by tests to bound the error of the

@@ -23,11 +23,13 @@
 //! The typed functions process the whole blocks that fit in both slices and
 //! never panic; [`quantize_row`] is the checked entry point for raw bytes.
 
+use minfer_gguf::GgmlType;
+
 use crate::blocks::{
     as_blocks_mut, f32_to_f16, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8K, BlockQ8_0,
     BlockQ8_1, QK, QK_K,
 };
-use crate::{GgmlType, KernelError};
+use crate::error::KernelError;
 
 /// Whether [`quantize_row`] handles `ty`.
 pub fn is_supported(ty: GgmlType) -> bool {

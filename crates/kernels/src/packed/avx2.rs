@@ -24,9 +24,8 @@
 
 use std::arch::x86_64::*;
 
-use super::avx512_k::PREFETCH;
-use super::layout::{Format, GROUP};
-use super::{Acts, Tile, TILE};
+use super::layout::Format;
+use super::tile::{Acts, Tile, GROUP, PREFETCH, TILE};
 use crate::blocks::KVALUES_IQ4NL;
 
 /// Rows per 256-bit register.

@@ -20,12 +20,10 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{bcast4, dot32_by, madd2_add, madd_add, nibble_quants, store};
-use super::avx512_k::PREFETCH;
-use super::layout::GROUP;
 use super::layout_k::{
     q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes, Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT,
 };
-use super::{Acts, Tile};
+use super::tile::{Acts, Tile, GROUP, PREFETCH};
 
 /// `(hi & 0x30) | lo`.
 ///
@@ -183,7 +181,7 @@ unsafe fn tile_q6k_t<const T: usize, const V: bool>(
                 // A few tokens outrun the hardware prefetcher; a tile of
                 // prefill finds the group cached, where the hint costs
                 // little.
-                super::avx512_k::prefetch(gb.wrapping_add(192 * s + PREFETCH));
+                super::tile::prefetch(gb.wrapping_add(192 * s + PREFETCH));
                 for (h, isum) in isum.iter_mut().enumerate() {
                     let q = unpack_sub(gb, s, h);
                     let sc2 = twice_signed(gb.add(Q6K_SC_AT + GROUP * s + 8 * h));

@@ -14,9 +14,8 @@
 
 use std::arch::x86_64::*;
 
-use super::avx512_k::PREFETCH;
-use super::layout::{Format, GROUP};
-use super::{Acts, Tile, TILE};
+use super::layout::Format;
+use super::tile::{Acts, Tile, GROUP, PREFETCH, TILE};
 use crate::blocks::KVALUES_IQ4NL;
 
 /// The eight quant registers of one group-block at `gb`. With `CB`

@@ -13,35 +13,10 @@
 
 use std::arch::x86_64::*;
 
-use super::layout::GROUP;
 use super::layout_k::{
     q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes, Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT,
 };
-use super::{Acts, Tile, TILE};
-
-/// How far ahead the kernels ask for weight bytes in the first tile of a
-/// group (`t0 == 0`), the one that reads it from memory: the kernel
-/// outruns the hardware prefetcher (measured on Zen 5, one token, Q6_K:
-/// 18 GB/s from memory without, 34 GB/s with, 70 GB/s from cache), and so
-/// does a tile of four tokens in a decode step of several sequences
-/// (Q4_K and Q6_K twice as fast with the hint, `tile_levels`). The later
-/// tiles of a prefill find the group in the caches and skip the hint.
-pub(super) const PREFETCH: usize = 4096;
-
-/// Asks for the three cache lines from `p` on (a hint: never faults).
-///
-/// # Safety
-/// SSE; `p` need not be valid.
-#[inline(always)]
-pub(super) unsafe fn prefetch(p: *const u8) {
-    // SAFETY: prefetches are hints that never fault, whatever the address;
-    // `wrapping_add` keeps the pointer arithmetic defined.
-    unsafe {
-        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64) as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(128) as *const i8);
-    }
-}
+use super::tile::{prefetch, Acts, Tile, GROUP, PREFETCH, TILE};
 
 /// `(hi & mask) | lo`. A function rather than a closure: closures do not
 /// inherit the caller's target features, so their intrinsics would not

@@ -29,8 +29,7 @@ use minfer_gguf::GgmlType;
 use crate::blocks::*;
 use crate::error::KernelError;
 
-/// Rows per interleaved group: one 512-bit register of i32 lanes.
-pub const GROUP: usize = 16;
+pub use super::tile::GROUP;
 
 /// The family of a packed format: the legacy 32-quant blocks described
 /// here, or the K-quants' super-blocks (see [`super::layout_k`] and

@@ -22,7 +22,7 @@
 
 use crate::blocks::{k_scale_min, BlockQ4K, BlockQ5K, BlockQ6K, F16Bits, QK_K};
 
-use super::layout::GROUP;
+use super::tile::GROUP;
 
 /// Bytes of one Q6_K group-block.
 pub const Q6K_GROUP_BLOCK: usize = 16 * 210;

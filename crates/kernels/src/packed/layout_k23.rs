@@ -41,7 +41,7 @@
 use crate::blocks::{BlockIQ4XS, BlockQ2K, BlockQ3K, F16Bits, QK_K};
 use crate::dot::scalar::{iq4xs_scale, q3k_scales};
 
-use super::layout::GROUP;
+use super::tile::GROUP;
 
 /// Bytes of one IQ4_XS sub-block's nibble chunks.
 pub const IQ4XS_SUB_BYTES: usize = 4 * 64;

@@ -41,6 +41,7 @@ pub mod layout;
 pub mod layout_k;
 pub mod layout_k23;
 pub mod scalar;
+mod tile;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -59,18 +60,13 @@ use std::ops::Range;
 
 use minfer_gguf::GgmlType;
 
-pub use layout::{dequantize_row, pack, pack_groups, packable, unpack_row, Format, Kind, GROUP};
+pub use layout::{dequantize_row, pack, pack_groups, packable, unpack_row, Format, Kind};
+pub use tile::{Acts, Tile, GROUP, TILE};
 
 use crate::blocks::{f16_to_f32, QK, QK_K};
 use crate::error::{check_len, KernelError};
-use crate::matmul::{ActScratch, MatRef};
+use crate::operand::{bytes_mut, quantize_rows, ActScratch, MatRef};
 use crate::pool::ThreadPool;
-
-/// Tokens per tile: each unpacked block serves this many tokens.
-pub const TILE: usize = 4;
-
-/// One tile's outputs: per token, the sixteen rows of the group.
-pub type Tile = [[f32; GROUP]; TILE];
 
 /// A tile kernel: `nt` tokens (1 to [`TILE`]) from `t0` against one group
 /// of `nb` blocks of format `f`. [`matmul`] runs a group's tiles in token
@@ -78,60 +74,6 @@ pub type Tile = [[f32; GROUP]; TILE];
 /// memory; the SIMD kernels prefetch ahead in that tile only.
 pub type TileFn =
     fn(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile;
-
-/// The quantized activations of one product, with per-block values the
-/// kernels need widened once: the scale `d`, for Q8_1 the `s`, and the
-/// integer start `-offset * sum(y)` (per block, or per sub-block for
-/// Q6_K, Q3_K and IQ4_XS) that turns the unsigned stored quants' sums into
-/// the signed ones; for Q4_K/Q5_K and Q2_K, the sub-blocks' `sum(y)`
-/// their mins multiply.
-pub struct Acts<'a> {
-    qs: &'a [u8],
-    a_row: usize,
-    blk: usize,
-    qs_at: usize,
-    quants: usize,
-    nb: usize,
-    inits: usize,
-    d: &'a [f32],
-    s: &'a [f32],
-    init: &'a [i32],
-}
-
-impl Acts<'_> {
-    /// The signed quants of block `b` of token `t`, as bytes.
-    #[inline(always)]
-    pub fn quants(&self, t: usize, b: usize) -> &[u8] {
-        let at = t * self.a_row + b * self.blk + self.qs_at;
-        &self.qs[at..at + self.quants]
-    }
-
-    /// The block's scale.
-    #[inline(always)]
-    pub fn d(&self, t: usize, b: usize) -> f32 {
-        self.d[t * self.nb + b]
-    }
-
-    /// The block's `s` (Q8_1).
-    #[inline(always)]
-    pub fn s(&self, t: usize, b: usize) -> f32 {
-        self.s[t * self.nb + b]
-    }
-
-    /// The block's integer start value (the first one, for the K-quants).
-    #[inline(always)]
-    pub fn init(&self, t: usize, b: usize) -> i32 {
-        self.init[(t * self.nb + b) * self.inits]
-    }
-
-    /// The block's integer start values, one per sub-block for the
-    /// K-quants and IQ4_XS (see `inits_per_block`).
-    #[inline(always)]
-    pub fn inits(&self, t: usize, b: usize) -> &[i32] {
-        let at = (t * self.nb + b) * self.inits;
-        &self.init[at..at + self.inits]
-    }
-}
 
 /// The fastest tile kernel of `isa`: the AVX-512 VNNI one with AVX-512
 /// VNNI, the AVX2 one fused by AVX-VNNI with that, the AVX2 one with AVX2
@@ -304,8 +246,8 @@ fn prepare<'s>(
     let blk = act.type_size() as usize;
     let (nb, a_row) = (cols / quants, cols / quants * blk);
     let ActScratch { words, table, init } = scratch;
-    let qs = crate::matmul::bytes_mut(words, n_tok * a_row);
-    crate::matmul::quantize_rows(pool, act, x, cols, qs, a_row)?;
+    let qs = bytes_mut(words, n_tok * a_row);
+    quantize_rows(pool, act, x, cols, qs, a_row)?;
     let qs = &*qs;
     let n = n_tok * nb;
     let per = if f.min && f.kind == Kind::Legacy {

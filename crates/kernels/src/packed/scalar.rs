@@ -4,7 +4,7 @@
 //! `(s0 + s2) + (s1 + s3)`). The SIMD kernels must give its bits, and it
 //! must give the row-wise scalar dot's bits on the unpacked rows.
 
-use super::layout::{Format, Kind, GROUP};
+use super::layout::{Format, Kind};
 use super::layout_k::{
     q45k_d, q45k_quant, q45k_scale_min, q6k_d, q6k_quant, q6k_scale, Q6K_GROUP_BLOCK,
 };
@@ -12,7 +12,7 @@ use super::layout_k23::{
     iq4xs_d, iq4xs_index, iq4xs_scale_at, q2k_d, q2k_quant, q2k_scale_min, q3k_d, q3k_quant,
     q3k_scale, IQ4XS_GROUP_BLOCK, Q2K_GROUP_BLOCK, Q3K_GROUP_BLOCK,
 };
-use super::{Acts, Tile, TILE};
+use super::tile::{Acts, Tile, GROUP, TILE};
 use crate::blocks::{f16_to_f32, KVALUES_IQ4NL};
 use crate::dot::scalar::k_combine;
 

@@ -15,7 +15,7 @@
 
 use std::ops::Range;
 
-use super::{check_spaced, combine, half_to_f32, RowKernels, Rows};
+use super::base::{check_spaced, combine, half_to_f32, RowKernels, Rows};
 use crate::error::KernelError;
 
 /// Checks a column block of `hd` values per row, `ld` apart, against a

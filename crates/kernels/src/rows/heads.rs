@@ -6,7 +6,7 @@
 //! chains that keep the vector units busy where one head's sums would wait
 //! on each other.
 
-use super::{check_spaced, RowKernels, Rows};
+use super::base::{check_spaced, RowKernels, Rows};
 use crate::error::KernelError;
 
 /// Heads one call of the wide kernels takes (four heads' sums fill 16 of

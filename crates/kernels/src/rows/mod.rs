@@ -23,30 +23,21 @@
 
 use std::sync::OnceLock;
 
+mod base;
 mod cols;
 mod heads;
 
+use base::{combine, half_to_f32};
+pub use base::{RowKernels, Rows};
 pub use heads::HeadRows;
 #[cfg(target_arch = "x86_64")]
 mod pairs;
 #[cfg(target_arch = "x86_64")]
 mod wide;
 
-use crate::blocks::{f16_to_f32, f32_to_f16};
+use crate::blocks::f32_to_f16;
 use crate::error::{check_len, KernelError};
 use crate::simd::SimdLevel;
-
-/// One f16 value (raw bits) as f32, the scalar reference conversion.
-#[inline(always)]
-fn half_to_f32(x: u16) -> f32 {
-    f16_to_f32(x.to_le_bytes())
-}
-
-/// Combines eight partial sums in the fixed order shared by every path.
-#[inline(always)]
-fn combine(acc: &[f32; 8]) -> f32 {
-    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
-}
 
 /// The scalar dot product of `a` with `b` (converted by `conv`), in the
 /// order documented on [`dot_f32`]. Both slices must have the same length.
@@ -115,74 +106,6 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     dot_with(&a[..n], &b[..n], |x| x)
 }
 
-/// A gathered set of rows of a row-major matrix: row `j` of the set is
-/// `data[idx[j] * stride + offset..][..len]`, where the row length `len`
-/// comes from the operation (the query's or the output's length).
-#[derive(Clone, Copy, Debug)]
-pub struct Rows<'a, T> {
-    /// The matrix, row after row.
-    pub data: &'a [T],
-    /// Elements from one row of the matrix to the next.
-    pub stride: usize,
-    /// Where the wanted part starts inside each row.
-    pub offset: usize,
-    /// The matrix rows of the set, in order.
-    pub idx: &'a [i32],
-}
-
-impl<'a, T> Rows<'a, T> {
-    /// Whether every row of the set is readable with `len` values, the
-    /// precondition of the SIMD loops that skip per-row checks. Row ends
-    /// grow with the index, so the smallest index not being negative and
-    /// the largest row ending inside `data` covers the set: one check
-    /// instead of one per row.
-    #[inline]
-    fn all_readable(&self, len: usize) -> bool {
-        let (lo, hi) = self
-            .idx
-            .iter()
-            .fold((i32::MAX, i32::MIN), |(l, h), &i| (l.min(i), h.max(i)));
-        self.idx.is_empty() || (lo >= 0 && self.row(hi, len).is_ok())
-    }
-
-    /// Row `i` of the matrix, `len` values from the offset.
-    #[inline(always)]
-    fn row(&self, i: i32, len: usize) -> Result<&'a [T], KernelError> {
-        let out_of_range = || KernelError::RowOutOfRange {
-            row: i.into(),
-            len,
-            data: self.data.len(),
-        };
-        let start = usize::try_from(i)
-            .ok()
-            .and_then(|i| i.checked_mul(self.stride))
-            .and_then(|s| s.checked_add(self.offset))
-            .ok_or_else(out_of_range)?;
-        let end = start.checked_add(len).ok_or_else(out_of_range)?;
-        self.data.get(start..end).ok_or_else(out_of_range)
-    }
-}
-
-/// Checks that `count` runs of `end` values, `step` apart (the last
-/// ending at `(count - 1) * step + end`), fit in a buffer of `len` values.
-fn check_spaced(
-    what: &'static str,
-    count: usize,
-    step: usize,
-    end: usize,
-    len: usize,
-) -> Result<(), KernelError> {
-    let need = count.checked_sub(1).map_or(0, |c| c * step + end);
-    if len < need {
-        return Err(KernelError::BadLength {
-            what,
-            expected: need,
-            got: len,
-        });
-    }
-    Ok(())
-}
-
 /// Whether the CPU has what the SIMD path needs (AVX2, FMA and F16C).
 fn simd_supported() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -207,17 +130,6 @@ fn wide_supported() -> bool {
     {
         false
     }
-}
-
-/// The f16/f32 row routines at one instruction-set path. A value with a
-/// SIMD path can only be made on a CPU that supports it, which is what
-/// makes its calls sound; every path gives the same bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RowKernels {
-    /// AVX2, FMA and F16C.
-    simd: bool,
-    /// AVX-512 F as well (only with `simd`).
-    wide: bool,
 }
 
 impl RowKernels {

@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::Rows;
+use super::base::Rows;
 
 /// Eight halves at `p` as f32.
 ///

@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::Rows;
+use super::base::Rows;
 
 /// Sixteen row elements as f32.
 pub(super) trait Load16: Sized {

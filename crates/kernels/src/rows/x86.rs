@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{combine, half_to_f32, Rows};
+use super::base::{combine, half_to_f32, Rows};
 use crate::error::KernelError;
 
 /// Eight halves as f32.

@@ -1,0 +1,96 @@
+//! The floor every tile kernel stands on: the group and tile sizes, the
+//! tile of outputs, the prepared activations and the prefetch hint. The
+//! drivers, the layouts and the dispatcher all name these, so they live
+//! below all of them and name none of their siblings.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+
+/// Rows per interleaved group: one 512-bit register of i32 lanes.
+pub const GROUP: usize = 16;
+
+/// Tokens per tile: each unpacked block serves this many tokens.
+pub const TILE: usize = 4;
+
+/// One tile's outputs: per token, the sixteen rows of the group.
+pub type Tile = [[f32; GROUP]; TILE];
+
+/// The quantized activations of one product, with per-block values the
+/// kernels need widened once: the scale `d`, for Q8_1 the `s`, and the
+/// integer start `-offset * sum(y)` (per block, or per sub-block for
+/// Q6_K, Q3_K and IQ4_XS) that turns the unsigned stored quants' sums into
+/// the signed ones; for Q4_K/Q5_K and Q2_K, the sub-blocks' `sum(y)`
+/// their mins multiply.
+pub struct Acts<'a> {
+    pub(super) qs: &'a [u8],
+    pub(super) a_row: usize,
+    pub(super) blk: usize,
+    pub(super) qs_at: usize,
+    pub(super) quants: usize,
+    pub(super) nb: usize,
+    pub(super) inits: usize,
+    pub(super) d: &'a [f32],
+    pub(super) s: &'a [f32],
+    pub(super) init: &'a [i32],
+}
+
+impl Acts<'_> {
+    /// The signed quants of block `b` of token `t`, as bytes.
+    #[inline(always)]
+    pub fn quants(&self, t: usize, b: usize) -> &[u8] {
+        let at = t * self.a_row + b * self.blk + self.qs_at;
+        &self.qs[at..at + self.quants]
+    }
+
+    /// The block's scale.
+    #[inline(always)]
+    pub fn d(&self, t: usize, b: usize) -> f32 {
+        self.d[t * self.nb + b]
+    }
+
+    /// The block's `s` (Q8_1).
+    #[inline(always)]
+    pub fn s(&self, t: usize, b: usize) -> f32 {
+        self.s[t * self.nb + b]
+    }
+
+    /// The block's integer start value (the first one, for the K-quants).
+    #[inline(always)]
+    pub fn init(&self, t: usize, b: usize) -> i32 {
+        self.init[(t * self.nb + b) * self.inits]
+    }
+
+    /// The block's integer start values, one per sub-block for the
+    /// K-quants and IQ4_XS (see `inits_per_block`).
+    #[inline(always)]
+    pub fn inits(&self, t: usize, b: usize) -> &[i32] {
+        let at = (t * self.nb + b) * self.inits;
+        &self.init[at..at + self.inits]
+    }
+}
+
+/// How far ahead the kernels ask for weight bytes in the first tile of a
+/// group (`t0 == 0`), the one that reads it from memory: the kernel
+/// outruns the hardware prefetcher (measured on Zen 5, one token, Q6_K:
+/// 18 GB/s from memory without, 34 GB/s with, 70 GB/s from cache), and so
+/// does a tile of four tokens in a decode step of several sequences
+/// (Q4_K and Q6_K twice as fast with the hint, `tile_levels`). The later
+/// tiles of a prefill find the group in the caches and skip the hint.
+#[cfg(target_arch = "x86_64")]
+pub(super) const PREFETCH: usize = 4096;
+
+/// Asks for the three cache lines from `p` on (a hint: never faults).
+///
+/// # Safety
+/// SSE; `p` need not be valid.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn prefetch(p: *const u8) {
+    // SAFETY: prefetches are hints that never fault, whatever the address;
+    // `wrapping_add` keeps the pointer arithmetic defined.
+    unsafe {
+        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(128) as *const i8);
+    }
+}
