@@ -107,7 +107,51 @@ impl Layer {
     }
 }
 
-/// Runs the op over `rows` rows at `level` on `threads` threads.
+/// The kernels, threads and buffers one test runs the op with.
+struct Bench {
+    kernels: Kernels,
+    pool: ThreadPool,
+    act: ActScratch,
+    scratch: MoeScratch,
+}
+
+impl Bench {
+    /// At `level` on `threads` threads, buffers reserved for `n_rows` rows.
+    fn new(level: SimdLevel, threads: usize, p: &MoeParams, w: &Experts, n_rows: usize) -> Self {
+        let mut b = Bench {
+            kernels: Kernels::new(level).unwrap(),
+            pool: ThreadPool::new(threads),
+            act: ActScratch::default(),
+            scratch: MoeScratch::default(),
+        };
+        b.scratch.reserve(p, D, n_rows);
+        for m in [&w.up, &w.gate, &w.down] {
+            b.act.reserve_rows(m.ty, m.cols, n_rows);
+        }
+        b.act.reserve_packed(FF.max(D) * n_rows);
+        b
+    }
+
+    fn call(
+        &mut self,
+        p: &MoeParams,
+        w: &Experts,
+        x: &[f32],
+        router: &[f32],
+        out: &mut [f32],
+    ) -> minfer_graph::Result<()> {
+        let r = MoeRun {
+            kernels: &self.kernels,
+            rows: self.kernels.rows(),
+            pool: &self.pool,
+            act: &mut self.act,
+            scratch: &mut self.scratch,
+        };
+        moe_ffn(r, p, w, &MoeInputs { x, router }, out)
+    }
+}
+
+/// Runs the op over the rows of `x` at `level` on `threads` threads.
 fn run(
     level: SimdLevel,
     threads: usize,
@@ -116,25 +160,10 @@ fn run(
     x: &[f32],
     router: &[f32],
 ) -> Vec<f32> {
-    let kernels = Kernels::new(level).unwrap();
-    let pool = ThreadPool::new(threads);
-    let mut act = ActScratch::default();
-    let mut scratch = MoeScratch::default();
-    let n_rows = x.len() / D;
-    scratch.reserve(p, D, n_rows);
-    for m in [&w.up, &w.gate, &w.down] {
-        act.reserve_rows(m.ty, m.cols, n_rows);
-    }
-    act.reserve_packed(FF.max(D) * n_rows);
     let mut out = vec![f32::NAN; x.len()];
-    let r = MoeRun {
-        kernels: &kernels,
-        rows: kernels.rows(),
-        pool: &pool,
-        act: &mut act,
-        scratch: &mut scratch,
-    };
-    moe_ffn(r, p, w, &MoeInputs { x, router }, &mut out).unwrap();
+    Bench::new(level, threads, p, w, x.len() / D)
+        .call(p, w, x, router, &mut out)
+        .unwrap();
     out
 }
 
@@ -258,11 +287,7 @@ fn bad_lengths_are_refused() {
     let layer = Layer::new(&mut rng, GgmlType::Q8_0);
     let p = params(Gating::Probs);
     let w = layer.experts(Layout::Rows);
-    let kernels = Kernels::new(SimdLevel::Scalar).unwrap();
-    let pool = ThreadPool::new(1);
-    let mut act = ActScratch::default();
-    let mut scratch = MoeScratch::default();
-    scratch.reserve(&p, D, 2);
+    let mut bench = Bench::new(SimdLevel::Scalar, 1, &p, &w, 2);
     let x = randn(&mut rng, 2 * D);
     let router = router_rows(&mut rng, 2, Gating::Probs);
     let mut out = vec![0.0; 2 * D];
@@ -271,35 +296,9 @@ fn bad_lengths_are_refused() {
         (&x[..], &router[1..], 2 * D),
         (&x[..], &router[..], D),
     ] {
-        let r = MoeRun {
-            kernels: &kernels,
-            rows: kernels.rows(),
-            pool: &pool,
-            act: &mut act,
-            scratch: &mut scratch,
-        };
-        let inputs = MoeInputs { x, router };
-        assert!(moe_ffn(r, &p, &w, &inputs, &mut out[..out_len]).is_err());
+        assert!(bench.call(&p, &w, x, router, &mut out[..out_len]).is_err());
     }
     // A scratch reserved for fewer rows is an error, not a panic.
-    let mut small = MoeScratch::default();
-    small.reserve(&p, D, 1);
-    let r = MoeRun {
-        kernels: &kernels,
-        rows: kernels.rows(),
-        pool: &pool,
-        act: &mut act,
-        scratch: &mut small,
-    };
-    assert!(moe_ffn(
-        r,
-        &p,
-        &w,
-        &MoeInputs {
-            x: &x,
-            router: &router
-        },
-        &mut out
-    )
-    .is_err());
+    let mut small = Bench::new(SimdLevel::Scalar, 1, &p, &w, 1);
+    assert!(small.call(&p, &w, &x, &router, &mut out).is_err());
 }

@@ -14,7 +14,7 @@ use crate::hparams::HParams;
 pub use crate::resolve::Resolver;
 
 /// The tensors of one transformer block.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LayerTensors {
     /// `attn_norm.weight`: RMS norm weight before attention.
     pub attn_norm: WeightId,
@@ -39,7 +39,7 @@ pub struct LayerTensors {
 }
 
 /// The matrices of a block's FFN.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum FfnTensors {
     /// `ffn_gate.weight`, `ffn_up.weight`, `ffn_down.weight`: one gated
     /// FFN.
@@ -56,16 +56,16 @@ pub enum FfnTensors {
 }
 
 /// Which FFN the blocks of a family have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum FfnShape {
     /// One gated FFN of `feed_forward_length`.
     Dense,
-    /// Routed experts of this shape.
-    Experts(crate::moe::ExpertShape),
+    /// Routed experts of this shape, routed by this rule.
+    Experts(crate::moe::ExpertShape, crate::moe::RoutingRule),
 }
 
 /// Every tensor a llama-family forward pass reads, resolved to handles.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ModelTensors {
     /// `token_embd.weight`: one row per vocabulary entry.
     pub token_embd: WeightId,
@@ -127,8 +127,8 @@ pub fn resolve_tensors(
                     up: r.required(&n("ffn_up.weight"), [d, ff])?,
                     down: r.required(&n("ffn_down.weight"), [ff, d])?,
                 },
-                FfnShape::Experts(shape) => {
-                    FfnTensors::Experts(crate::moe::resolve_experts(&r, d, l, shape)?)
+                FfnShape::Experts(shape, rule) => {
+                    FfnTensors::Experts(crate::moe::resolve_experts(&r, d, l, shape, rule)?)
                 }
             },
         });
@@ -370,32 +370,46 @@ pub fn ffn_geglu(
 }
 
 /// The pre-norm decoder stack shared by the llama family: per layer,
-/// RMS norm → attention → residual, RMS norm → SwiGLU FFN → residual; then
-/// [`output_head`]. The last layer's FFN runs only on the rows
-/// whose output is wanted (llama.cpp makes the same cut). Architectures
-/// differ in the RoPE style and in which tensors they resolve.
+/// RMS norm → attention (with the options `attn` gives for the layer) →
+/// residual, RMS norm → the block's FFN ([`ffn_block`]) → residual; then
+/// [`output_head`]. The last layer's FFN runs only on the rows whose output
+/// is wanted (llama.cpp makes the same cut). Architectures differ in their
+/// attention options and in which tensors they resolve.
 pub fn pre_norm_decoder(
     b: &mut GraphBuilder,
     hp: &HParams,
     t: &ModelTensors,
-    rope: RopeStyle,
+    attn: impl Fn(usize) -> AttnOptions,
 ) -> GraphResult<NodeId> {
-    let opts = AttnOptions::plain(hp, rope);
     let mut x = embed(b, t)?;
     let last = t.layers.len() - 1;
     for (l, lt) in t.layers.iter().enumerate() {
         let n = |s: &str| format!("blk.{l}.{s}");
         let h = norm(b, &n("attn_norm"), x, lt.attn_norm, hp.rms_eps)?;
-        let a = attention_block(b, hp, l, lt, h, &opts)?;
+        let a = attention_block(b, hp, l, lt, h, &attn(l))?;
         x = b.add(n("attn_residual"), x, a)?;
         if l == last {
             x = b.select_outputs("out_rows", x)?;
         }
         let h = norm(b, &n("ffn_norm"), x, lt.ffn_norm, hp.rms_eps)?;
-        let f = ffn_swiglu(b, l, lt, h)?;
+        let f = ffn_block(b, l, lt, h)?;
         x = b.add(n("ffn_residual"), x, f)?;
     }
     output_head(b, hp, t, x, None)
+}
+
+/// Block `l`'s FFN on its normed input `h`: the SwiGLU FFN, or the routed
+/// experts with the routing rule the family resolved them with.
+pub fn ffn_block(
+    b: &mut GraphBuilder,
+    l: usize,
+    t: &LayerTensors,
+    h: NodeId,
+) -> GraphResult<NodeId> {
+    match &t.ffn {
+        FfnTensors::Dense { .. } => ffn_swiglu(b, l, t, h),
+        FfnTensors::Experts(e) => crate::moe::ffn_moe(b, l, e, h),
+    }
 }
 
 /// The token embeddings of the step's tokens: `[n_embd, n_tokens]`.

@@ -52,7 +52,7 @@ impl ExpertShape {
 }
 
 /// One block's router and experts.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ExpertTensors {
     /// `ffn_gate_inp.weight`: `[n_embd, n_expert]`, the router.
     pub router: WeightId,
@@ -64,6 +64,8 @@ pub struct ExpertTensors {
     pub down: WeightId,
     /// Their shape.
     pub shape: ExpertShape,
+    /// How the router's output weighs them.
+    pub rule: RoutingRule,
 }
 
 impl ExpertTensors {
@@ -84,6 +86,7 @@ pub(crate) fn resolve_experts(
     n_embd: usize,
     l: usize,
     s: ExpertShape,
+    rule: RoutingRule,
 ) -> Result<ExpertTensors> {
     let n = |t: &str| format!("blk.{l}.{t}");
     let (d, ff, e) = (n_embd, s.n_ff, s.n_expert);
@@ -93,6 +96,7 @@ pub(crate) fn resolve_experts(
         gate: r.required(&n("ffn_gate_exps.weight"), [d, ff * e])?,
         down: r.required(&n("ffn_down_exps.weight"), [ff, d * e])?,
         shape: s,
+        rule,
     })
 }
 
@@ -113,8 +117,8 @@ pub fn ffn_moe(
     l: usize,
     t: &ExpertTensors,
     h: NodeId,
-    rule: RoutingRule,
 ) -> GraphResult<NodeId> {
+    let rule = t.rule;
     let n = |s: &str| format!("blk.{l}.{s}");
     let router = b.weight(t.router);
     let logits = b.mat_mul(n("ffn_moe_logits"), router, h)?;

@@ -6,7 +6,7 @@ use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle};
 
 use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
-use crate::layers::{self, Biases, FfnShape, ModelTensors};
+use crate::layers::{self, AttnOptions, Biases, FfnShape, ModelTensors};
 use crate::registry::{Family, Forward, LoadCx};
 
 /// The registry entry.
@@ -42,6 +42,8 @@ impl Forward for Llama {
     }
 
     fn build(&self, b: &mut GraphBuilder, hp: &HParams) -> GraphResult<NodeId> {
-        layers::pre_norm_decoder(b, hp, &self.0, RopeStyle::Normal)
+        layers::pre_norm_decoder(b, hp, &self.0, |_| {
+            AttnOptions::plain(hp, RopeStyle::Normal)
+        })
     }
 }

@@ -6,7 +6,7 @@ use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle};
 
 use crate::error::Result;
 use crate::hparams::HParams;
-use crate::layers::{self, Biases, FfnShape, ModelTensors};
+use crate::layers::{self, AttnOptions, Biases, FfnShape, ModelTensors};
 use crate::registry::{Family, Forward, LoadCx};
 
 /// The registry entry.
@@ -30,6 +30,6 @@ impl Forward for Qwen2 {
     }
 
     fn build(&self, b: &mut GraphBuilder, hp: &HParams) -> GraphResult<NodeId> {
-        layers::pre_norm_decoder(b, hp, &self.0, RopeStyle::Neox)
+        layers::pre_norm_decoder(b, hp, &self.0, |_| AttnOptions::plain(hp, RopeStyle::Neox))
     }
 }

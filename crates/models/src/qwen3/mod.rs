@@ -36,25 +36,9 @@ impl Forward for Qwen3 {
     }
 
     fn build(&self, b: &mut GraphBuilder, hp: &HParams) -> GraphResult<NodeId> {
-        let t = &self.t;
-        let mut x = layers::embed(b, t)?;
-        let last = t.layers.len() - 1;
-        for (l, lt) in t.layers.iter().enumerate() {
-            let n = |s: &str| format!("blk.{l}.{s}");
-            let opts = AttnOptions {
-                qk_norm: Some(self.qk_norms[l]),
-                ..AttnOptions::plain(hp, RopeStyle::Neox)
-            };
-            let h = layers::norm(b, &n("attn_norm"), x, lt.attn_norm, hp.rms_eps)?;
-            let a = layers::attention_block(b, hp, l, lt, h, &opts)?;
-            x = b.add(n("attn_residual"), x, a)?;
-            if l == last {
-                x = b.select_outputs("out_rows", x)?;
-            }
-            let h = layers::norm(b, &n("ffn_norm"), x, lt.ffn_norm, hp.rms_eps)?;
-            let f = layers::ffn_swiglu(b, l, lt, h)?;
-            x = b.add(n("ffn_residual"), x, f)?;
-        }
-        layers::output_head(b, hp, t, x, None)
+        layers::pre_norm_decoder(b, hp, &self.t, |l| AttnOptions {
+            qk_norm: Some(self.qk_norms[l]),
+            ..AttnOptions::plain(hp, RopeStyle::Neox)
+        })
     }
 }

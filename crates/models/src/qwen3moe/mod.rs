@@ -8,8 +8,8 @@ use minfer_graph::{Gating, GraphBuilder, NodeId, Result as GraphResult, RopeStyl
 
 use crate::error::Result;
 use crate::hparams::{HParams, Keys};
-use crate::layers::{self, AttnOptions, Biases, FfnShape, FfnTensors, ModelTensors};
-use crate::moe::{self, ExpertShape, RoutingRule};
+use crate::layers::{self, AttnOptions, Biases, FfnShape, ModelTensors};
+use crate::moe::{ExpertShape, RoutingRule};
 use crate::registry::{Family, Forward, LoadCx};
 
 /// The registry entry.
@@ -35,7 +35,12 @@ struct Qwen3Moe {
 fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
     let hp = cx.hparams;
     let shape = ExpertShape::read(&Keys::new(cx.file, hp.arch))?;
-    let t = layers::resolve_tensors(cx.weights, hp, Biases::Optional, FfnShape::Experts(shape))?;
+    let t = layers::resolve_tensors(
+        cx.weights,
+        hp,
+        Biases::Optional,
+        FfnShape::Experts(shape, ROUTING),
+    )?;
     let qk_norms = layers::resolve_qk_norms(cx.weights, hp)?;
     Ok(Box::new(Qwen3Moe { t, qk_norms }))
 }
@@ -46,33 +51,9 @@ impl Forward for Qwen3Moe {
     }
 
     fn build(&self, b: &mut GraphBuilder, hp: &HParams) -> GraphResult<NodeId> {
-        let t = &self.t;
-        let mut x = layers::embed(b, t)?;
-        let last = t.layers.len() - 1;
-        for (l, lt) in t.layers.iter().enumerate() {
-            let n = |s: &str| format!("blk.{l}.{s}");
-            let opts = AttnOptions {
-                qk_norm: Some(self.qk_norms[l]),
-                ..AttnOptions::plain(hp, RopeStyle::Neox)
-            };
-            let h = layers::norm(b, &n("attn_norm"), x, lt.attn_norm, hp.rms_eps)?;
-            let a = layers::attention_block(b, hp, l, lt, h, &opts)?;
-            x = b.add(n("attn_residual"), x, a)?;
-            if l == last {
-                x = b.select_outputs("out_rows", x)?;
-            }
-            let h = layers::norm(b, &n("ffn_norm"), x, lt.ffn_norm, hp.rms_eps)?;
-            let FfnTensors::Experts(e) = &lt.ffn else {
-                // `load` resolves experts for every block.
-                return Err(minfer_graph::GraphError::Shape {
-                    node: n("ffn"),
-                    op: "moe_ffn",
-                    msg: "the block has no routed experts".into(),
-                });
-            };
-            let f = moe::ffn_moe(b, l, e, h, ROUTING)?;
-            x = b.add(n("ffn_residual"), x, f)?;
-        }
-        layers::output_head(b, hp, t, x, None)
+        layers::pre_norm_decoder(b, hp, &self.t, |l| AttnOptions {
+            qk_norm: Some(self.qk_norms[l]),
+            ..AttnOptions::plain(hp, RopeStyle::Neox)
+        })
     }
 }
