@@ -80,6 +80,23 @@ pub const QWEN3_TINY_TOL: Tolerance = Tolerance {
     mean_top5: 0.13,
     id_gap: 0.5,
 };
+/// The random-weight Qwen3-MoE (two of eight experts per row). Two
+/// llama.cpp builds of the golden commit (AVX2, and AVX without AVX2 or
+/// FMA: `greedy-qwen3moe-tiny.avx.json`) differ by up to 1.44, mean
+/// 0.066: a last-bit difference flips a near-tied expert choice now and
+/// then, and a flipped choice moves the logits by a whole unit. minfer's
+/// rounding sits 1.5 times as far from llama.cpp as the builds sit from
+/// each other, as on the dense models, so its choices flip a little more
+/// often: mean 0.133 and 0.154 from the two builds, top logit off by at
+/// most 1.43 and 2.48. With all eight experts used (nothing to flip) the
+/// same weights give mean 0.070 against the builds' 0.046 and at most
+/// 0.39: the routed FFN itself is faithful. The bounds allow the flips;
+/// the weights left unnormalised (a wrong gating) give a mean of 2.17.
+pub const QWEN3MOE_TINY_TOL: Tolerance = Tolerance {
+    top1: 3.0,
+    mean_top5: 0.19,
+    id_gap: 0.5,
+};
 
 /// The ids of a JSON array.
 pub fn ids(v: &serde_json::Value) -> Vec<u32> {
@@ -137,7 +154,7 @@ pub fn check_with(
     let mut eng = Engine::new(Arc::clone(model), cfg).expect("engine");
     let mut failures = Vec::new();
     let (mut decode_steps, mut decode_secs) = (0usize, 0f64);
-    let (mut sum_err, mut n_err) = (0f64, 0usize);
+    let mut errs: Vec<f64> = Vec::new();
     let mut compared_total = 0usize;
     for case in g["cases"]
         .as_array()
@@ -165,10 +182,7 @@ pub fn check_with(
                     logits[top_id]
                 ));
             }
-            for &(id, l) in &top {
-                sum_err += (f64::from(logits[id]) - l).abs();
-                n_err += 1;
-            }
+            errs.extend(top.iter().map(|&(id, l)| (f64::from(logits[id]) - l).abs()));
             if top_logit - top[1].1 >= tol.id_gap {
                 let ours = argmax(&logits);
                 if ours != want {
@@ -192,10 +206,20 @@ pub fn check_with(
             greedy.len()
         );
     }
-    let mean = sum_err / n_err.max(1) as f64;
+    let mean = errs.iter().sum::<f64>() / errs.len().max(1) as f64;
+    errs.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        errs.get(((errs.len() as f64 - 1.0) * p) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
     println!(
-        "{model_file}: {compared_total} token steps compared, mean |Δ| over top-5 {mean:.4}; \
-         decode {:.1} tokens/s; {} graph builds, {} reuses",
+        "{model_file}: {compared_total} token steps compared, |Δ| over top-5: mean {mean:.4}, \
+         median {:.4}, 95th percentile {:.4}, max {:.4}; decode {:.1} tokens/s; {} graph \
+         builds, {} reuses",
+        pct(0.5),
+        pct(0.95),
+        pct(1.0),
         decode_steps as f64 / decode_secs.max(1e-9),
         eng.graph_builds(),
         eng.graph_reuses()
