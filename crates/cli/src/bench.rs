@@ -170,7 +170,21 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
         rows.push(row);
     }
     let backend = backend_label(engine.runtime());
-    print_rows(&args, &loaded, &backend, engine.config().n_threads, &rows)?;
+    let threads = engine.config().n_threads;
+    print_rows(&args, &loaded, &backend, threads, &rows)?;
+    if args.output == "md" {
+        let tg = rows
+            .iter()
+            .find(|r| r.test.starts_with("tg"))
+            .map(|r| (r.test.as_str(), r.mean()));
+        let peak = if tg.is_some() {
+            crate::bench_bandwidth::read_bandwidth(threads)
+        } else {
+            0.0
+        };
+        let w = loaded.model().weight_bytes();
+        println!("\n{}", crate::bench_bandwidth::report(w, tg, peak, threads));
+    }
     runtime::log_kv_usage(engine.runtime());
     diag.finish()
 }

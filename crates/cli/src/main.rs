@@ -1,6 +1,7 @@
 //! `minfer`: run, inspect and manage GGUF models from the command line.
 
 mod bench;
+mod bench_bandwidth;
 mod bench_parallel;
 mod bench_spec;
 mod chat;

@@ -52,6 +52,7 @@ pub use spec::{DraftModel, SpecConfig, SpecStats, Speculation};
 pub use synthetic::SyntheticTokens;
 
 pub use error::{EngineError, Result};
+pub use minfer_models::WeightBytes;
 /// The types front ends pass to the engine, re-exported so that they need
 /// no other crate of the workspace.
 pub use minfer_sampler::{

@@ -22,4 +22,4 @@ pub mod testing;
 pub use arch::Arch;
 pub use error::{ModelError, Result};
 pub use hparams::HParams;
-pub use model::Model;
+pub use model::{Model, WeightBytes};

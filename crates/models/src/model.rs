@@ -5,13 +5,22 @@ use std::path::Path;
 use std::sync::Arc;
 
 use minfer_gguf::GgufFile;
-use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, WeightStore};
+use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, WeightId, WeightStore};
 
 use crate::arch::Arch;
 use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
 use crate::layers::{FfnTensors, ModelTensors};
 use crate::registry::{self, Forward, LoadCx};
+
+/// What [`Model::weight_bytes`] counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeightBytes {
+    /// Read for one token.
+    pub active: u64,
+    /// Held.
+    pub total: u64,
+}
 
 /// A loaded model. Immutable once loaded, so one model can be shared by
 /// several engines (`Arc<Model>`).
@@ -88,6 +97,35 @@ impl Model {
             forward,
             file,
         })
+    }
+
+    /// The bytes of weights one token's forward pass reads, and of all the
+    /// model's weights: every matrix once, one row of an embedding table
+    /// that is not also the LM head, and of each layer's stacked experts
+    /// only the share a token uses. Decoding is bound by reading these, so
+    /// `active × tokens/s` is the memory bandwidth a decode step draws.
+    pub fn weight_bytes(&self) -> WeightBytes {
+        let w = &self.weights;
+        let total: u64 = (0..w.len())
+            .map(|i| w.data(WeightId(i as u32)).len() as u64)
+            .sum();
+        let mut active = total;
+        let t = self.forward.tensors();
+        if t.output != t.token_embd {
+            let embd = w.data(t.token_embd).len() as u64;
+            let rows = w.info(t.token_embd).shape[1].max(1) as u64;
+            active -= embd - embd / rows;
+        }
+        for l in &t.layers {
+            if let FfnTensors::Experts(e) = &l.ffn {
+                let (used, n) = (e.shape.n_used as u64, e.shape.n_expert.max(1) as u64);
+                for id in [e.up, e.gate, e.down] {
+                    let bytes = w.data(id).len() as u64;
+                    active -= bytes - bytes / n * used;
+                }
+            }
+        }
+        WeightBytes { active, total }
     }
 
     /// The architecture.
