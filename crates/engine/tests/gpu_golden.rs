@@ -74,6 +74,28 @@ fn gpu_golden_qwen3_tiny_mixed_plan() {
     );
 }
 
+/// A mixture of experts under a GPU plan: attention, norms and the router
+/// on the GPU, the routed experts on the CPU (the plan keeps them there),
+/// values crossing at every layer.
+#[test]
+fn gpu_golden_qwen3moe_tiny() {
+    let file = "qwen3moe-tiny-q8_0.gguf";
+    let path = minfer_testutil::repo_model(file);
+    let model = Arc::new(Model::open(&path).expect("the repository's qwen3moe model loads"));
+    let replay = Replay {
+        cases: 8,
+        steps: 32,
+    };
+    check_with(
+        &model,
+        gpu_cfg(None),
+        file,
+        "greedy-qwen3moe-tiny.avx2.json",
+        &QWEN3MOE_TINY_TOL,
+        replay,
+    );
+}
+
 #[test]
 fn gpu_golden_smollm2() {
     let Some(model) = common::load(minfer_testutil::SMOLLM) else {
