@@ -183,7 +183,10 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
             0.0
         };
         let w = loaded.model().weight_bytes();
-        println!("\n{}", crate::bench_bandwidth::report(w, tg, peak, threads));
+        let report = crate::bench_bandwidth::report(w, tg, peak, threads);
+        // Through the same error path as the table: a closed pipe ends the
+        // command quietly instead of panicking.
+        writeln!(std::io::stdout().lock(), "\n{report}")?;
     }
     runtime::log_kv_usage(engine.runtime());
     diag.finish()

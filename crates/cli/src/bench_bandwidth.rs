@@ -46,10 +46,11 @@ pub fn report(w: WeightBytes, tg: Option<(&str, f64)>, peak: f64, threads: usize
         let drawn = w.active as f64 * tps;
         s.push_str(&format!(
             "\n{test}: {:.2} GB/s of weights, {:.0} % of this machine's read bandwidth \
-             ({:.2} GB/s on {threads} threads)",
+             ({:.2} GB/s on {threads} thread{})",
             drawn / 1e9,
             100.0 * drawn / peak.max(1.0),
-            peak / 1e9
+            peak / 1e9,
+            if threads == 1 { "" } else { "s" }
         ));
     }
     s
