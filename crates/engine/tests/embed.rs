@@ -12,7 +12,7 @@ use minfer_gguf::{GgufFile, Value};
 use minfer_models::testing::TinyModel;
 use minfer_models::Model;
 
-const ARCHS: [&str; 4] = ["qwen2", "llama", "qwen3", "gemma3"];
+const ARCHS: [&str; 5] = ["qwen2", "llama", "qwen3", "gemma3", "qwen3moe"];
 
 fn runtime(model: &Arc<Model>, n_ctx: u32, n_batch: usize) -> Runtime {
     let cfg = EngineConfig {

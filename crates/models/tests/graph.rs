@@ -172,7 +172,7 @@ fn nodes_are_named_and_outputs_cut() {
 
 #[test]
 fn hidden_output_is_the_logits_graph_cut_at_the_output_norm() {
-    for arch in ["qwen2", "llama", "qwen3", "gemma3"] {
+    for arch in ["qwen2", "llama", "qwen3", "gemma3", "qwen3moe"] {
         let m = load(&TinyModel::new(arch));
         let params = |output| GraphParams {
             n_tokens: 5,
