@@ -24,8 +24,14 @@ struct Qwen3 {
 }
 
 fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
+    load_with_ffn(cx, FfnShape::Dense)
+}
+
+/// The qwen3 decoder with the FFN `ffn` in every block: dense here, routed
+/// experts for qwen3moe, which is this architecture with experts.
+pub(crate) fn load_with_ffn(cx: &LoadCx, ffn: FfnShape) -> Result<Box<dyn Forward>> {
     let hp = cx.hparams;
-    let t = layers::resolve_tensors(cx.weights, hp, Biases::Optional, FfnShape::Dense)?;
+    let t = layers::resolve_tensors(cx.weights, hp, Biases::Optional, ffn)?;
     let qk_norms = layers::resolve_qk_norms(cx.weights, hp)?;
     Ok(Box::new(Qwen3 { t, qk_norms }))
 }
