@@ -65,6 +65,20 @@ impl MoeScratch {
         grow(&mut self.down, n_rows * n_embd);
         grow(&mut self.y, choices * n_embd);
     }
+
+    /// Whether [`MoeScratch::reserve`] made room for this size.
+    fn fits(&self, p: &MoeParams, n_embd: usize, n_rows: usize) -> bool {
+        let choices = n_rows * p.n_used;
+        self.choice.len() >= choices
+            && self.by_expert.len() >= choices
+            && self.starts.len() > p.n_expert
+            && self.rank.len() >= p.n_expert
+            && self.x.len() >= n_rows * n_embd
+            && self.up.len() >= n_rows * p.n_ff
+            && self.gate.len() >= n_rows * p.n_ff
+            && self.down.len() >= n_rows * n_embd
+            && self.y.len() >= choices * n_embd
+    }
 }
 
 /// The expert weights of one layer, each stacking `n_expert` matrices.
@@ -138,11 +152,10 @@ pub fn moe_ffn(
         || input.x.len() != n_rows * n_embd
         || out.len() != input.x.len()
         || input.router.len() != n_rows * p.n_expert
-        || s.y.len() < n_rows * p.n_used * n_embd
-        || s.up.len() < n_rows * p.n_ff
-        || s.starts.len() < p.n_expert + 1
+        || !s.fits(p, n_embd, n_rows)
         || w.up.rows != p.n_ff * p.n_expert
-        || w.down.cols != p.n_ff
+        || (w.gate.rows, w.gate.cols) != (w.up.rows, n_embd)
+        || (w.down.rows, w.down.cols) != (n_embd * p.n_expert, p.n_ff)
     {
         return Err(bad(format!(
             "{} values of rows of {n_embd} with a router of {} values, {} outputs",
@@ -224,8 +237,9 @@ fn route(
         *r = i as u32;
     }
     // Descending by value; NaN sorts last so that it is never chosen over
-    // a number.
-    rank.sort_by(|&a, &b| {
+    // a number. Ties go to the lower expert, so the order is total and the
+    // in-place sort (which does not allocate) gives one answer.
+    rank.sort_unstable_by(|&a, &b| {
         let (x, y) = (router[a as usize], router[b as usize]);
         y.partial_cmp(&x)
             .unwrap_or_else(|| x.is_nan().cmp(&y.is_nan()))

@@ -54,7 +54,10 @@ fn greedy_matches_llama_cpp_qwen3moe_tiny() {
     let file = "qwen3moe-tiny-q8_0.gguf";
     let path = minfer_testutil::repo_model(file);
     let model = Arc::new(Model::open(&path).expect("the repository's qwen3moe model loads"));
-    for golden in ["greedy-qwen3moe-tiny.avx2.json", "greedy-qwen3moe-tiny.avx.json"] {
+    for golden in [
+        "greedy-qwen3moe-tiny.avx2.json",
+        "greedy-qwen3moe-tiny.avx.json",
+    ] {
         check_loaded(&model, file, golden, &QWEN3MOE_TINY_TOL);
     }
 }

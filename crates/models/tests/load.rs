@@ -151,3 +151,46 @@ fn real_models_hparams() {
         assert!(m.tied_embeddings());
     }
 }
+
+#[test]
+fn qwen3moe_loads_its_experts_and_names_what_is_wrong() {
+    let m = load(&TinyModel::new("qwen3moe")).expect("loads");
+    assert_eq!(m.arch().name(), "qwen3moe");
+    // Every block routes; the stacked experts are marked as such, so a
+    // repacked copy keeps each expert's rows apart.
+    for l in &m.tensors().layers {
+        let minfer_models::layers::FfnTensors::Experts(e) = &l.ffn else {
+            panic!("a qwen3moe block without experts");
+        };
+        assert_eq!((e.shape.n_expert, e.shape.n_used, e.shape.n_ff), (4, 2, 32));
+        assert_eq!(m.weights.stacked(e.up), 4);
+        assert_eq!(m.weights.stacked(e.router), 1);
+    }
+    // A token reads its two experts of four, and every other matrix.
+    let w = m.weight_bytes();
+    assert!(w.active < w.total, "{w:?}");
+
+    // A missing expert tensor is named.
+    let mut t = TinyModel::new("qwen3moe");
+    t.skip = vec!["blk.1.ffn_down_exps.weight".into()];
+    let err = load(&t).unwrap_err();
+    assert!(
+        matches!(err, ModelError::MissingTensor(ref n) if n == "blk.1.ffn_down_exps.weight"),
+        "{err:?}"
+    );
+    // More experts used than there are, a missing count: the key is named.
+    for (key, value) in [
+        ("qwen3moe.expert_used_count", Some(Value::from(5u32))),
+        ("qwen3moe.expert_used_count", Some(Value::from(0u32))),
+        ("qwen3moe.expert_count", None),
+    ] {
+        let mut t = TinyModel::new("qwen3moe");
+        match value {
+            Some(v) => t.extra = vec![(key.into(), v)],
+            // Without experts the file has no expert keys at all.
+            None => t.experts = None,
+        }
+        let err = load(&t).unwrap_err().to_string();
+        assert!(err.contains(key), "{key}: {err}");
+    }
+}
