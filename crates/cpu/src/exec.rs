@@ -205,7 +205,11 @@ fn compute(
         }
         Op::Rope(p) => {
             seed(cx, out)?;
-            crate::rope_inplace(out, src_i32(cx.pool, slot_of(1))?, p, cx.n_ctx)
+            let factors = match node.srcs.len() {
+                3 => Some(src_f32(cx.pool, cx.weights, slot_of(2))?),
+                _ => None,
+            };
+            crate::rope_ext_inplace(out, src_i32(cx.pool, slot_of(1))?, p, factors, cx.n_ctx)
         }
         Op::MatMul => mat_mul(cx, g, &slot_of, node, out),
         Op::MoeFfn(p) => moe_ffn(cx, p, &slot_of, node, out),

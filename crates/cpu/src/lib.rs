@@ -34,7 +34,7 @@ pub use elementwise::{
     tanh_inplace,
 };
 pub use get_rows::{get_rows, RowTable};
-pub use rope::rope_inplace;
+pub use rope::{rope_ext_inplace, rope_inplace};
 
 use minfer_graph::{CacheConfig, GraphCache};
 use minfer_kernels::Kernels;

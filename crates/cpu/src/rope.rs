@@ -21,6 +21,24 @@ use minfer_graph::{GraphError, Result};
 /// [`GraphError::BadInput`] when `n_rot` is odd or larger than `head_dim`,
 /// a dimension is 0, or `x` does not hold one row per position.
 pub fn rope_inplace(x: &mut [f32], positions: &[i32], p: &RopeParams, n_ctx: usize) -> Result<()> {
+    rope_ext_inplace(x, positions, p, None, n_ctx)
+}
+
+/// [`rope_inplace`] with ggml's `rope_ext` extras: pair `i`'s angle is
+/// `freq_scale * (theta_i / factors[i])` when frequency factors are given
+/// (`n_rot / 2` of them), and every cosine and sine is multiplied by
+/// `p.attn_factor`, in ggml's order.
+///
+/// # Errors
+/// As [`rope_inplace`], and [`GraphError::BadInput`] when `factors` does
+/// not hold `n_rot / 2` values.
+pub fn rope_ext_inplace(
+    x: &mut [f32],
+    positions: &[i32],
+    p: &RopeParams,
+    factors: Option<&[f32]>,
+    n_ctx: usize,
+) -> Result<()> {
     if p.head_dim == 0 || p.n_head == 0 || p.n_rot > p.head_dim || !p.n_rot.is_multiple_of(2) {
         return Err(GraphError::BadInput {
             what: "rope params",
@@ -52,6 +70,12 @@ pub fn rope_inplace(x: &mut [f32], positions: &[i32], p: &RopeParams, n_ctx: usi
             n_ctx,
         });
     }
+    if let Some(f) = factors.filter(|f| f.len() != p.n_rot / 2) {
+        return Err(GraphError::BadInput {
+            what: "rope factors",
+            msg: format!("{} factors for {} rotated pairs", f.len(), p.n_rot / 2),
+        });
+    }
     if p.n_rot == 0 || x.is_empty() {
         return Ok(());
     }
@@ -63,8 +87,15 @@ pub fn rope_inplace(x: &mut [f32], positions: &[i32], p: &RopeParams, n_ctx: usi
         // computed once and applied across the heads.
         let mut theta = pos as f32;
         for i in 0..half {
-            let angle = p.freq_scale * theta;
-            let (sin, cos) = (angle.sin(), angle.cos());
+            let angle = match factors {
+                Some(f) => p.freq_scale * (theta / f[i]),
+                None => p.freq_scale * theta,
+            };
+            let (sin, cos) = if p.is_unit() {
+                (angle.sin(), angle.cos())
+            } else {
+                (angle.sin() * p.attn_factor, angle.cos() * p.attn_factor)
+            };
             theta *= theta_scale;
             let (a, b) = match p.style {
                 RopeStyle::Normal => (2 * i, 2 * i + 1),

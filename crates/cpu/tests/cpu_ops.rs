@@ -8,8 +8,8 @@ mod support;
 use support::{assert_close, randn, rope_params};
 
 use minfer_cpu::{
-    add_inplace, geglu_inplace, gelu_tanh, get_rows, mul_inplace, rms_norm, rope_inplace,
-    scale_inplace, softmax_inplace, tanh_inplace, RowTable,
+    add_inplace, geglu_inplace, gelu_tanh, get_rows, mul_inplace, rms_norm, rope_ext_inplace,
+    rope_inplace, scale_inplace, softmax_inplace, tanh_inplace, RowTable,
 };
 use minfer_graph::{GraphError, RopeParams, RopeStyle};
 use minfer_kernels::blocks::{f16_to_f32, f32_to_f16};
@@ -314,6 +314,54 @@ fn rope_matches_ggml_and_the_definition() {
             }
         }
     }
+}
+
+/// ggml's `rope_ext` with frequency factors and a magnitude factor: the
+/// angle is `freq_scale * (theta / ff)`, and cos and sin are multiplied by
+/// `attn_factor` before they rotate.
+fn rope_ext_ggml(x: &mut [f32], pos: &[i32], p: &RopeParams, ff: &[f32]) {
+    let theta_scale = p.freq_base.powf(-2.0 / p.n_rot as f32);
+    for (t, row) in x.chunks_mut(p.n_head * p.head_dim).enumerate() {
+        for head in row.chunks_mut(p.head_dim) {
+            let mut theta = pos[t] as f32;
+            for i in 0..p.n_rot / 2 {
+                let a = p.freq_scale * (theta / ff[i]);
+                let (c, s) = (a.cos() * p.attn_factor, a.sin() * p.attn_factor);
+                theta *= theta_scale;
+                let (i0, i1) = (i, i + p.n_rot / 2);
+                let (x0, x1) = (head[i0], head[i1]);
+                head[i0] = x0 * c - x1 * s;
+                head[i1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+#[test]
+fn rope_with_factors_matches_ggml_rope_ext() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let pos = [0, 2, 31, 9];
+    let p = RopeParams {
+        attn_factor: 1.2,
+        ..rope_params(RopeStyle::Neox, 3, 32, 24)
+    };
+    let ff: Vec<f32> = (0..12).map(|i| 1.0 + 0.75 * i as f32).collect();
+    let x = randn(&mut rng, pos.len() * 3 * 32);
+    let mut y = x.clone();
+    rope_ext_inplace(&mut y, &pos, &p, Some(&ff), 64).unwrap();
+    let mut want = x.clone();
+    rope_ext_ggml(&mut want, &pos, &p, &ff);
+    assert_eq!(y, want);
+    // Unit factors and magnitude: the plain rotation, bit for bit.
+    let unit = rope_params(RopeStyle::Neox, 3, 32, 24);
+    let (mut a, mut b) = (x.clone(), x.clone());
+    rope_ext_inplace(&mut a, &pos, &unit, Some(&[1.0; 12]), 64).unwrap();
+    rope_inplace(&mut b, &pos, &unit, 64).unwrap();
+    assert_eq!(a, b);
+    // Position 0 only scales by the magnitude factor.
+    assert!(y[..24].iter().zip(&x).all(|(y, x)| *y == x * 1.2));
+    let r = rope_ext_inplace(&mut y, &pos, &p, Some(&ff[..11]), 64);
+    assert!(matches!(r, Err(GraphError::BadInput { .. })), "{r:?}");
 }
 
 #[test]

@@ -230,6 +230,7 @@ fn rope_cases() -> Vec<RopeParams> {
         n_rot,
         freq_base,
         freq_scale,
+        attn_factor: 1.0,
     };
     vec![
         p(RopeStyle::Normal, 14, 64, 64, 1e6, 1.0),
@@ -515,6 +516,7 @@ fn dispatches_past_65535_workgroups() {
         n_rot: 2,
         freq_base: 10000.0,
         freq_scale: 1.0,
+        attn_factor: 1.0,
     };
     let positions: Vec<i32> = (0..n).map(|_| rng.gen_range(0..4000)).collect();
     let mut want = x.clone();

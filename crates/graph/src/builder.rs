@@ -8,6 +8,7 @@ use crate::ir::*;
 use crate::params::GraphParams;
 use crate::types::WeightId;
 use crate::weights::WeightStore;
+use minfer_gguf::GgmlType;
 
 /// A finished node list with its inputs and output.
 #[derive(Clone, Debug, PartialEq)]
@@ -238,7 +239,34 @@ impl<'w> GraphBuilder<'w> {
 
     /// Rotary embedding of every head, at the step's positions.
     pub fn rope(&mut self, name: impl Into<String>, x: NodeId, p: RopeParams) -> Result<NodeId> {
+        self.rope_ext(name, x, None, p)
+    }
+
+    /// Rotary embedding with per-pair frequency factors: pair `i`'s angle
+    /// is divided by `factors[i]` (an f32 weight of `n_rot / 2` values,
+    /// LongRoPE's `rope_factors_*` or Llama 3's `rope_freqs`), as ggml's
+    /// `rope_ext` does. Without factors this is [`GraphBuilder::rope`].
+    pub fn rope_ext(
+        &mut self,
+        name: impl Into<String>,
+        x: NodeId,
+        factors: Option<WeightId>,
+        p: RopeParams,
+    ) -> Result<NodeId> {
         let name = name.into();
+        if let Some(f) = factors {
+            let info = self.weights.info(f);
+            if info.ty != GgmlType::F32 || info.shape != [p.n_rot / 2, 1] {
+                let msg = format!(
+                    "frequency factors {} are {} {:?}, not F32 [{}]",
+                    info.name,
+                    info.ty.name(),
+                    info.shape,
+                    p.n_rot / 2
+                );
+                return self.err(&name, "rope", msg);
+            }
+        }
         self.check_heads(&name, x, p.n_head, p.head_dim)?;
         if p.n_rot > p.head_dim || !p.n_rot.is_multiple_of(2) {
             return self.err(
@@ -249,7 +277,9 @@ impl<'w> GraphBuilder<'w> {
         }
         let pos = self.input(InputKind::Positions);
         let shape = self.nodes[x].shape;
-        self.push(name, Op::Rope(p), vec![x, pos], shape, DType::F32)
+        let mut srcs = vec![x, pos];
+        srcs.extend(factors.map(|f| self.weight(f)));
+        self.push(name, Op::Rope(p), srcs, shape, DType::F32)
     }
 
     /// Writes `x`'s rows into the layer's K or V region at the step's cells.

@@ -25,11 +25,13 @@ fn op_params(op: &Op) -> Value {
         Op::Rope(p) => json!({
             "style": format!("{:?}", p.style), "n_head": p.n_head, "head_dim": p.head_dim,
             "n_rot": p.n_rot, "freq_base": p.freq_base, "freq_scale": p.freq_scale,
+            "attn_factor": p.attn_factor,
         }),
         Op::KvStore { layer, kind } => json!({ "layer": layer, "kind": format!("{kind:?}") }),
         Op::RopeKvStore { rope, layer } => json!({
             "layer": layer, "style": format!("{:?}", rope.style), "n_head": rope.n_head,
             "head_dim": rope.head_dim, "n_rot": rope.n_rot, "freq_base": rope.freq_base,
+            "freq_scale": rope.freq_scale, "attn_factor": rope.attn_factor,
         }),
         Op::Attention(p) => json!({
             "layer": p.layer, "n_head": p.n_head, "n_head_kv": p.n_head_kv,

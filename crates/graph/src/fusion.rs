@@ -85,7 +85,13 @@ pub fn fuse(mut g: BuiltGraph, fusion: Fusion, backend: BackendPlan) -> (BuiltGr
             } if rope_kv && node.srcs.len() == 2 => {
                 let r = node.srcs[0];
                 match g.nodes[r].op {
-                    Op::Rope(p) if sole(&uses, r) && g.nodes[r].srcs.len() == 2 => {
+                    // A scaled rotation runs on the CPU under a GPU plan
+                    // (see `splits`), apart from the layer's cache.
+                    Op::Rope(p)
+                        if sole(&uses, r)
+                            && g.nodes[r].srcs.len() == 2
+                            && (p.is_unit() || !backend.uses_gpu()) =>
+                    {
                         let rs = &g.nodes[r].srcs;
                         Some((
                             r,

@@ -83,6 +83,17 @@ pub struct RopeParams {
     pub freq_base: f32,
     /// Factor on every position's angle (linear RoPE scaling; 1 for none).
     pub freq_scale: f32,
+    /// Factor on every cosine and sine (ggml's `attn_factor`, the
+    /// magnitude correction of LongRoPE and YaRN; 1 for none).
+    pub attn_factor: f32,
+}
+
+impl RopeParams {
+    /// Whether the rotation is a pure rotation (no magnitude factor), the
+    /// only kind every backend's kernels compute.
+    pub fn is_unit(&self) -> bool {
+        self.attn_factor == 1.0
+    }
 }
 
 /// Which half of a layer's cache an op touches.

@@ -75,6 +75,9 @@ pub fn assign(g: &BuiltGraph, plan: BackendPlan) -> Vec<Device> {
             // llama.cpp's `--cpu-moe`): the bulk of such a model lives
             // there, and a step reads only the chosen experts.
             (Op::MoeFfn(_), _) => Device::Cpu,
+            // The GPU's RoPE kernels compute pure rotations: frequency
+            // factors and a magnitude factor are applied on the CPU.
+            (Op::Rope(p), _) if node.srcs.len() == 3 || !p.is_unit() => Device::Cpu,
             (_, Some(l)) => plan.layer_device(l),
             _ if first.is_none_or(|f| i < f) => Device::Cpu,
             _ if last.is_some_and(|l| i > l) => plan.output_device(),

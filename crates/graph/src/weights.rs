@@ -27,6 +27,12 @@ pub struct WeightInfo {
 enum Backing {
     Gguf(usize),
     Owned(Vec<u8>),
+    /// A range of whole rows of another tensor (see
+    /// [`WeightStore::split_rows`]).
+    Rows {
+        parent: usize,
+        bytes: std::ops::Range<usize>,
+    },
 }
 
 /// Every tensor a model's graphs can reference.
@@ -45,6 +51,9 @@ pub struct WeightStore {
     /// FFN; 1 for a plain matrix). Each is read on its own, so a repacked
     /// copy must keep their row ranges apart.
     stacked: Vec<usize>,
+    /// Tensors split into row ranges, which only their parts are read
+    /// through: never repacked or counted themselves.
+    split: Vec<bool>,
 }
 
 fn fold_shape(name: &str, shape: &[u64]) -> Result<[usize; 2]> {
@@ -91,7 +100,63 @@ impl WeightStore {
         self.packed.push(OnceLock::new());
         self.keep_rows.push(false);
         self.stacked.push(1);
+        self.split.push(false);
         id
+    }
+
+    /// Splits a fused tensor (Phi's `attn_qkv`, or `ffn_up` holding gate
+    /// and up) into consecutive row ranges that graphs use as tensors of
+    /// their own: part `k` takes the next `rows` rows, is shown as
+    /// `"{name}[{label}]"` and is found under `alias` (the name the
+    /// unfused tensor has in other files, so shared resolvers read it).
+    /// No bytes are copied; each part is repacked on its own, and the
+    /// fused tensor is no longer read, repacked or counted.
+    ///
+    /// # Errors
+    /// [`GraphError::BadWeightShape`] when the rows of the parts do not add
+    /// up to the tensor's, or it stacks several matrices.
+    pub fn split_rows(
+        &mut self,
+        id: WeightId,
+        parts: &[(&str, &str, usize)],
+    ) -> Result<Vec<WeightId>> {
+        let i = id.0 as usize;
+        let info = self.infos[i].clone();
+        let total: Option<usize> = parts.iter().try_fold(0usize, |a, p| a.checked_add(p.2));
+        let row = minfer_kernels::matmul::row_bytes(info.ty, info.shape[0]);
+        let (Some(row), true, 1) = (row, total == Some(info.shape[1]), self.stacked[i]) else {
+            return Err(GraphError::BadWeightShape {
+                name: format!(
+                    "{} split into rows {:?}",
+                    info.name,
+                    parts.iter().map(|p| p.2).collect::<Vec<_>>()
+                ),
+                shape: vec![info.shape[0] as u64, info.shape[1] as u64],
+            });
+        };
+        let mut start = 0;
+        let mut ids = Vec::with_capacity(parts.len());
+        for &(alias, label, rows) in parts {
+            let bytes = start * row..(start + rows) * row;
+            start += rows;
+            let name = format!("{}[{label}]", info.name);
+            let part = self.register(
+                name,
+                info.ty,
+                [info.shape[0], rows],
+                Backing::Rows { parent: i, bytes },
+            );
+            self.by_name.insert(alias.to_string(), part);
+            ids.push(part);
+        }
+        self.split[i] = true;
+        Ok(ids)
+    }
+
+    /// Whether the tensor was split into parts (see
+    /// [`WeightStore::split_rows`]): graphs read the parts instead.
+    pub fn is_split(&self, id: WeightId) -> bool {
+        self.split[id.0 as usize]
     }
 
     /// Marks a tensor that only row lookups read (an embedding table that
@@ -125,6 +190,7 @@ impl WeightStore {
             let [cols, rows] = info.shape;
             let per_matrix = rows / self.stacked[i];
             if self.keep_rows[i]
+                || self.split[i]
                 || !kernels.packs(info.ty)
                 || !packed::packable(info.ty, rows, cols)
                 || !packed::packable(info.ty, per_matrix, cols)
@@ -152,12 +218,35 @@ impl WeightStore {
             });
             total += dst.len();
             if self.packed[i].set(dst).is_ok() {
-                if let (Backing::Gguf(t), Some(file)) = (&self.backing[i], &self.file) {
-                    file.release_tensor_pages(&file.tensors()[*t]);
-                }
+                self.release_pages(i);
             }
         }
         total
+    }
+
+    /// Lets the OS drop the file pages of tensor `i` once it has a packed
+    /// copy; a split tensor's, once every part has one.
+    fn release_pages(&self, i: usize) {
+        let t = match &self.backing[i] {
+            Backing::Gguf(t) => *t,
+            Backing::Rows { parent, .. } => {
+                let Backing::Gguf(t) = self.backing[*parent] else {
+                    return;
+                };
+                let all_packed = self.backing.iter().enumerate().all(|(j, b)| {
+                    !matches!(b, Backing::Rows { parent: p, .. } if p == parent)
+                        || self.packed[j].get().is_some()
+                });
+                if !all_packed {
+                    return;
+                }
+                t
+            }
+            Backing::Owned(_) => return,
+        };
+        if let Some(file) = &self.file {
+            file.release_tensor_pages(&file.tensors()[t]);
+        }
     }
 
     /// The interleaved copy of a tensor, when [`WeightStore::pack`] made one.
@@ -208,6 +297,7 @@ impl WeightStore {
     pub fn data(&self, id: WeightId) -> &[u8] {
         match &self.backing[id.0 as usize] {
             Backing::Owned(v) => v,
+            Backing::Rows { parent, bytes } => &self.data(WeightId(*parent as u32))[bytes.clone()],
             Backing::Gguf(i) => {
                 let file = self
                     .file

@@ -208,6 +208,14 @@ impl GpuBackend {
                     Op::SwiGlu => elementwise::swiglu_inplace(gpu, &out, &self.src(view, i, 1)?, n),
                     Op::GeGlu => elementwise::geglu_inplace(gpu, &out, &self.src(view, i, 1)?, n),
                     Op::Softmax => elementwise::softmax_inplace(gpu, &out, ne0, rows),
+                    // Frequency factors are applied on the CPU (the plan
+                    // puts such a rope there).
+                    Op::Rope(_) if node.srcs.len() == 3 => {
+                        return Err(node_err(
+                            node,
+                            "rope with frequency factors has no GPU kernel",
+                        ))
+                    }
                     Op::Rope(p) => {
                         attention::rope_inplace(gpu, &out, &self.src(view, i, 1)?, rows, p)
                     }

@@ -192,6 +192,7 @@ fn check_sources(
     let wanted: &[&str] = match op {
         Op::GetRows => &["table", "ids"],
         Op::MatMul => &["weight", "f32"],
+        Op::Rope(_) if srcs.len() == 3 => &["f32", "ids", "f32"],
         Op::Rope(_) => &["f32", "ids"],
         Op::Attention(p) if p.sliding_window > 0 => {
             &["f32", "token", "token", "ids", "ids", "ids", "ids"]

@@ -149,6 +149,7 @@ pub fn build(b: &mut GraphBuilder, hp: &Hp) -> Result<NodeId> {
         n_rot: hp.head_dim,
         freq_base: hp.rope_base,
         freq_scale: 1.0,
+        attn_factor: 1.0,
     };
     for l in 0..hp.n_layer {
         let name = |s: &str| format!("blk.{l}.{s}");

@@ -36,6 +36,12 @@ impl RopeSetup {
                 ),
             });
         }
+        if !p.is_unit() {
+            return Err(GpuError::Unsupported(format!(
+                "rope with a magnitude factor of {} (the plan keeps it on the CPU)",
+                p.attn_factor
+            )));
+        }
         if p.n_rot > MAX_ROT {
             return Err(GpuError::Unsupported(format!(
                 "rope of {} dimensions (at most {MAX_ROT})",
