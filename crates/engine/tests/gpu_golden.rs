@@ -96,6 +96,30 @@ fn gpu_golden_qwen3moe_tiny() {
     );
 }
 
+/// Phi-3's LongRoPE under a GPU plan: its factored, scaled rotations of
+/// Q and K run on the CPU (the plan puts them there), everything else of
+/// the layer on the GPU. The context is the golden one (4096), past the
+/// fixture's original window, so the long factors are used as in
+/// llama.cpp's run.
+#[test]
+fn gpu_golden_phi3_tiny() {
+    let file = "phi3-tiny-q8_0.gguf";
+    let path = minfer_testutil::repo_model(file);
+    let model = Arc::new(Model::open(&path).expect("the repository's phi3 model loads"));
+    let cfg = EngineConfig {
+        n_ctx: 4096,
+        ..gpu_cfg(None)
+    };
+    check_with(
+        &model,
+        cfg,
+        file,
+        "greedy-phi3-tiny.avx2.json",
+        &PHI3_TINY_TOL,
+        SHORT,
+    );
+}
+
 #[test]
 fn gpu_golden_smollm2() {
     let Some(model) = common::load(minfer_testutil::SMOLLM) else {

@@ -62,6 +62,24 @@ fn greedy_matches_llama_cpp_qwen3moe_tiny() {
     }
 }
 
+/// The random-weight Phi-3 made by `scripts/make-phi3-fixture.py`:
+/// fused Q/K/V and gate/up tensors split at load, partial NeoX RoPE with
+/// LongRoPE's long factors and attention factor (the golden context of
+/// 4096 is past the file's original 2048), Q scaled before attention.
+#[test]
+fn greedy_matches_llama_cpp_phi3_tiny() {
+    let file = "phi3-tiny-q8_0.gguf";
+    let path = minfer_testutil::repo_model(file);
+    let model = Arc::new(Model::open(&path).expect("the repository's phi3 model loads"));
+    for golden in [
+        "greedy-phi3-tiny.avx512.json",
+        "greedy-phi3-tiny.avx2.json",
+        "greedy-phi3-tiny.avx.json",
+    ] {
+        check_loaded(&model, file, golden, &PHI3_TINY_TOL);
+    }
+}
+
 #[test]
 fn greedy_matches_llama_cpp_qwen2_5_1_5b() {
     for golden in ["greedy-qwen2.5-1.5b.json", "greedy-qwen2.5-1.5b.avx2.json"] {

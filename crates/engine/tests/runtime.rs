@@ -162,6 +162,16 @@ fn batch_invariance_qwen3moe_fixture() {
     check_batch_invariance(&m, &[7, 40, 19, 1], 6, 16);
 }
 
+/// The random-weight Phi-3 fixture: its Q/K/V and gate/up matrices are
+/// row ranges of fused tensors, repacked on their own, and its RoPE has
+/// LongRoPE's factors.
+#[test]
+fn batch_invariance_phi3_fixture() {
+    let path = minfer_testutil::repo_model("phi3-tiny-q8_0.gguf");
+    let m = Arc::new(Model::open(&path).expect("the repository's phi3 model loads"));
+    check_batch_invariance(&m, &[7, 40, 19, 1], 6, 16);
+}
+
 #[test]
 fn batch_invariance_real_smollm2() {
     let Some(m) = common::load(minfer_testutil::SMOLLM) else {

@@ -217,6 +217,11 @@ pub struct AttnOptions {
     /// Keys a query sees: 0 for all of its window, `n` for the last `n`
     /// positions up to and including its own.
     pub sliding_window: u32,
+    /// Per-pair RoPE frequency factors (`[n_rot / 2]`, F32), dividing
+    /// each pair's angle (Phi's LongRoPE).
+    pub rope_factors: Option<WeightId>,
+    /// Factor on RoPE's cosines and sines (ggml's `attn_factor`).
+    pub attn_factor: f32,
 }
 
 impl AttnOptions {
@@ -230,6 +235,8 @@ impl AttnOptions {
             qk_norm: None,
             q_scale: None,
             sliding_window: 0,
+            rope_factors: None,
+            attn_factor: 1.0,
         }
     }
 }
@@ -279,9 +286,11 @@ pub fn attention_block(
         n_rot: hp.n_rot,
         freq_base: opts.freq_base,
         freq_scale: opts.freq_scale,
+        attn_factor: opts.attn_factor,
     };
-    let mut q = b.rope(n("q_rope"), q, rope(hp.n_head))?;
-    let k = b.rope(n("k_rope"), k, rope(hp.n_head_kv))?;
+    let f = opts.rope_factors;
+    let mut q = b.rope_ext(n("q_rope"), q, f, rope(hp.n_head))?;
+    let k = b.rope_ext(n("k_rope"), k, f, rope(hp.n_head_kv))?;
     let scale = match opts.q_scale {
         Some(s) => {
             q = b.scale(n("q_scaled"), q, s)?;

@@ -12,6 +12,7 @@ pub mod layers;
 mod llama;
 mod model;
 pub mod moe;
+mod phi3;
 mod qwen2;
 mod qwen3;
 mod qwen3moe;

@@ -74,9 +74,9 @@ impl Model {
                 supported: Arch::all().map(Arch::name).collect::<Vec<_>>().join(", "),
             }
         })?;
-        let forward = (family.load)(&LoadCx {
+        let forward = (family.load)(&mut LoadCx {
             file: &file,
-            weights: &weights,
+            weights: &mut weights,
             hparams: &hparams,
         })?;
         // An embedding table that only serves row lookups keeps ggml's
@@ -106,8 +106,11 @@ impl Model {
     /// `active × tokens/s` is the memory bandwidth a decode step draws.
     pub fn weight_bytes(&self) -> WeightBytes {
         let w = &self.weights;
+        // A split tensor is counted through its parts.
         let total: u64 = (0..w.len())
-            .map(|i| w.data(WeightId(i as u32)).len() as u64)
+            .map(|i| WeightId(i as u32))
+            .filter(|&id| !w.is_split(id))
+            .map(|id| w.data(id).len() as u64)
             .sum();
         let mut active = total;
         let t = self.forward.tensors();

@@ -10,7 +10,7 @@ use crate::arch::Arch;
 use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
 use crate::layers::ModelTensors;
-use crate::{gemma3, llama, qwen2, qwen3, qwen3moe};
+use crate::{gemma3, llama, phi3, qwen2, qwen3, qwen3moe};
 
 /// A loaded architecture: its tensors resolved to handles, ready to
 /// describe its forward pass.
@@ -27,8 +27,9 @@ pub(crate) trait Forward: Send + Sync + std::fmt::Debug {
 pub(crate) struct LoadCx<'a> {
     /// The GGUF file (for metadata keys of the family's own).
     pub file: &'a GgufFile,
-    /// Every tensor of the file, by handle.
-    pub weights: &'a WeightStore,
+    /// Every tensor of the file, by handle. A family may split fused
+    /// tensors into parts ([`WeightStore::split_rows`]).
+    pub weights: &'a mut WeightStore,
     /// The hyperparameters every family shares.
     pub hparams: &'a HParams,
 }
@@ -39,7 +40,7 @@ pub(crate) struct Family {
     pub name: &'static str,
     /// Resolves the tensors (checking their shapes) and returns the
     /// family's forward pass.
-    pub load: fn(&LoadCx) -> Result<Box<dyn Forward>>,
+    pub load: fn(&mut LoadCx) -> Result<Box<dyn Forward>>,
 }
 
 /// Every supported architecture.
@@ -49,6 +50,7 @@ pub(crate) const FAMILIES: &[Family] = &[
     qwen3::FAMILY,
     gemma3::FAMILY,
     qwen3moe::FAMILY,
+    phi3::FAMILY,
 ];
 
 /// The family called `name`.

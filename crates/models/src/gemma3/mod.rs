@@ -102,7 +102,7 @@ fn params(cx: &LoadCx) -> Result<Gemma3Params> {
     })
 }
 
-fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
+fn load(cx: &mut LoadCx) -> Result<Box<dyn Forward>> {
     let hp = cx.hparams;
     let p = params(cx)?;
     let t = layers::resolve_tensors(cx.weights, hp, Biases::Optional, FfnShape::Dense)?;
@@ -134,12 +134,12 @@ impl Gemma3 {
             (LOCAL_ROPE_BASE, 1.0, self.p.sliding_window)
         };
         AttnOptions {
-            rope: RopeStyle::Neox,
             freq_base,
             freq_scale,
             qk_norm: Some(self.extra[l].qk_norm),
             q_scale: Some(self.p.q_scale),
             sliding_window,
+            ..AttnOptions::plain(hp, RopeStyle::Neox)
         }
     }
 }

@@ -2,7 +2,7 @@
 //! RoPE on adjacent pairs, optional q/k/v biases. Without `output.weight`
 //! the embeddings are tied and the LM head is `token_embd.weight`.
 
-use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle};
+use minfer_graph::{GraphBuilder, NodeId, Result as GraphResult, RopeStyle, WeightStore};
 
 use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
@@ -20,8 +20,8 @@ struct Llama(ModelTensors);
 
 /// Resolves llama's tensors. Llama-3 style RoPE frequency factors and
 /// mixture-of-experts layers change the math and are refused by name.
-fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
-    let store = cx.weights;
+fn load(cx: &mut LoadCx) -> Result<Box<dyn Forward>> {
+    let store: &WeightStore = cx.weights;
     if store.get("rope_freqs.weight").is_some() {
         return Err(ModelError::Unsupported(
             "per-dimension RoPE frequency factors (rope_freqs.weight)".into(),

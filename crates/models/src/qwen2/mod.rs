@@ -19,7 +19,7 @@ pub(crate) const FAMILY: Family = Family {
 struct Qwen2(ModelTensors);
 
 /// Resolves qwen2's tensors; the q/k/v biases are required.
-fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
+fn load(cx: &mut LoadCx) -> Result<Box<dyn Forward>> {
     let t = layers::resolve_tensors(cx.weights, cx.hparams, Biases::Required, FfnShape::Dense)?;
     Ok(Box::new(Qwen2(t)))
 }

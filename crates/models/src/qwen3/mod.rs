@@ -23,7 +23,7 @@ struct Qwen3 {
     qk_norms: Vec<(WeightId, WeightId)>,
 }
 
-fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
+fn load(cx: &mut LoadCx) -> Result<Box<dyn Forward>> {
     load_with_ffn(cx, FfnShape::Dense)
 }
 

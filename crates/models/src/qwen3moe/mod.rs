@@ -26,7 +26,7 @@ const ROUTING: RoutingRule = RoutingRule {
     weights_scale: 1.0,
 };
 
-fn load(cx: &LoadCx) -> Result<Box<dyn Forward>> {
+fn load(cx: &mut LoadCx) -> Result<Box<dyn Forward>> {
     let shape = ExpertShape::read(&Keys::new(cx.file, cx.hparams.arch))?;
     crate::qwen3::load_with_ffn(cx, FfnShape::Experts(shape, ROUTING))
 }

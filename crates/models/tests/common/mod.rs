@@ -61,6 +61,12 @@ pub fn rope(x: &mut [f32], pos: usize, head_dim: usize, base: f32, neox: bool) {
 
 /// Logits of the last token through the model's graph.
 pub fn graph_logits(m: &Model, tokens: &[u32], fusion: Fusion) -> Vec<f32> {
+    graph_logits_ctx(m, tokens, fusion, 32)
+}
+
+/// [`graph_logits`] in a context of `n_ctx` cells (which a family may read:
+/// Phi's LongRoPE picks its factors by it).
+pub fn graph_logits_ctx(m: &Model, tokens: &[u32], fusion: Fusion, n_ctx: u32) -> Vec<f32> {
     let n = tokens.len();
     let params = GraphParams {
         n_tokens: n as u32,
@@ -72,7 +78,7 @@ pub fn graph_logits(m: &Model, tokens: &[u32], fusion: Fusion) -> Vec<f32> {
         },
         output: OutputKind::Logits,
         compute: ComputeParams {
-            n_ctx: 32,
+            n_ctx,
             kv_format: KvFormat::F32,
             backend: BackendPlan::Cpu,
             fusion,
