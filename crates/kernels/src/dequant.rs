@@ -456,7 +456,7 @@ mod tests {
             GgmlType::Q8_1,
             GgmlType::IQ1_M,
             GgmlType::I32,
-            GgmlType::MXFP4,
+            GgmlType::TQ2_0,
         ] {
             let bytes = vec![0u8; ty.bytes_for(256).unwrap() as usize];
             assert_eq!(
