@@ -9,7 +9,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-/// Elements per block of the legacy types (Q4_0 … Q8_1, IQ4_NL).
+/// Elements per block of the legacy types (Q4_0 … Q8_1, IQ4_NL, MXFP4).
 pub const QK: usize = 32;
 /// Elements per super-block of the K-quants and the IQ types other than
 /// IQ4_NL.
@@ -186,6 +186,17 @@ block! {
 }
 
 block! {
+    /// MXFP4 (OCP microscaling FP4), blocks of 32: 4-bit e2m1 values with a
+    /// shared power-of-two scale. ggml's `block_mxfp4`.
+    BlockMXFP4, 17, {
+        /// The E8M0 scale exponent; see [`e8m0_to_f32_half`].
+        e: u8,
+        /// Indices into [`KVALUES_MXFP4`], packed as in [`BlockQ4_0`].
+        qs: [u8; QK / 2],
+    }
+}
+
+block! {
     /// Non-linear 4-bit super-blocks with 6-bit sub-block scales.
     BlockIQ4XS, 136, {
         /// Factor of the sub-block scales (f16).
@@ -330,6 +341,25 @@ const _: () = assert!(std::mem::size_of::<BlockQ8K>() == 292);
 pub const KVALUES_IQ4NL: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
+
+/// The 16 values of MXFP4: the e2m1 values doubled, so that they are
+/// integers (the scale, [`e8m0_to_f32_half`], is halved to match).
+pub const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// Half the value of an E8M0 scale (`2^(e - 128)`), as ggml's
+/// `GGML_E8M0_TO_FP32_HALF`: the halving compensates for
+/// [`KVALUES_MXFP4`] being doubled. Exact for every `e`: `e` 0 and 1 give
+/// the subnormals 2^-128 and 2^-127, 255 gives 2^127 (ggml has no NaN
+/// here either).
+#[inline(always)]
+pub fn e8m0_to_f32_half(e: u8) -> f32 {
+    let bits = if e < 2 {
+        0x0020_0000u32 << e
+    } else {
+        ((e - 1) as u32) << 23
+    };
+    f32::from_bits(bits)
+}
 
 /// Converts raw f16 bits to f32 (exact).
 #[inline(always)]

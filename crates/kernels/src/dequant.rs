@@ -21,9 +21,9 @@ pub use iq::{
 use minfer_gguf::GgmlType;
 
 use crate::blocks::{
-    f16_to_f32, k_scale_min, BlockIQ4NL, BlockIQ4XS, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0,
-    BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, KVALUES_IQ4NL, QK,
-    QK_K,
+    e8m0_to_f32_half, f16_to_f32, k_scale_min, BlockIQ4NL, BlockIQ4XS, BlockMXFP4, BlockQ2K,
+    BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
+    BlockQ8_0, KVALUES_IQ4NL, KVALUES_MXFP4, QK, QK_K,
 };
 use crate::error::KernelError;
 
@@ -46,6 +46,7 @@ pub fn is_supported(ty: GgmlType) -> bool {
             | Q6_K
             | Q8_K
             | IQ4_NL
+            | MXFP4
             | IQ4_XS
             | IQ2_XXS
             | IQ2_XS
@@ -109,6 +110,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::Q5_K => dequantize_q5_k(as_blocks(src).ok_or_else(bad)?, dst),
         GgmlType::Q6_K => dequantize_q6_k(as_blocks(src).ok_or_else(bad)?, dst),
         GgmlType::IQ4_NL => dequantize_iq4_nl(as_blocks(src).ok_or_else(bad)?, dst),
+        GgmlType::MXFP4 => dequantize_mxfp4(as_blocks(src).ok_or_else(bad)?, dst),
         GgmlType::IQ4_XS => dequantize_iq4_xs(as_blocks(src).ok_or_else(bad)?, dst),
         GgmlType::IQ2_XXS => dequantize_iq2_xxs(as_blocks(src).ok_or_else(bad)?, dst),
         GgmlType::IQ2_XS => dequantize_iq2_xs(as_blocks(src).ok_or_else(bad)?, dst),
@@ -407,6 +409,19 @@ pub fn dequantize_iq4_nl(blocks: &[BlockIQ4NL], dst: &mut [f32]) {
     }
 }
 
+/// MXFP4: `y = x * kvalues[q]` with `x` the halved E8M0 scale (ggml's
+/// `dequantize_row_mxfp4`). Same length rule as [`dequantize_q4_0`].
+pub fn dequantize_mxfp4(blocks: &[BlockMXFP4], dst: &mut [f32]) {
+    for (b, y) in blocks.iter().zip(dst.chunks_exact_mut(QK)) {
+        let d = e8m0_to_f32_half(b.e);
+        let (lo, hi) = y.split_at_mut(QK / 2);
+        for j in 0..QK / 2 {
+            lo[j] = d * KVALUES_MXFP4[(b.qs[j] & 0x0F) as usize] as f32;
+            hi[j] = d * KVALUES_MXFP4[(b.qs[j] >> 4) as usize] as f32;
+        }
+    }
+}
+
 /// IQ4_XS: per 32 elements `y = (d * (ls - 32)) * codebook[q]`. Same length
 /// rule as [`dequantize_q2_k`].
 pub fn dequantize_iq4_xs(blocks: &[BlockIQ4XS], dst: &mut [f32]) {
@@ -441,7 +456,7 @@ mod tests {
             GgmlType::Q8_1,
             GgmlType::IQ1_M,
             GgmlType::I32,
-            GgmlType::MXFP4,
+            GgmlType::TQ2_0,
         ] {
             let bytes = vec![0u8; ty.bytes_for(256).unwrap() as usize];
             assert_eq!(

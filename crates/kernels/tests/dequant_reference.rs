@@ -15,6 +15,7 @@ use std::process::Command;
 
 use common::QUANTIZABLE;
 use minfer_gguf::GgufFile;
+use minfer_kernels::blocks::{e8m0_to_f32_half, BlockMXFP4};
 use minfer_kernels::blocks::{
     BlockIQ1S, BlockIQ2S, BlockIQ2XS, BlockIQ2XXS, BlockIQ3S, BlockIQ3XXS, BlockIQ4NL, BlockIQ4XS,
     BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
@@ -267,6 +268,8 @@ fn f16_field_offsets(ty: GgmlType) -> Vec<usize> {
         GgmlType::Q5_K => vec![offset_of!(BlockQ5K, d), offset_of!(BlockQ5K, dmin)],
         GgmlType::Q6_K => vec![offset_of!(BlockQ6K, d)],
         GgmlType::IQ4_NL => vec![offset_of!(BlockIQ4NL, d)],
+        // The E8M0 scale is one byte, and every byte is a valid scale.
+        GgmlType::MXFP4 => vec![],
         GgmlType::IQ4_XS => vec![offset_of!(BlockIQ4XS, d)],
         GgmlType::IQ2_XXS => vec![offset_of!(BlockIQ2XXS, d)],
         GgmlType::IQ2_XS => vec![offset_of!(BlockIQ2XS, d)],
@@ -503,4 +506,52 @@ fn iq_grid_tables_are_generated_from_gguf_py() {
             line + 1
         );
     }
+}
+
+/// The e2m1 values of the sixteen MXFP4 codes (OCP MX spec), not doubled.
+/// Code 8 is "-0", which ggml's integer table (and so its output) makes +0.
+const E2M1: [f64; 16] = [
+    0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0,
+];
+
+/// `e8m0_to_f32_half(e)` is `2^(e - 128)` for every byte, the subnormal
+/// `e` 0 and 1 included.
+#[test]
+fn e8m0_half_is_a_power_of_two() {
+    for e in 0..=255u8 {
+        let want = f64::powi(2.0, e as i32 - 128) as f32;
+        assert_eq!(e8m0_to_f32_half(e).to_bits(), want.to_bits(), "e = {e}");
+    }
+}
+
+/// Hand-made MXFP4 blocks decode to `2^(e - 127) * e2m1[code]`: every code
+/// in both nibbles, at the extreme and middle scales (255 overflows to
+/// infinity for the codes ±6, as in ggml's f32 product).
+#[test]
+fn mxfp4_blocks_follow_the_formula() {
+    for e in [0u8, 1, 2, 126, 127, 128, 129, 200, 254, 255] {
+        // Byte j holds code j in its low nibble and 15 - j in its high one.
+        let block = BlockMXFP4 {
+            e,
+            qs: std::array::from_fn(|j| j as u8 | ((15 - j as u8) << 4)),
+        };
+        let mut got = [0f32; 32];
+        dequantize_row(GgmlType::MXFP4, bytemuck::bytes_of(&block), &mut got).unwrap();
+        let scale = f64::powi(2.0, e as i32 - 127);
+        for j in 0..16 {
+            for (k, code) in [(j, j), (j + 16, 15 - j)] {
+                let want = (scale * E2M1[code]) as f32;
+                assert_eq!(
+                    got[k].to_bits(),
+                    want.to_bits(),
+                    "e = {e}, element {k} (code {code}): {} vs {want}",
+                    got[k]
+                );
+            }
+        }
+    }
+    // A short destination or a partial block is an error, not a panic.
+    let bytes = [0u8; 17];
+    assert!(dequantize_row(GgmlType::MXFP4, &bytes, &mut [0f32; 16]).is_err());
+    assert!(dequantize_row(GgmlType::MXFP4, &bytes[..16], &mut [0f32; 32]).is_err());
 }

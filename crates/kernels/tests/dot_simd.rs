@@ -28,6 +28,18 @@ fn weights(ty: GgmlType, nb: usize, rng: &mut StdRng) -> Vec<u8> {
         GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
         GgmlType::IQ4_XS => &[0],
+        // The E8M0 scale byte: mostly moderate, sometimes the subnormal and
+        // boundary exponents (254 and 255 would overflow the sums).
+        GgmlType::MXFP4 => {
+            for blk in b.chunks_exact_mut(size) {
+                blk[0] = if rng.gen_range(0..8) == 0 {
+                    [0, 1, 2, 127, 128][rng.gen_range(0..5)]
+                } else {
+                    rng.gen_range(100..=150)
+                };
+            }
+            &[]
+        }
         // Every grid type keeps its one f16 scale first; any bits elsewhere
         // are a valid block (each index field reaches exactly the grid).
         GgmlType::IQ2_XXS
@@ -334,8 +346,11 @@ fn every_required_type_has_a_simd_kernel() {
             GgmlType::Q4_1,
             GgmlType::Q5_0,
             GgmlType::Q8_0,
+            GgmlType::IQ4_NL,
+            GgmlType::MXFP4,
         ] {
             assert_eq!(k.dot(ty).unwrap().level, SimdLevel::Avx2, "{ty} at {level}");
+            assert!(k.dot(ty).unwrap().dot4.is_some(), "{ty} at {level}");
         }
         // The grid types have a kernel of every level, but IQ3_XXS, whose
         // AVX-512 form measured slower, runs its AVX2 one at that level.
@@ -357,12 +372,84 @@ fn unsupported_levels_and_types_are_errors() {
     // Types without a dot product are typed errors at every level.
     for level in SimdLevel::supported() {
         let k = Kernels::new(level).unwrap();
-        for ty in [GgmlType::IQ1_M, GgmlType::TQ1_0, GgmlType::MXFP4] {
+        for ty in [GgmlType::IQ1_M, GgmlType::TQ1_0, GgmlType::TQ2_0] {
             assert!(k.dot(ty).is_err(), "{ty} at {level}");
         }
     }
     assert!(k.dot(GgmlType::Q8_K).is_err());
     for level in SimdLevel::ALL {
         assert_eq!(Kernels::new(level).is_ok(), level.is_supported());
+    }
+}
+
+/// The e2m1 values of the sixteen MXFP4 codes (OCP MX spec), not doubled.
+const E2M1: [f64; 16] = [
+    0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0,
+];
+
+/// The MXFP4 scalar reference computes what it claims: the dot of the
+/// weights (decoded from the MX spec's values) with the dequantized Q8_0
+/// activations, in f64. With
+/// one block and power-of-two activation scales every step is exact, so
+/// that case must match to the bit at every scale exponent (the subnormal
+/// 0 and 1, and 254); with several blocks the f32 sums round, within
+/// `(4 + blocks) * 2^-24 * sum |w * a|`.
+#[test]
+fn mxfp4_reference_equals_the_dequantized_dot() {
+    let scalar = Kernels::new(SimdLevel::Scalar).unwrap();
+    let reference = scalar.dot(GgmlType::MXFP4).unwrap();
+    assert_eq!(reference.act, GgmlType::Q8_0);
+    assert_eq!(
+        minfer_kernels::act_type(GgmlType::MXFP4),
+        Some(GgmlType::Q8_0)
+    );
+    let mut rng = StdRng::seed_from_u64(0x4D_F4);
+    // In f64 from the definition, not through `dequantize_row`: at e = 254
+    // the weights themselves overflow f32, though their products with a
+    // small activation scale do not.
+    let exact_dot = |w: &[u8], a: &[u8], n: usize| {
+        let ws: &[BlockMXFP4] = bytemuck::cast_slice(w);
+        let acts: &[BlockQ8_0] = bytemuck::cast_slice(a);
+        let (mut exact, mut abs) = (0f64, 0f64);
+        for i in 0..n {
+            let x = &ws[i / 32];
+            let byte = x.qs[i % 16];
+            let code = if i % 32 < 16 { byte & 0x0F } else { byte >> 4 };
+            let wi = f64::powi(2.0, x.e as i32 - 127) * E2M1[code as usize];
+            let b = &acts[i / 32];
+            let p = wi * (f16_to_f32(b.d) as f64 * b.qs[i % 32] as f64);
+            exact += p;
+            abs += p.abs();
+        }
+        (exact, abs)
+    };
+    for e in [0u8, 1, 2, 64, 127, 128, 129, 200, 254] {
+        for _ in 0..50 {
+            let mut w = weights(GgmlType::MXFP4, 1, &mut rng);
+            w[0] = e;
+            // 2^-24 (an f16 subnormal) keeps 2^126 * 12 * 127 * 32 finite.
+            let da = if e > 128 { f64::powi(2.0, -24) } else { 1.0 };
+            let a = BlockQ8_0 {
+                d: f32_to_f16(da as f32),
+                qs: q8(&mut rng),
+            };
+            let (exact, _) = exact_dot(&w, bytemuck::bytes_of(&a), 32);
+            let got = (reference.dot)(32, &w, bytemuck::bytes_of(&a));
+            assert_eq!(got as f64, exact, "e = {e}");
+        }
+    }
+    for &nb in &[1usize, 2, 3, 4, 5, 8, 17, 36] {
+        let n = nb * 32;
+        for _ in 0..20 {
+            let w = weights(GgmlType::MXFP4, nb, &mut rng);
+            let a = activations(GgmlType::Q8_0, n, &mut rng);
+            let (exact, abs) = exact_dot(&w, &a, n);
+            let got = (reference.dot)(n, &w, &a) as f64;
+            let bound = (4 + nb) as f64 * f64::powi(2.0, -24) * abs;
+            assert!(
+                (got - exact).abs() <= bound,
+                "n={n}: {got} vs exact {exact} (bound {bound})"
+            );
+        }
     }
 }

@@ -197,6 +197,38 @@ fn grid_type_matrices_agree_across_levels_and_threads() {
     }
 }
 
+/// MXFP4 (random bytes are valid blocks; the E8M0 scale byte comes first,
+/// kept near 2^-8 so the sums stay finite): every level and thread count
+/// gives the scalar bits, through the four-row kernel for four of the five
+/// tokens, and the result is the f64 product of the dequantized weights up
+/// to rounding. Its activations are Q8_0, and its rows are whole 17-byte
+/// blocks.
+#[test]
+fn mxfp4_matrices_agree_across_levels_and_threads() {
+    let ty = GgmlType::MXFP4;
+    assert_eq!(minfer_kernels::act_type(ty), Some(GgmlType::Q8_0));
+    assert_eq!(row_bytes(ty, 64), Some(34));
+    assert_eq!(row_bytes(ty, 48), None);
+    // Not repacked: the interleaved tiles store f16 scales, and 2^(e - 128)
+    // is not an f16 for most `e`. The row kernels take every matrix.
+    assert!(!minfer_kernels::packed::layout::packable(ty, 16, 32));
+    for level in SimdLevel::supported() {
+        assert!(!Kernels::new(level).unwrap().packs(ty), "{level}");
+    }
+    let mut rng = StdRng::seed_from_u64(5);
+    let (rows, cols, n_tok) = (37, 768, 5);
+    let rb = row_bytes(ty, cols).unwrap();
+    let mut data: Vec<u8> = (0..rows * rb).map(|_| rng.gen()).collect();
+    for blk in data.chunks_exact_mut(ty.type_size() as usize) {
+        blk[0] = rng.gen_range(118..=130);
+    }
+    let w = row_major(ty, rows, cols, &data);
+    let x: Vec<f32> = (0..n_tok * cols)
+        .map(|_| rng.gen_range(-1.0..1.0))
+        .collect();
+    levels_agree_and_round_exact(ty, &w, &x, n_tok);
+}
+
 fn half_bits(v: f32) -> [u8; 2] {
     minfer_kernels::blocks::f32_to_f16(v)
 }

@@ -53,6 +53,7 @@ unsafe fn dot_u8i8(x: __m256i, y: __m256i) -> __m256i {
 macro_rules! legacy_kernels {
     ($rows:ident, $one:ident, $four:ident, $wt:ty, $at:ty, $min:expr,
      |$w:ident, $a:ident| { $($setup:stmt;)* }
+     d: |$di:ident| $d:expr,
      unpack: |$ui:ident| $unpack:expr,
      pair: |$px:ident, $pt:ident, $pi:ident| $pair:expr,
      m: |$mi:ident| $m:expr,
@@ -79,7 +80,7 @@ macro_rules! legacy_kernels {
             let s_of = |$st: usize, $si: usize| -> F16Bits { $s };
             let unpack = |$ui: usize| $unpack;
             let pair = |$px: __m256i, $pt: usize, $pi: usize| $pair;
-            let dw = |i: usize| $w[i].d;
+            let dw = |$di: usize| $d;
             let m = |$mi: usize| -> F16Bits { $m };
             let act4 = |t: usize, i: usize| {
                 if TABLE {
@@ -120,7 +121,7 @@ macro_rules! legacy_kernels {
             };
             // SAFETY: AVX2 and F16C, `legacy_rows`' preconditions, are this
             // function's.
-            unsafe { x86::legacy_rows::<T, MIN, __m256i>(nb, unpack, pair, dw, m, act4, act1) }
+            unsafe { x86::legacy_rows::<T, MIN, __m256i, _>(nb, unpack, pair, dw, m, act4, act1) }
         }
 
         /// One weight row against one activation row.
@@ -151,6 +152,7 @@ macro_rules! legacy_kernels {
 
 legacy_kernels!(q4_0_rows, dot_q4_0, dot4_q4_0, BlockQ4_0, BlockQ8_0, false,
     |w, a| { let eight = _mm256_set1_epi8(8); }
+    d: |i| w[i].d,
     // SAFETY: AVX2 (see above); `nibbles` reads the block's 16 bytes.
     unpack: |i| unsafe { _mm256_sub_epi8(nibbles(&w[i].qs), eight) },
     // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
@@ -161,6 +163,7 @@ legacy_kernels!(q4_0_rows, dot_q4_0, dot4_q4_0, BlockQ4_0, BlockQ8_0, false,
 
 legacy_kernels!(q4_1_rows, dot_q4_1, dot4_q4_1, BlockQ4_1, BlockQ8_1, true,
     |w, a| {}
+    d: |i| w[i].d,
     // SAFETY: AVX2; `nibbles` reads the block's 16 bytes.
     unpack: |i| unsafe { nibbles(&w[i].qs) },
     // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
@@ -171,6 +174,7 @@ legacy_kernels!(q4_1_rows, dot_q4_1, dot4_q4_1, BlockQ4_1, BlockQ8_1, true,
 
 legacy_kernels!(q5_0_rows, dot_q5_0, dot4_q5_0, BlockQ5_0, BlockQ8_0, false,
     |w, a| { let sixteen = _mm256_set1_epi8(16); }
+    d: |i| w[i].d,
     // SAFETY: AVX2; `q5_bytes` reads the block's 16 bytes of nibbles.
     unpack: |i| unsafe { _mm256_sub_epi8(q5_bytes(&w[i].qs, w[i].qh), sixteen) },
     // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
@@ -181,6 +185,7 @@ legacy_kernels!(q5_0_rows, dot_q5_0, dot4_q5_0, BlockQ5_0, BlockQ8_0, false,
 
 legacy_kernels!(q5_1_rows, dot_q5_1, dot4_q5_1, BlockQ5_1, BlockQ8_1, true,
     |w, a| {}
+    d: |i| w[i].d,
     // SAFETY: AVX2; `q5_bytes` reads the block's 16 bytes of nibbles.
     unpack: |i| unsafe { q5_bytes(&w[i].qs, w[i].qh) },
     // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
@@ -191,8 +196,25 @@ legacy_kernels!(q5_1_rows, dot_q5_1, dot4_q5_1, BlockQ5_1, BlockQ8_1, true,
 
 legacy_kernels!(q8_0_rows, dot_q8_0, dot4_q8_0, BlockQ8_0, BlockQ8_0, false,
     |w, a| {}
+    d: |i| w[i].d,
     // SAFETY: AVX2; `load32` reads the 32 quants of the weight block.
     unpack: |i| unsafe { load32(&w[i].qs) },
+    // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
+    pair: |x, t, i| unsafe { dot_i8(x, load32(&a[t][i].qs)) },
+    m: |_i| [0; 2],
+    s: |_t, _i| [0; 2],
+);
+
+legacy_kernels!(mxfp4_rows, dot_mxfp4, dot4_mxfp4, BlockMXFP4, BlockQ8_0, false,
+    |w, a| {
+        // SAFETY: the load reads the 16 bytes of the table.
+        let table = _mm256_broadcastsi128_si256(unsafe {
+            _mm_loadu_si128(KVALUES_MXFP4.as_ptr() as *const __m128i)
+        });
+    }
+    d: |i| x86::E8M0(w[i].e),
+    // SAFETY: AVX2; `nibbles` reads the block's 16 bytes.
+    unpack: |i| unsafe { _mm256_shuffle_epi8(table, nibbles(&w[i].qs)) },
     // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.
     pair: |x, t, i| unsafe { dot_i8(x, load32(&a[t][i].qs)) },
     m: |_i| [0; 2],
@@ -206,6 +228,7 @@ legacy_kernels!(iq4_nl_rows, dot_iq4_nl, dot4_iq4_nl, BlockIQ4NL, BlockQ8_0, fal
             _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i)
         });
     }
+    d: |i| w[i].d,
     // SAFETY: AVX2; `nibbles` reads the block's 16 bytes.
     unpack: |i| unsafe { _mm256_shuffle_epi8(table, nibbles(&w[i].qs)) },
     // SAFETY: AVX2; `load32` reads the 32 quants of the activation block.

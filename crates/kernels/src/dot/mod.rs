@@ -1,5 +1,5 @@
 //! Dot products of one weight row with one quantized activation row,
-//! following llama.cpp's pairing: legacy types and IQ4_NL with Q8_0 (Q8_1
+//! following llama.cpp's pairing: legacy types, IQ4_NL and MXFP4 with Q8_0 (Q8_1
 //! for the types with a minimum), K-quants, IQ4_XS and the grid types
 //! (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S) with Q8_K, float types
 //! with f32.
@@ -93,7 +93,7 @@ pub struct DotKernel {
 pub fn act_type(ty: GgmlType) -> Option<GgmlType> {
     use GgmlType::*;
     Some(match ty {
-        Q4_0 | Q5_0 | Q8_0 | IQ4_NL => Q8_0,
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 => Q8_0,
         Q4_1 | Q5_1 => Q8_1,
         Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS => Q8_K,
         IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S => Q8_K,
@@ -128,6 +128,7 @@ mod scalar_entry {
     scalar_fn!(dot_q5_1, BlockQ5_1, BlockQ8_1);
     scalar_fn!(dot_q8_0, BlockQ8_0, BlockQ8_0);
     scalar_fn!(dot_iq4_nl, BlockIQ4NL, BlockQ8_0);
+    scalar_fn!(dot_mxfp4, BlockMXFP4, BlockQ8_0);
     scalar_fn!(dot_q2_k, BlockQ2K, BlockQ8K);
     scalar_fn!(dot_q3_k, BlockQ3K, BlockQ8K);
     scalar_fn!(dot_q4_k, BlockQ4K, BlockQ8K);
@@ -175,6 +176,7 @@ mod avx2_entry4 {
     simd_fn4!(avx2, dot4_q5_1, BlockQ5_1, BlockQ8_1);
     simd_fn4!(avx2, dot4_q8_0, BlockQ8_0, BlockQ8_0);
     simd_fn4!(avx2, dot4_iq4_nl, BlockIQ4NL, BlockQ8_0);
+    simd_fn4!(avx2, dot4_mxfp4, BlockMXFP4, BlockQ8_0);
     simd_fn4!(avx2, dot4_q4_k, BlockQ4K, BlockQ8K);
     simd_fn4!(avx2, dot4_q5_k, BlockQ5K, BlockQ8K);
     simd_fn4!(avx2, dot4_q6_k, BlockQ6K, BlockQ8K);
@@ -191,6 +193,7 @@ fn avx2_kernel4(ty: GgmlType) -> Option<Dot4Fn> {
         Q5_1 => dot4_q5_1,
         Q8_0 => dot4_q8_0,
         IQ4_NL => dot4_iq4_nl,
+        MXFP4 => dot4_mxfp4,
         Q4_K => dot4_q4_k,
         Q5_K => dot4_q5_k,
         Q6_K => dot4_q6_k,
@@ -207,6 +210,7 @@ mod avx2_entry {
     simd_fn!(avx2, dot_q5_1, BlockQ5_1, BlockQ8_1);
     simd_fn!(avx2, dot_q8_0, BlockQ8_0, BlockQ8_0);
     simd_fn!(avx2, dot_iq4_nl, BlockIQ4NL, BlockQ8_0);
+    simd_fn!(avx2, dot_mxfp4, BlockMXFP4, BlockQ8_0);
     simd_fn!(avx2, dot_q4_k, BlockQ4K, BlockQ8K);
     simd_fn!(avx2, dot_q5_k, BlockQ5K, BlockQ8K);
     simd_fn!(avx2, dot_q6_k, BlockQ6K, BlockQ8K);
@@ -252,6 +256,7 @@ fn scalar_kernel(ty: GgmlType) -> Option<DotFn> {
         Q5_1 => dot_q5_1,
         Q8_0 => dot_q8_0,
         IQ4_NL => dot_iq4_nl,
+        MXFP4 => dot_mxfp4,
         Q2_K => dot_q2_k,
         Q3_K => dot_q3_k,
         Q4_K => dot_q4_k,
@@ -282,6 +287,7 @@ fn avx2_kernel(ty: GgmlType) -> Option<DotFn> {
         Q5_1 => dot_q5_1,
         Q8_0 => dot_q8_0,
         IQ4_NL => dot_iq4_nl,
+        MXFP4 => dot_mxfp4,
         Q4_K => dot_q4_k,
         Q5_K => dot_q5_k,
         Q6_K => dot_q6_k,

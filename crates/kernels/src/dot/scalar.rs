@@ -3,7 +3,7 @@
 //! These define the exact arithmetic that the SIMD versions reproduce:
 //!
 //! - Within a block, products of quants are summed in `i32`, which is exact.
-//! - Legacy types (blocks of 32): each block contributes
+//! - Legacy types (blocks of 32, with IQ4_NL and MXFP4): each block contributes
 //!   `(d_w * d_a) * isum` (plus `m_w * s_a` for the types with a minimum).
 //!   Contributions are summed in four interleaved partial sums, block `i`
 //!   into partial `i % 4`, and combined as `(p0 + p2) + (p1 + p3)`. That is
@@ -137,6 +137,26 @@ pub fn dot_iq4_nl(w: &[BlockIQ4NL], a: &[BlockQ8_0]) -> f32 {
         }
         let isum = isum_i8(&q, &y.qs);
         acc.add(i, (f16_to_f32(x.d) * f16_to_f32(y.d)) * isum as f32);
+    }
+    acc.total()
+}
+
+/// MXFP4 weights × Q8_0 activations. Per block this is ggml's
+/// `vec_dot_mxfp4_q8_0`: `d = d_a * e8m0_half(e)`, then `d * (sumi1 +
+/// sumi2)` (the two i32 halves add exactly, so one sum over 32 products is
+/// the same). Blocks are summed as [`dot_q4_0`] (four interleaved partial
+/// sums, where ggml's scalar code keeps one running sum), so that the SIMD
+/// paths can be bit-exact. Blocks past the shorter slice are ignored.
+pub fn dot_mxfp4(w: &[BlockMXFP4], a: &[BlockQ8_0]) -> f32 {
+    let mut acc = Acc4::default();
+    for (i, (x, y)) in w.iter().zip(a).enumerate() {
+        let mut q = [0i8; 32];
+        for j in 0..16 {
+            q[j] = KVALUES_MXFP4[(x.qs[j] & 0x0F) as usize];
+            q[j + 16] = KVALUES_MXFP4[(x.qs[j] >> 4) as usize];
+        }
+        let isum = isum_i8(&q, &y.qs);
+        acc.add(i, (f16_to_f32(y.d) * e8m0_to_f32_half(x.e)) * isum as f32);
     }
     acc.total()
 }

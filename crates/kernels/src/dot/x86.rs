@@ -140,12 +140,54 @@ pub(super) unsafe fn load32<T>(p: *const T) -> __m256i {
     unsafe { _mm256_loadu_si256(p as *const __m256i) }
 }
 
+/// A legacy block's weight scale as stored, widened exactly to f32.
+pub(super) trait WeightScale: Copy {
+    /// Four scales as f32 lanes, equal to [`WeightScale::to_f32`] of each.
+    ///
+    /// # Safety
+    /// The CPU must support F16C.
+    unsafe fn x4(s: [Self; 4]) -> __m128;
+    /// One scale.
+    fn to_f32(self) -> f32;
+}
+
+impl WeightScale for F16Bits {
+    #[inline(always)]
+    unsafe fn x4(s: [Self; 4]) -> __m128 {
+        // SAFETY: F16C is the caller's precondition.
+        unsafe { f16x4(s[0], s[1], s[2], s[3]) }
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16_to_f32(self)
+    }
+}
+
+/// MXFP4's E8M0 scale byte, read as [`e8m0_to_f32_half`] (the halved
+/// scale that goes with the doubled [`KVALUES_MXFP4`]).
+#[derive(Clone, Copy)]
+pub(super) struct E8M0(pub u8);
+
+impl WeightScale for E8M0 {
+    #[inline(always)]
+    unsafe fn x4(s: [Self; 4]) -> __m128 {
+        // Four scalar conversions: the scale is one byte per 32 weights, so
+        // a vector form would save little next to the block's byte dots.
+        // SAFETY: SSE, part of every x86_64 CPU; registers only.
+        unsafe { _mm_setr_ps(s[0].to_f32(), s[1].to_f32(), s[2].to_f32(), s[3].to_f32()) }
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        e8m0_to_f32_half(self.0)
+    }
+}
+
 /// The legacy-type loop for one weight row against `T` activation rows,
 /// each result bit-identical to the scalar reference for that pair.
 ///
 /// `unpack(i)` prepares weight block `i` once; `pair(w, t, i)` gives its
 /// eight i32 lanes against block `i` of activation row `t`. `dw(i)` is the
-/// weight's f16 scale and, with `MIN`, `m(i)` the factor of its exact
+/// weight's scale (f16, or MXFP4's E8M0 byte; see [`WeightScale`]) and, with `MIN`, `m(i)` the factor of its exact
 /// minimum term (Q4_1/Q5_1). `act4(t, i)` gives the activation scales `d`
 /// and (with `MIN`) sums `s` of blocks `i..i + 4` of row `t` as f32 lanes,
 /// `act1(t, i)` those of block `i` alone; both are the f16 values widened
@@ -158,11 +200,11 @@ pub(super) unsafe fn load32<T>(p: *const T) -> __m256i {
 /// The CPU must support AVX2 and F16C.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) unsafe fn legacy_rows<const T: usize, const MIN: bool, W: Copy>(
+pub(super) unsafe fn legacy_rows<const T: usize, const MIN: bool, W: Copy, S: WeightScale>(
     nb: usize,
     unpack: impl Fn(usize) -> W,
     pair: impl Fn(W, usize, usize) -> __m256i,
-    dw: impl Fn(usize) -> F16Bits,
+    dw: impl Fn(usize) -> S,
     m: impl Fn(usize) -> F16Bits,
     act4: impl Fn(usize, usize) -> (__m128, __m128),
     act1: impl Fn(usize, usize) -> (f32, f32),
@@ -175,7 +217,7 @@ pub(super) unsafe fn legacy_rows<const T: usize, const MIN: bool, W: Copy>(
         for g in 0..groups {
             let i = 4 * g;
             let w = [unpack(i), unpack(i + 1), unpack(i + 2), unpack(i + 3)];
-            let dwv = f16x4(dw(i), dw(i + 1), dw(i + 2), dw(i + 3));
+            let dwv = S::x4([dw(i), dw(i + 1), dw(i + 2), dw(i + 3)]);
             let mv = if MIN {
                 f16x4(m(i), m(i + 1), m(i + 2), m(i + 3))
             } else {
@@ -203,7 +245,7 @@ pub(super) unsafe fn legacy_rows<const T: usize, const MIN: bool, W: Copy>(
         }
         for i in 4 * groups..nb {
             let w = unpack(i);
-            let dwf = f16_to_f32(dw(i));
+            let dwf = dw(i).to_f32();
             for (t, p) in parts.iter_mut().enumerate() {
                 let isum = hsum_i32(pair(w, t, i));
                 let (daf, sf) = act1(t, i);

@@ -8,13 +8,14 @@ use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef};
 
 /// The block types with a dot kernel of their own (and a four-row form).
-pub const BLOCK_TYPES: [GgmlType; 12] = [
+pub const BLOCK_TYPES: [GgmlType; 13] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
     GgmlType::Q5_1,
     GgmlType::Q8_0,
     GgmlType::IQ4_NL,
+    GgmlType::MXFP4,
     GgmlType::Q2_K,
     GgmlType::Q3_K,
     GgmlType::Q4_K,
