@@ -3,7 +3,7 @@
 model for architecture tests, from the repository's random-weight qwen3
 model (tests/models/qwen3-tiny-q8_0.gguf).
 
-usage: make-moe-fixture.py OUT.gguf
+usage: make-moe-fixture.py OUT.gguf [--experts Q8_0|MXFP4]
 
 Everything but the FFN is the qwen3 model's: SmolLM2's vocabulary and chat
 template, 4 layers, d_model 128, 4 query and 2 KV heads of 64, Q/K RMS
@@ -19,7 +19,13 @@ a routed one, as Qwen3-30B-A3B stores it:
 Expert values are seeded normals with the RMS of the dense matrix they
 replace (scaled for the shorter rows of `down`); the router's give logits
 of a standard deviation near 1.5, so that rows spread over the experts.
-The seed is fixed: reruns give the same file. Needs ``pip install
+`--experts MXFP4` stores the experts as gpt-oss does, in MXFP4 blocks,
+and routes every row to all eight (tests/models/qwen3moe-mxfp4-tiny.gguf):
+a comparison with llama.cpp then checks the MXFP4 arithmetic alone. With
+two of eight chosen, a last-bit difference flips a near-tied choice now
+and then and moves a logit by whole units, in llama.cpp's own builds as
+in minfer; the Q8_0 fixture covers the routing. The seed is fixed: reruns give
+the same file. Needs ``pip install
 gguf==0.19.0``.
 """
 
@@ -43,16 +49,20 @@ def rms_of(t) -> float:
     return float(np.sqrt(np.mean(np.square(values))))
 
 
-def experts(rng: np.random.Generator, rows: int, cols: int, rms: float) -> np.ndarray:
-    """N_EXPERT stacked Q8_0 matrices of rows x cols, as gguf-py lays out
-    a 3-D tensor (outermost dimension first)."""
+def experts(rng: np.random.Generator, rows: int, cols: int, rms: float, ty: Q) -> np.ndarray:
+    """N_EXPERT stacked matrices of rows x cols in type `ty`, as gguf-py
+    lays out a 3-D tensor (outermost dimension first)."""
     values = rng.standard_normal((N_EXPERT * rows, cols)).astype(np.float32) * np.float32(rms)
-    blocks = quantize(values, Q.Q8_0)
+    blocks = quantize(values, ty)
     return blocks.reshape(N_EXPERT, rows, blocks.shape[-1])
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    ty, n_used = Q.Q8_0, N_USED
+    if len(argv) == 3 and argv[1] == "--experts" and argv[2] in ("Q8_0", "MXFP4"):
+        ty = Q[argv[2]]
+        n_used = N_EXPERT if ty == Q.MXFP4 else N_USED
+    elif len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(argv[0])
@@ -74,7 +84,7 @@ def main(argv: list[str]) -> int:
         sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
         w.add_key_value(key, val, vtype, sub_type=sub)
     w.add_uint32(f"{ARCH}.expert_count", N_EXPERT)
-    w.add_uint32(f"{ARCH}.expert_used_count", N_USED)
+    w.add_uint32(f"{ARCH}.expert_used_count", n_used)
     w.add_uint32(f"{ARCH}.expert_feed_forward_length", N_FF_EXP)
 
     dense = {t.name: t for t in reader.tensors}
@@ -89,11 +99,11 @@ def main(argv: list[str]) -> int:
             w.add_tensor(f"{blk}.ffn_gate_inp.weight", router * np.float32(1.5 / np.sqrt(n_embd)))
             for kind in ("ffn_gate", "ffn_up"):
                 rms = rms_of(dense[f"{blk}.{kind}.weight"])
-                w.add_tensor(f"{blk}.{kind}_exps.weight", experts(rng, N_FF_EXP, n_embd, rms), raw_dtype=Q.Q8_0)
+                w.add_tensor(f"{blk}.{kind}_exps.weight", experts(rng, N_FF_EXP, n_embd, rms, ty), raw_dtype=ty)
             # `down` sums N_FF_EXP products instead of the dense width: keep
             # its output's RMS.
             rms = rms_of(t) * (int(t.shape[0]) / N_FF_EXP) ** 0.5
-            w.add_tensor(f"{blk}.ffn_down_exps.weight", experts(rng, n_embd, N_FF_EXP, rms), raw_dtype=Q.Q8_0)
+            w.add_tensor(f"{blk}.ffn_down_exps.weight", experts(rng, n_embd, N_FF_EXP, rms, ty), raw_dtype=ty)
             continue
         raw = None if t.tensor_type == Q.F32 else t.tensor_type
         data = np.array(t.data, dtype=np.float32) if raw is None else t.data

@@ -324,8 +324,8 @@ fn rope_ext_ggml(x: &mut [f32], pos: &[i32], p: &RopeParams, ff: &[f32]) {
     for (t, row) in x.chunks_mut(p.n_head * p.head_dim).enumerate() {
         for head in row.chunks_mut(p.head_dim) {
             let mut theta = pos[t] as f32;
-            for i in 0..p.n_rot / 2 {
-                let a = p.freq_scale * (theta / ff[i]);
+            for (i, f) in ff.iter().enumerate() {
+                let a = p.freq_scale * (theta / f);
                 let (c, s) = (a.cos() * p.attn_factor, a.sin() * p.attn_factor);
                 theta *= theta_scale;
                 let (i0, i1) = (i, i + p.n_rot / 2);

@@ -62,6 +62,24 @@ fn greedy_matches_llama_cpp_qwen3moe_tiny() {
     }
 }
 
+/// The same Qwen3-MoE with its experts in MXFP4 (gpt-oss's expert type),
+/// made by `scripts/make-moe-fixture.py --experts MXFP4`, every expert
+/// used by every row: the E8M0 scales and the e2m1 codebook against
+/// llama.cpp's, inside the expert FFN.
+#[test]
+fn greedy_matches_llama_cpp_qwen3moe_mxfp4_tiny() {
+    let file = "qwen3moe-mxfp4-tiny.gguf";
+    let path = minfer_testutil::repo_model(file);
+    let model = Arc::new(Model::open(&path).expect("the repository's MXFP4 model loads"));
+    for golden in [
+        "greedy-qwen3moe-mxfp4-tiny.avx512.json",
+        "greedy-qwen3moe-mxfp4-tiny.avx2.json",
+        "greedy-qwen3moe-mxfp4-tiny.avx.json",
+    ] {
+        check_loaded(&model, file, golden, &QWEN3MOE_MXFP4_TINY_TOL);
+    }
+}
+
 /// The random-weight Phi-3 made by `scripts/make-phi3-fixture.py`:
 /// fused Q/K/V and gate/up tensors split at load, partial NeoX RoPE with
 /// LongRoPE's long factors and attention factor (the golden context of
