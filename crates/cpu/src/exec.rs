@@ -328,10 +328,19 @@ fn moe_ffn(
             msg: "the experts must be weights".into(),
         }),
     };
+    let biases = match node.srcs.len() {
+        8 => Some([
+            src_f32(cx.pool, cx.weights, slot_of(5))?,
+            src_f32(cx.pool, cx.weights, slot_of(6))?,
+            src_f32(cx.pool, cx.weights, slot_of(7))?,
+        ]),
+        _ => None,
+    };
     let experts = crate::moe::Experts {
         up: weight(2)?,
         gate: weight(3)?,
         down: weight(4)?,
+        biases,
     };
     let input = crate::moe::MoeInputs {
         x: src_f32(cx.pool, cx.weights, slot_of(0))?,

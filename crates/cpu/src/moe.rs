@@ -9,7 +9,7 @@
 //! batch-invariant [`matmul`], the activation and the sum are per row. So
 //! a sequence gets the same bits alone or in any batch.
 
-use minfer_graph::{Gating, GraphError, MoeParams, Result};
+use minfer_graph::{Gating, GraphError, MoeAct, MoeParams, Result};
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::{matmul, ActScratch, Kernels, MatRef, RowKernels};
 
@@ -89,6 +89,31 @@ pub struct Experts<'a> {
     pub gate: MatRef<'a>,
     /// `n_embd` rows of `n_ff` per expert.
     pub down: MatRef<'a>,
+    /// Per-expert biases of the up, gate and down products (`n_ff`,
+    /// `n_ff` and `n_embd` values per expert), where the model has them.
+    pub biases: Option<[&'a [f32]; 3]>,
+}
+
+/// Adds expert `e`'s row of `bias` (`width` values per expert) to each
+/// row of `y`.
+fn add_bias(y: &mut [f32], bias: Option<&[f32]>, width: usize, e: usize) {
+    if let Some(b) = bias {
+        let b = &b[e * width..(e + 1) * width];
+        for row in y.chunks_exact_mut(width) {
+            for (v, &b) in row.iter_mut().zip(b) {
+                *v += b;
+            }
+        }
+    }
+}
+
+/// ggml's `swiglu_oai` of one row, into `gate`.
+fn swiglu_oai(gate: &mut [f32], up: &[f32], alpha: f32, limit: f32) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = g.min(limit);
+        let y = u.clamp(-limit, limit);
+        *g = x / (1.0 + (alpha * -x).exp()) * (y + 1.0);
+    }
 }
 
 /// Expert `e`'s matrix out of a stack of `n` equal ones. Either layout
@@ -156,6 +181,11 @@ pub fn moe_ffn(
         || w.up.rows != p.n_ff * p.n_expert
         || (w.gate.rows, w.gate.cols) != (w.up.rows, n_embd)
         || (w.down.rows, w.down.cols) != (n_embd * p.n_expert, p.n_ff)
+        || w.biases.is_some_and(|[u, g, d]| {
+            u.len() != p.n_ff * p.n_expert
+                || g.len() != p.n_ff * p.n_expert
+                || d.len() != n_embd * p.n_expert
+        })
     {
         return Err(bad(format!(
             "{} values of rows of {n_embd} with a router of {} values, {} outputs",
@@ -194,13 +224,20 @@ pub fn moe_ffn(
                 act,
             )
         };
+        let [bu, bg, bd] = w.biases.map_or([None; 3], |b| b.map(Some));
         mm(&w.up, x, up, run.act)?;
+        add_bias(up, bu, p.n_ff, e);
         mm(&w.gate, x, gate, run.act)?;
+        add_bias(gate, bg, p.n_ff, e);
         for (g, u) in gate.chunks_exact_mut(p.n_ff).zip(up.chunks_exact(p.n_ff)) {
-            run.rows.swiglu(g, u);
+            match p.act {
+                MoeAct::SwiGlu => run.rows.swiglu(g, u),
+                MoeAct::SwiGluOai { alpha, limit } => swiglu_oai(g, u, alpha, limit),
+            }
         }
         let down = &mut s.down[..m * n_embd];
         mm(&w.down, gate, down, run.act)?;
+        add_bias(down, bd, n_embd, e);
         for (j, &c) in s.by_expert[a..b].iter().enumerate() {
             let c = c as usize;
             let wt = s.choice[c].1;

@@ -26,8 +26,9 @@ pub fn rope_inplace(x: &mut [f32], positions: &[i32], p: &RopeParams, n_ctx: usi
 
 /// [`rope_inplace`] with ggml's `rope_ext` extras: pair `i`'s angle is
 /// `freq_scale * (theta_i / factors[i])` when frequency factors are given
-/// (`n_rot / 2` of them), and every cosine and sine is multiplied by
-/// `p.attn_factor`, in ggml's order.
+/// (`n_rot / 2` of them), blended with the unscaled angle under YaRN
+/// (`p.yarn`, whose magnitude correction joins `p.attn_factor`), and every
+/// cosine and sine is multiplied by that magnitude, in ggml's order.
 ///
 /// # Errors
 /// As [`rope_inplace`], and [`GraphError::BadInput`] when `factors` does
@@ -82,19 +83,33 @@ pub fn rope_ext_inplace(
     let row = p.n_head * p.head_dim;
     let half = p.n_rot / 2;
     let theta_scale = p.freq_base.powf(-2.0 / p.n_rot as f32);
+    // ggml grows the magnitude inside its YaRN step: the same factor for
+    // every pair.
+    let mscale = match &p.yarn {
+        Some(y) if y.ext_factor != 0.0 => p.attn_factor * (1.0 + 0.1 * (1.0 / p.freq_scale).ln()),
+        _ => p.attn_factor,
+    };
     for (xr, &pos) in x.chunks_exact_mut(row).zip(positions) {
         // Every head of the row shares the angles, so each angle is
         // computed once and applied across the heads.
         let mut theta = pos as f32;
         for i in 0..half {
-            let angle = match factors {
-                Some(f) => p.freq_scale * (theta / f[i]),
-                None => p.freq_scale * theta,
+            let extrap = match factors {
+                Some(f) => theta / f[i],
+                None => theta,
+            };
+            let interp = p.freq_scale * extrap;
+            let angle = match &p.yarn {
+                Some(y) => {
+                    let mix = y.mix(i);
+                    interp * (1.0 - mix) + extrap * mix
+                }
+                None => interp,
             };
             let (sin, cos) = if p.is_unit() {
                 (angle.sin(), angle.cos())
             } else {
-                (angle.sin() * p.attn_factor, angle.cos() * p.attn_factor)
+                (angle.sin() * mscale, angle.cos() * mscale)
             };
             theta *= theta_scale;
             let (a, b) = match p.style {

@@ -343,6 +343,7 @@ fn rope_with_factors_matches_ggml_rope_ext() {
     let pos = [0, 2, 31, 9];
     let p = RopeParams {
         attn_factor: 1.2,
+        yarn: None,
         ..rope_params(RopeStyle::Neox, 3, 32, 24)
     };
     let ff: Vec<f32> = (0..12).map(|i| 1.0 + 0.75 * i as f32).collect();
@@ -362,6 +363,63 @@ fn rope_with_factors_matches_ggml_rope_ext() {
     assert!(y[..24].iter().zip(&x).all(|(y, x)| *y == x * 1.2));
     let r = rope_ext_inplace(&mut y, &pos, &p, Some(&ff[..11]), 64);
     assert!(matches!(r, Err(GraphError::BadInput { .. })), "{r:?}");
+}
+
+/// ggml's `rope_yarn` for NeoX pairs, written out: the ramp over the
+/// correction range, the blend of interpolated and extrapolated angles,
+/// and the magnitude grown by `1 + 0.1 ln(1/freq_scale)`.
+fn rope_yarn_ggml(x: &mut [f32], pos: &[i32], p: &RopeParams, low: f32, high: f32) {
+    let theta_scale = p.freq_base.powf(-2.0 / p.n_rot as f32);
+    let mscale = p.attn_factor * (1.0f32 + 0.1f32 * (1.0f32 / p.freq_scale).ln());
+    for (t, row) in x.chunks_mut(p.n_head * p.head_dim).enumerate() {
+        for head in row.chunks_mut(p.head_dim) {
+            let mut theta = pos[t] as f32;
+            for i in 0..p.n_rot / 2 {
+                let y = (i as f32 - low) / f32::max(0.001, high - low);
+                let ramp = 1.0 - f32::min(1.0, f32::max(0.0, y));
+                let interp = p.freq_scale * theta;
+                let a = interp * (1.0 - ramp) + theta * ramp;
+                let (c, s) = (a.cos() * mscale, a.sin() * mscale);
+                theta *= theta_scale;
+                let (x0, x1) = (head[i], head[i + p.n_rot / 2]);
+                head[i] = x0 * c - x1 * s;
+                head[i + p.n_rot / 2] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+#[test]
+fn rope_yarn_matches_ggml() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let pos = [0, 5, 4000, 131];
+    // gpt-oss's numbers: 64 rotated dims, base 150000, factor 32, an
+    // original context of 4096.
+    let yarn = minfer_graph::Yarn::new(1.0, 64, 4096, 150_000.0, [32.0, 1.0]);
+    let p = RopeParams {
+        freq_base: 150_000.0,
+        freq_scale: 1.0 / 32.0,
+        attn_factor: 0.999_999_9,
+        yarn: Some(yarn),
+        ..rope_params(RopeStyle::Neox, 2, 64, 64)
+    };
+    let [low, high] = yarn.corr_dims;
+    assert!(
+        0.0 < low && low < high && high < 32.0,
+        "{:?}",
+        yarn.corr_dims
+    );
+    let x = randn(&mut rng, pos.len() * 2 * 64);
+    let mut y = x.clone();
+    rope_ext_inplace(&mut y, &pos, &p, None, 8192).unwrap();
+    let mut want = x.clone();
+    rope_yarn_ggml(&mut want, &pos, &p, low, high);
+    assert_eq!(y, want);
+    // Without the blend the high-frequency pairs would be interpolated too.
+    let mut plain = x.clone();
+    let linear = RopeParams { yarn: None, ..p };
+    rope_ext_inplace(&mut plain, &pos, &linear, None, 8192).unwrap();
+    assert_ne!(plain, y);
 }
 
 #[test]

@@ -8,7 +8,7 @@ mod support;
 use support::randn;
 
 use minfer_cpu::moe::{moe_ffn, Experts, MoeInputs, MoeRun, MoeScratch};
-use minfer_graph::{Gating, MoeParams};
+use minfer_graph::{Gating, MoeAct, MoeParams};
 use minfer_kernels::dequant::dequantize_row;
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::quant::quantize_row;
@@ -28,6 +28,7 @@ fn params(gating: Gating) -> MoeParams {
         gating,
         norm_weights: gating == Gating::Probs,
         weights_scale: 1.0,
+        act: MoeAct::SwiGlu,
     }
 }
 
@@ -103,6 +104,7 @@ impl Layer {
             up: self.up.mat(layout),
             gate: self.gate.mat(layout),
             down: self.down.mat(layout),
+            biases: None,
         }
     }
 }
@@ -177,6 +179,20 @@ fn softmax(v: &[f32]) -> Vec<f64> {
 
 /// The op's definition on one row, in f64 from the dequantized weights.
 fn reference(p: &MoeParams, l: &Layer, x: &[f32], router: &[f32]) -> Vec<f64> {
+    reference_biased(p, l, None, x, router)
+}
+
+/// [`reference`] with per-expert biases (up, gate, down) and the params'
+/// activation.
+fn reference_biased(
+    p: &MoeParams,
+    l: &Layer,
+    biases: Option<&[Vec<f32>; 3]>,
+    x: &[f32],
+    router: &[f32],
+) -> Vec<f64> {
+    let bias =
+        |k: usize, e: usize, i: usize, w: usize| biases.map_or(0.0, |b| b[k][e * w + i] as f64);
     let mut order: Vec<usize> = (0..N_EXPERT).collect();
     order.sort_by(|&a, &b| router[b].total_cmp(&router[a]));
     let chosen = &order[..p.n_used];
@@ -194,13 +210,19 @@ fn reference(p: &MoeParams, l: &Layer, x: &[f32], router: &[f32]) -> Vec<f64> {
     for (&e, &wt) in chosen.iter().zip(&weights) {
         let h: Vec<f64> = (0..FF)
             .map(|i| {
-                let g = dot(l.gate.row(e * FF + i), &x);
-                let u = dot(l.up.row(e * FF + i), &x);
-                g / (1.0 + (-g).exp()) * u
+                let g = dot(l.gate.row(e * FF + i), &x) + bias(1, e, i, FF);
+                let u = dot(l.up.row(e * FF + i), &x) + bias(0, e, i, FF);
+                match p.act {
+                    MoeAct::SwiGlu => g / (1.0 + (-g).exp()) * u,
+                    MoeAct::SwiGluOai { alpha, limit } => {
+                        let (g, u) = (g.min(limit as f64), u.clamp(-limit as f64, limit as f64));
+                        g / (1.0 + (-(alpha as f64) * g).exp()) * (u + 1.0)
+                    }
+                }
             })
             .collect();
         for (j, o) in out.iter_mut().enumerate() {
-            *o += wt * dot(l.down.row(e * D + j), &h);
+            *o += wt * (dot(l.down.row(e * D + j), &h) + bias(2, e, j, D));
         }
     }
     out
@@ -301,4 +323,68 @@ fn bad_lengths_are_refused() {
     // A scratch reserved for fewer rows is an error, not a panic.
     let mut small = Bench::new(SimdLevel::Scalar, 1, &p, &w, 1);
     assert!(small.call(&p, &w, &x, &router, &mut out).is_err());
+}
+
+/// gpt-oss's routed FFN: softmax over the chosen logits, biases on every
+/// expert product, and the clamped SwiGLU; against the definition, and a
+/// row's bits the same alone or in the batch.
+#[test]
+fn expert_biases_and_the_clamped_swiglu_follow_the_definition() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let n_rows = 7;
+    let layer = Layer::new(&mut rng, GgmlType::Q8_0);
+    // Biases large enough that the clamp at 7 is reached now and then.
+    let biases = [FF, FF, D].map(|w| {
+        randn(&mut rng, w * N_EXPERT)
+            .into_iter()
+            .map(|v| 4.0 * v)
+            .collect::<Vec<f32>>()
+    });
+    let p = MoeParams {
+        act: MoeAct::SwiGluOai {
+            alpha: 1.702,
+            limit: 7.0,
+        },
+        norm_weights: false,
+        ..params(Gating::SoftmaxChosen)
+    };
+    let x = randn(&mut rng, n_rows * D);
+    let router = router_rows(&mut rng, n_rows, Gating::SoftmaxChosen);
+    let mut w = layer.experts(Layout::Rows);
+    w.biases = Some([&biases[0][..], &biases[1][..], &biases[2][..]]);
+    let batch = run(SimdLevel::Scalar, 1, &p, &w, &x, &router);
+    let mut differs = false;
+    for t in 0..n_rows {
+        let row = |v: &[f32], w: usize| v[t * w..(t + 1) * w].to_vec();
+        let want = reference_biased(
+            &p,
+            &layer,
+            Some(&biases),
+            &row(&x, D),
+            &row(&router, N_EXPERT),
+        );
+        let plain = reference(&p, &layer, &row(&x, D), &row(&router, N_EXPERT));
+        let got = row(&batch, D);
+        let rms = (want.iter().map(|v| v * v).sum::<f64>() / D as f64).sqrt();
+        let max = got
+            .iter()
+            .zip(&want)
+            .map(|(&g, w)| (g as f64 - w).abs())
+            .fold(0.0, f64::max);
+        assert!(max <= 0.06 * rms, "row {t}: max |Δ| {max}, rms {rms}");
+        differs |= plain
+            .iter()
+            .zip(&want)
+            .any(|(a, b)| (a - b).abs() > 0.1 * rms);
+        let alone = run(
+            SimdLevel::Scalar,
+            1,
+            &p,
+            &w,
+            &row(&x, D),
+            &row(&router, N_EXPERT),
+        );
+        assert_eq!(alone, got, "row {t} alone");
+    }
+    assert!(differs, "the biases change the output");
 }

@@ -447,6 +447,7 @@ fn bench_attention(
         freq_base: 10000.0,
         freq_scale: 1.0,
         attn_factor: 1.0,
+        yarn: None,
     };
     let q = f32_buf(gpu, n_tok * m.n_head * m.head_dim, rng);
     let ds = attention::rope_inplace(

@@ -231,6 +231,7 @@ fn rope_cases() -> Vec<RopeParams> {
         freq_base,
         freq_scale,
         attn_factor: 1.0,
+        yarn: None,
     };
     vec![
         p(RopeStyle::Normal, 14, 64, 64, 1e6, 1.0),
@@ -517,6 +518,7 @@ fn dispatches_past_65535_workgroups() {
         freq_base: 10000.0,
         freq_scale: 1.0,
         attn_factor: 1.0,
+        yarn: None,
     };
     let positions: Vec<i32> = (0..n).map(|_| rng.gen_range(0..4000)).collect();
     let mut want = x.clone();

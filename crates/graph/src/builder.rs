@@ -373,7 +373,39 @@ impl<'w> GraphBuilder<'w> {
         experts: [NodeId; 3],
         p: MoeParams,
     ) -> Result<NodeId> {
+        self.moe_ffn_biased(name, x, router, experts, None, p)
+    }
+
+    /// [`GraphBuilder::moe_ffn`] with per-expert biases added to the up,
+    /// gate and down products (gpt-oss): F32 weights of `[n_ff, n_expert]`,
+    /// `[n_ff, n_expert]` and `[n_embd, n_expert]`, the chosen expert's row
+    /// added as llama.cpp's `add_id` does.
+    pub fn moe_ffn_biased(
+        &mut self,
+        name: impl Into<String>,
+        x: NodeId,
+        router: NodeId,
+        experts: [NodeId; 3],
+        biases: Option<[WeightId; 3]>,
+        p: MoeParams,
+    ) -> Result<NodeId> {
         let name = name.into();
+        if let Some(b) = biases {
+            let d = self.nodes[x].shape[0];
+            let want = [[p.n_ff, p.n_expert], [p.n_ff, p.n_expert], [d, p.n_expert]];
+            for (w, shape) in b.iter().zip(want) {
+                let info = self.weights.info(*w);
+                if info.ty != GgmlType::F32 || info.shape != shape {
+                    let msg = format!(
+                        "expert bias {} is {} {:?}, not F32 {shape:?}",
+                        info.name,
+                        info.ty.name(),
+                        info.shape
+                    );
+                    return self.err(&name, "moe_ffn", msg);
+                }
+            }
+        }
         let [d, n] = self.nodes[x].shape;
         let [up, gate, down] = experts.map(|e| self.nodes[e].shape);
         let stacked = |per: usize| per.checked_mul(p.n_expert);
@@ -411,13 +443,11 @@ impl<'w> GraphBuilder<'w> {
         if let Some(msg) = bad {
             return self.err(&name, "moe_ffn", msg);
         }
-        self.push(
-            name,
-            Op::MoeFfn(p),
-            vec![x, router, experts[0], experts[1], experts[2]],
-            [d, n],
-            DType::F32,
-        )
+        let mut srcs = vec![x, router, experts[0], experts[1], experts[2]];
+        if let Some(b) = biases {
+            srcs.extend(b.map(|w| self.weight(w)));
+        }
+        self.push(name, Op::MoeFfn(p), srcs, [d, n], DType::F32)
     }
 
     /// Softmax of each row.

@@ -40,7 +40,7 @@ fn op_params(op: &Op) -> Value {
         Op::MoeFfn(p) => json!({
             "n_expert": p.n_expert, "n_used": p.n_used, "n_ff": p.n_ff,
             "gating": format!("{:?}", p.gating), "norm_weights": p.norm_weights,
-            "weights_scale": p.weights_scale,
+            "weights_scale": p.weights_scale, "act": format!("{:?}", p.act),
         }),
         _ => json!({}),
     }

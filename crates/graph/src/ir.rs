@@ -86,13 +86,59 @@ pub struct RopeParams {
     /// Factor on every cosine and sine (ggml's `attn_factor`, the
     /// magnitude correction of LongRoPE and YaRN; 1 for none).
     pub attn_factor: f32,
+    /// YaRN's blend of interpolated and extrapolated angles, if any.
+    pub yarn: Option<Yarn>,
 }
 
 impl RopeParams {
-    /// Whether the rotation is a pure rotation (no magnitude factor), the
-    /// only kind every backend's kernels compute.
+    /// Whether the rotation is plain RoPE (no magnitude factor, no YaRN),
+    /// the only kind every backend's kernels compute.
     pub fn is_unit(&self) -> bool {
-        self.attn_factor == 1.0
+        self.attn_factor == 1.0 && self.yarn.is_none()
+    }
+}
+
+/// YaRN (ggml's `rope_yarn`): pair `i`'s angle blends the interpolated
+/// `freq_scale * theta` and the extrapolated `theta` by a ramp that runs
+/// from 1 below pair `corr_dims[0]` to 0 above `corr_dims[1]`, times
+/// `ext_factor`; the magnitude factor grows by `1 + 0.1 ln(1/freq_scale)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    /// Weight of the extrapolated angle at the ramp's top (1 for YaRN).
+    pub ext_factor: f32,
+    /// The pair indices where the ramp starts and ends.
+    pub corr_dims: [f32; 2],
+}
+
+impl Yarn {
+    /// The correction range as ggml's `ggml_rope_yarn_corr_dims` computes
+    /// it, in f32: the pairs whose wavelength fits `beta_fast` and
+    /// `beta_slow` rotations in the original context `n_ctx_orig`.
+    pub fn new(
+        ext_factor: f32,
+        n_rot: usize,
+        n_ctx_orig: usize,
+        freq_base: f32,
+        [beta_fast, beta_slow]: [f32; 2],
+    ) -> Self {
+        let dim = |beta: f32| {
+            n_rot as f32 * (n_ctx_orig as f32 / (beta * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * freq_base.ln())
+        };
+        let start = dim(beta_fast).floor();
+        let end = dim(beta_slow).ceil();
+        Yarn {
+            ext_factor,
+            corr_dims: [start.max(0.0), end.min(n_rot as f32 - 1.0)],
+        }
+    }
+
+    /// The ramp of pair `i` times `ext_factor`: how much of the
+    /// extrapolated angle it takes.
+    pub fn mix(&self, i: usize) -> f32 {
+        let [low, high] = self.corr_dims;
+        let y = (i as f32 - low) / (high - low).max(0.001);
+        (1.0 - y.clamp(0.0, 1.0)) * self.ext_factor
     }
 }
 
@@ -178,6 +224,24 @@ pub struct MoeParams {
     pub norm_weights: bool,
     /// A factor on the weights after that (1: none).
     pub weights_scale: f32,
+    /// The gated activation between the up/gate and down products.
+    pub act: MoeAct,
+}
+
+/// The activation of an expert's hidden layer, from its gate and up rows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MoeAct {
+    /// `silu(gate) * up`.
+    SwiGlu,
+    /// gpt-oss's clamped variant (ggml's `swiglu_oai`): with
+    /// `x = min(gate, limit)` and `y = clamp(up, -limit, limit)`,
+    /// `x / (1 + exp(-alpha x)) * (y + 1)`.
+    SwiGluOai {
+        /// The sigmoid's slope (1.702).
+        alpha: f32,
+        /// The clamp (7).
+        limit: f32,
+    },
 }
 
 impl MoeParams {

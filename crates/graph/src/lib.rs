@@ -28,8 +28,8 @@ pub use cache::{CacheConfig, GraphCache, DEFAULT_CAPACITY};
 pub use error::{GraphError, Result};
 pub use fusion::FusionReport;
 pub use ir::{
-    AttnParams, DType, Gating, InputKind, KvKind, MoeParams, Node, NodeId, Op, RopeParams,
-    RopeStyle, Shape,
+    AttnParams, DType, Gating, InputKind, KvKind, MoeAct, MoeParams, Node, NodeId, Op, RopeParams,
+    RopeStyle, Shape, Yarn,
 };
 /// The kernel choices front ends make, re-exported so that they configure
 /// the graph without depending on the kernels crate.

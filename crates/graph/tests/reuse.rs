@@ -360,6 +360,7 @@ fn kernels_check_positions_and_cells_too() {
         freq_base: 10000.0,
         freq_scale: 1.0,
         attn_factor: 1.0,
+        yarn: None,
     };
     let mut x = [1.0f32; 4];
     assert!(matches!(

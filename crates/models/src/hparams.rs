@@ -2,6 +2,7 @@
 //! defaults and checks.
 
 use minfer_gguf::{GgufFile, Metadata};
+use minfer_graph::Yarn;
 
 use crate::arch::Arch;
 use crate::error::{ModelError, Result};
@@ -27,8 +28,15 @@ pub struct HParams {
     pub n_rot: usize,
     /// RoPE base frequency (`rope.freq_base`, default 10000).
     pub rope_freq_base: f32,
-    /// Position multiplier of RoPE: `1 / factor` under linear scaling.
+    /// Position multiplier of RoPE: `1 / factor` under linear or YaRN
+    /// scaling.
     pub rope_freq_scale: f32,
+    /// Factor on RoPE's cosines and sines (ggml's `attn_factor`):
+    /// `rope.scaling.attn_factor` (LongRoPE), times YaRN's correction as
+    /// llama.cpp computes it; 1 for most models.
+    pub rope_attn_factor: f32,
+    /// YaRN's angle blend, under `rope.scaling.type = yarn`.
+    pub rope_yarn: Option<Yarn>,
     /// Epsilon of every RMS norm.
     pub rms_eps: f32,
     /// Context the model was trained for.
@@ -167,6 +175,8 @@ impl HParams {
         }
         let n_ctx_train = k.usize_req("context_length")?;
         let n_vocab = vocab_size(file, &k)?;
+        let (rope_attn_factor, rope_yarn) =
+            rope_magnitude(&k, rope_freq_scale, n_rot, n_ctx_train, rope_freq_base)?;
         Ok(HParams {
             arch,
             n_layer,
@@ -178,6 +188,8 @@ impl HParams {
             n_rot,
             rope_freq_base,
             rope_freq_scale,
+            rope_attn_factor,
+            rope_yarn,
             rms_eps,
             n_ctx_train,
             n_vocab,
@@ -198,9 +210,9 @@ impl HParams {
 
 /// The RoPE position scale, as llama.cpp derives it: `1 / factor` (from
 /// `rope.scaling.factor`, or the older `rope.scale_linear`) unless the
-/// scaling type is `none`. YaRN and LongRoPE change the rotation itself,
-/// which the graph's RoPE does not do, so they are refused rather than
-/// silently computed as linear.
+/// scaling type is `none`. YaRN's blend and magnitude are
+/// [`rope_magnitude`]'s; other scalings (LongRoPE's factor tensors are a
+/// family's own) are refused rather than silently computed as linear.
 fn rope_freq_scale(k: &Keys) -> Result<f32> {
     let factor = match k.f32_opt("rope.scaling.factor")? {
         Some(f) => Some(f),
@@ -216,13 +228,57 @@ fn rope_freq_scale(k: &Keys) -> Result<f32> {
     let ty = k.md.get_str(&ty_key)?.unwrap_or("linear");
     match (ty, factor) {
         ("none", _) | (_, None) => Ok(1.0),
-        ("linear", Some(f)) => Ok(1.0 / f),
-        // A unit factor makes YaRN's interpolation the identity.
-        ("yarn", Some(1.0)) => Ok(1.0),
+        ("linear" | "yarn", Some(f)) => Ok(1.0 / f),
         (other, Some(f)) => Err(ModelError::Unsupported(format!(
             "RoPE scaling {other:?} with factor {f} ({ty_key})"
         ))),
     }
+}
+
+/// YaRN's blend and the magnitude factor of the rotation, as llama.cpp's
+/// context derives them for `rope.scaling.type = yarn` with a factor above
+/// 1: extrapolation weight 1, the correction range for `beta_fast` 32 and
+/// `beta_slow` 1 in `rope.scaling.original_context_length`, and the
+/// factor `(0.1 ln f + 1) / (1 + 0.1 ln f)` (which ggml's kernel then
+/// multiplies by `1 + 0.1 ln f` again), each step in f32 as there; times
+/// `rope.scaling.attn_factor` for every scaling.
+fn rope_magnitude(
+    k: &Keys,
+    freq_scale: f32,
+    n_rot: usize,
+    n_ctx_train: usize,
+    freq_base: f32,
+) -> Result<(f32, Option<Yarn>)> {
+    let key_factor = k.f32_opt("rope.scaling.attn_factor")?.unwrap_or(1.0);
+    if !(key_factor.is_finite() && key_factor > 0.0) {
+        return Err(k.bad(
+            "rope.scaling.attn_factor",
+            format!("{key_factor} is not positive"),
+        ));
+    }
+    let yarn = k.md.get_str(&k.key("rope.scaling.type"))? == Some("yarn") && freq_scale != 1.0;
+    if !yarn {
+        return Ok((key_factor, None));
+    }
+    if k.f32_opt("rope.scaling.yarn_log_multiplier")?
+        .is_some_and(|m| m != 0.0)
+    {
+        return Err(ModelError::Unsupported(
+            "YaRN with a log multiplier (rope.scaling.yarn_log_multiplier)".into(),
+        ));
+    }
+    let n_ctx_orig = k
+        .usize_opt("rope.scaling.original_context_length")?
+        .unwrap_or(n_ctx_train);
+    let factor = 1.0 / freq_scale;
+    let mscale = if factor <= 1.0 {
+        1.0
+    } else {
+        0.1f32 * 1.0 * factor.ln() + 1.0
+    };
+    let attn = mscale * (1.0 / (1.0 + 0.1 * factor.ln())) * key_factor;
+    let y = Yarn::new(1.0, n_rot, n_ctx_orig, freq_base, [32.0, 1.0]);
+    Ok((attn, Some(y)))
 }
 
 fn vocab_size(file: &GgufFile, k: &Keys) -> Result<usize> {

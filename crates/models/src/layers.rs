@@ -6,7 +6,7 @@
 
 use minfer_graph::{
     AttnParams, GraphBuilder, KvKind, NodeId, OutputKind, Result as GraphResult, RopeParams,
-    RopeStyle, WeightId, WeightStore,
+    RopeStyle, WeightId, WeightStore, Yarn,
 };
 
 use crate::error::Result;
@@ -222,11 +222,14 @@ pub struct AttnOptions {
     pub rope_factors: Option<WeightId>,
     /// Factor on RoPE's cosines and sines (ggml's `attn_factor`).
     pub attn_factor: f32,
+    /// YaRN's angle blend, for models trained with YaRN scaling.
+    pub yarn: Option<Yarn>,
 }
 
 impl AttnOptions {
-    /// Llama's attention: RoPE of `style` at the model's base, no Q/K
-    /// norms, scale `1/sqrt(head_dim)`, full causal window.
+    /// Llama's attention: RoPE of `style` at the model's base (with the
+    /// file's YaRN scaling and magnitude factor, if any), no Q/K norms,
+    /// scale `1/sqrt(head_dim)`, full causal window.
     pub fn plain(hp: &HParams, style: RopeStyle) -> Self {
         AttnOptions {
             rope: style,
@@ -236,7 +239,8 @@ impl AttnOptions {
             q_scale: None,
             sliding_window: 0,
             rope_factors: None,
-            attn_factor: 1.0,
+            attn_factor: hp.rope_attn_factor,
+            yarn: hp.rope_yarn,
         }
     }
 }
@@ -287,6 +291,7 @@ pub fn attention_block(
         freq_base: opts.freq_base,
         freq_scale: opts.freq_scale,
         attn_factor: opts.attn_factor,
+        yarn: opts.yarn,
     };
     let f = opts.rope_factors;
     let mut q = b.rope_ext(n("q_rope"), q, f, rope(hp.n_head))?;

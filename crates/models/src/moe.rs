@@ -5,7 +5,7 @@
 //! [`minfer_graph::Op::MoeFfn`] node.
 
 use minfer_graph::{
-    Gating, GraphBuilder, MoeParams, NodeId, Result as GraphResult, WeightId, WeightStore,
+    Gating, GraphBuilder, MoeAct, MoeParams, NodeId, Result as GraphResult, WeightId, WeightStore,
 };
 
 use crate::error::Result;
@@ -66,6 +66,20 @@ pub struct ExpertTensors {
     pub shape: ExpertShape,
     /// How the router's output weighs them.
     pub rule: RoutingRule,
+    /// With [`RoutingRule::biases`]: `ffn_gate_inp.bias` (`[n_expert]`)
+    /// and the per-expert biases of up, gate and down
+    /// (`ffn_{up,gate,down}_exps.bias`: `[n_ff, n_expert]` twice, then
+    /// `[n_embd, n_expert]`).
+    pub biases: Option<ExpertBiases>,
+}
+
+/// The biases of a routed FFN that has them (gpt-oss).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExpertBiases {
+    /// Added to the router's logits.
+    pub router: WeightId,
+    /// Added to each chosen expert's up, gate and down products.
+    pub experts: [WeightId; 3],
 }
 
 impl ExpertTensors {
@@ -90,7 +104,19 @@ pub(crate) fn resolve_experts(
 ) -> Result<ExpertTensors> {
     let n = |t: &str| format!("blk.{l}.{t}");
     let (d, ff, e) = (n_embd, s.n_ff, s.n_expert);
+    let biases = match rule.biases {
+        false => None,
+        true => Some(ExpertBiases {
+            router: r.required(&n("ffn_gate_inp.bias"), [e, 1])?,
+            experts: [
+                r.required(&n("ffn_up_exps.bias"), [ff, e])?,
+                r.required(&n("ffn_gate_exps.bias"), [ff, e])?,
+                r.required(&n("ffn_down_exps.bias"), [d, e])?,
+            ],
+        }),
+    };
     Ok(ExpertTensors {
+        biases,
         router: r.required(&n("ffn_gate_inp.weight"), [d, e])?,
         up: r.required(&n("ffn_up_exps.weight"), [d, ff * e])?,
         gate: r.required(&n("ffn_gate_exps.weight"), [d, ff * e])?,
@@ -109,6 +135,10 @@ pub struct RoutingRule {
     pub norm_weights: bool,
     /// Multiply them by this afterwards (1: no change).
     pub weights_scale: f32,
+    /// The experts' gated activation.
+    pub act: MoeAct,
+    /// Whether the router and the experts carry biases.
+    pub biases: bool,
 }
 
 /// The routed FFN of block `l` on its normed input `h`.
@@ -121,7 +151,11 @@ pub fn ffn_moe(
     let rule = t.rule;
     let n = |s: &str| format!("blk.{l}.{s}");
     let router = b.weight(t.router);
-    let logits = b.mat_mul(n("ffn_moe_logits"), router, h)?;
+    let mut logits = b.mat_mul(n("ffn_moe_logits"), router, h)?;
+    if let Some(bias) = t.biases {
+        let bias = b.weight(bias.router);
+        logits = b.add(n("ffn_moe_logits_biased"), logits, bias)?;
+    }
     let router = match rule.gating {
         Gating::Probs => b.softmax(n("ffn_moe_probs"), logits)?,
         Gating::SoftmaxChosen => logits,
@@ -134,6 +168,8 @@ pub fn ffn_moe(
         gating: rule.gating,
         norm_weights: rule.norm_weights,
         weights_scale: rule.weights_scale,
+        act: rule.act,
     };
-    b.moe_ffn(n("ffn_moe_out"), h, router, experts, p)
+    let biases = t.biases.map(|x| x.experts);
+    b.moe_ffn_biased(n("ffn_moe_out"), h, router, experts, biases, p)
 }

@@ -106,9 +106,26 @@ fn rope_scaling() {
             Value::String("yarn".into()),
         ),
     ];
+    // YaRN: a quarter of the position, the blend's correction range in
+    // pairs, and llama.cpp's magnitude factor (close to 1 before ggml's
+    // own `1 + 0.1 ln 4`).
+    let hp = load(&t).expect("yarn").hparams;
+    assert_eq!(hp.rope_freq_scale, 0.25);
+    let yarn = hp.rope_yarn.expect("a YaRN blend");
+    assert_eq!(yarn.ext_factor, 1.0);
+    assert!(yarn.corr_dims[0] <= yarn.corr_dims[1], "{yarn:?}");
+    assert!(
+        (hp.rope_attn_factor - 1.0).abs() < 1e-6,
+        "{}",
+        hp.rope_attn_factor
+    );
+    assert_eq!(yarn.mix(0), 1.0);
+    assert_eq!(yarn.mix(hp.n_rot), 0.0);
+
+    t.extra[1].1 = Value::String("longrope".into());
     let err = load(&t).unwrap_err();
     assert!(matches!(err, ModelError::Unsupported(_)), "{err:?}");
-    assert!(err.to_string().contains("yarn"), "{err}");
+    assert!(err.to_string().contains("longrope"), "{err}");
 }
 
 #[test]

@@ -33,5 +33,6 @@ pub fn rope_params(style: RopeStyle, n_head: usize, head_dim: usize, n_rot: usiz
         freq_base: 10000.0,
         freq_scale: 1.0,
         attn_factor: 1.0,
+        yarn: None,
     }
 }

@@ -199,6 +199,9 @@ fn check_sources(
         }
         Op::Attention(_) => &["f32", "token", "token", "ids", "ids"],
         Op::Add | Op::Mul | Op::SwiGlu | Op::GeGlu => &["f32", "f32"],
+        Op::MoeFfn(_) if srcs.len() == 8 => &[
+            "f32", "f32", "weight", "weight", "weight", "f32", "f32", "f32",
+        ],
         Op::MoeFfn(_) => &["f32", "f32", "weight", "weight", "weight"],
         _ => &["f32"],
     };

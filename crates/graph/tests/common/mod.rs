@@ -150,6 +150,7 @@ pub fn build(b: &mut GraphBuilder, hp: &Hp) -> Result<NodeId> {
         freq_base: hp.rope_base,
         freq_scale: 1.0,
         attn_factor: 1.0,
+        yarn: None,
     };
     for l in 0..hp.n_layer {
         let name = |s: &str| format!("blk.{l}.{s}");

@@ -7,8 +7,8 @@
 //! per-pair frequency factors where the file has them: the short ones
 //! while the context fits the original training window
 //! (`rope.scaling.original_context_length`), the long ones beyond it, and
-//! `rope.scaling.attn_factor` on every cosine and sine, as llama.cpp
-//! applies them. Q is scaled by `1/sqrt(head_dim)` on its own after RoPE.
+//! `rope.scaling.attn_factor` on every cosine and sine (read for every
+//! family, see [`HParams::rope_attn_factor`]), as llama.cpp applies them. Q is scaled by `1/sqrt(head_dim)` on its own after RoPE.
 //! The sliding window some files declare is not applied: llama.cpp turned
 //! it off for this architecture, and its outputs are the reference.
 
@@ -37,8 +37,6 @@ struct LongRope {
     long: Option<WeightId>,
     /// The context the short factors are for.
     n_ctx_orig: usize,
-    /// `rope.scaling.attn_factor`.
-    attn_factor: f32,
 }
 
 impl LongRope {
@@ -67,20 +65,12 @@ fn load(cx: &mut LoadCx) -> Result<Box<dyn Forward>> {
     let r = Resolver { store: cx.weights };
     let half = [hp.n_rot / 2, 1];
     let k = Keys::new(cx.file, hp.arch);
-    let attn_factor = k.f32_opt("rope.scaling.attn_factor")?.unwrap_or(1.0);
-    if !(attn_factor.is_finite() && attn_factor > 0.0) {
-        return Err(k.bad(
-            "rope.scaling.attn_factor",
-            format!("{attn_factor} is not positive"),
-        ));
-    }
     let rope = LongRope {
         short: r.optional("rope_factors_short.weight", half)?,
         long: r.optional("rope_factors_long.weight", half)?,
         n_ctx_orig: k
             .usize_opt("rope.scaling.original_context_length")?
             .unwrap_or(hp.n_ctx_train),
-        attn_factor,
     };
     Ok(Box::new(Phi3 { t, rope }))
 }
@@ -132,7 +122,6 @@ impl Forward for Phi3 {
         let opts = AttnOptions {
             q_scale: Some(1.0 / (hp.head_dim as f32).sqrt()),
             rope_factors: factors,
-            attn_factor: self.rope.attn_factor,
             ..AttnOptions::plain(hp, RopeStyle::Neox)
         };
         layers::pre_norm_decoder(b, hp, &self.t, |_| opts)

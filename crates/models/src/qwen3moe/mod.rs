@@ -5,7 +5,7 @@
 //! passes `norm_w = true` for this architecture). Everything but the FFN
 //! is qwen3's, so the loader is qwen3's with the experts' shape.
 
-use minfer_graph::Gating;
+use minfer_graph::{Gating, MoeAct};
 
 use crate::error::Result;
 use crate::hparams::Keys;
@@ -24,6 +24,8 @@ const ROUTING: RoutingRule = RoutingRule {
     gating: Gating::Probs,
     norm_weights: true,
     weights_scale: 1.0,
+    act: MoeAct::SwiGlu,
+    biases: false,
 };
 
 fn load(cx: &mut LoadCx) -> Result<Box<dyn Forward>> {
