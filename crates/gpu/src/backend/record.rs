@@ -162,6 +162,10 @@ impl GpuBackend {
                 let scratch = BufRange::whole(&self.scratch);
                 matmul::matmul(gpu, w, &x, n_tok, &self.out(view, i)?, &scratch)
             }
+            // Sinks (gpt-oss) are applied only by the CPU backend.
+            Op::Attention(p) if p.sinks_src(node.srcs.len()).is_some() => {
+                return Err(node_err(node, "attention with sinks has no GPU kernel"))
+            }
             Op::Attention(p) => {
                 let q = self.src(view, i, 0)?;
                 let offsets = self.src(view, i, 3)?;
