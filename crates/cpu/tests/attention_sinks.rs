@@ -179,14 +179,14 @@ impl Case {
                 .map(|j| self.plan.window_cells[j])
                 .map(|c| (row(&self.k, c), row(&self.v, c)))
                 .collect();
-            for h in 0..n_head {
+            for (h, &sink) in sinks.iter().enumerate() {
                 let q = &self.q[(t * n_head + h) * hd..][..hd];
                 let at = h / (n_head / n_head_kv) * hd;
                 let s: Vec<f64> = seen
                     .iter()
                     .map(|(k, _)| scale * dot(q, &k[at..at + hd]))
                     .collect();
-                let sink = f64::from(sinks[h]);
+                let sink = f64::from(sink);
                 let m = s.iter().fold(sink, |m, &x| m.max(x));
                 let denom: f64 = s.iter().map(|x| (x - m).exp()).sum::<f64>() + (sink - m).exp();
                 let mut acc = vec![0.0f64; hd];
