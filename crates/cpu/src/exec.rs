@@ -213,7 +213,7 @@ fn compute(
         }
         Op::MatMul => mat_mul(cx, g, &slot_of, node, out),
         Op::MoeFfn(p) => moe_ffn(cx, p, &slot_of, node, out),
-        Op::Attention(p) => attention(cx, p, &slot_of, out),
+        Op::Attention(p) => attention(cx, p, &slot_of, node.srcs.len(), out),
         op => Err(GraphError::Exec {
             node: node.name.clone(),
             msg: format!("op {} does not write a buffer", op.name()),
@@ -377,30 +377,43 @@ fn mat_mul(
     Ok(())
 }
 
-/// Attention of one node: over each query's whole window, or, with a
-/// sliding window, over its most recent positions only.
+/// Attention of one node of `n_srcs` sources: over each query's whole
+/// window, or, with a sliding window, over its most recent positions only;
+/// with sinks when the node has them.
 fn attention(
     cx: &mut ExecCtx,
     p: &AttnParams,
     slot_of: &dyn Fn(usize) -> Slot,
+    n_srcs: usize,
     out: &mut [f32],
 ) -> Result<()> {
     let q = src_f32(cx.pool, cx.weights, slot_of(0))?;
     let offsets = src_i32(cx.pool, slot_of(3))?;
     let cells = src_i32(cx.pool, slot_of(4))?;
     let cells = &cells[..cx.window_len.min(cells.len())];
+    let sinks = match p.sinks_src(n_srcs) {
+        Some(s) => Some(src_f32(cx.pool, cx.weights, slot_of(s))?),
+        None => None,
+    };
     let (k, v) = cx.kv.pair(p.layer)?;
-    if p.sliding_window == 0 {
+    if p.sliding_window == 0 && sinks.is_none() {
         return crate::attention(q, k, v, offsets, cells, p, cx.threads, cx.attn, out);
     }
-    let positions = src_i32(cx.pool, slot_of(5))?;
-    let cell_pos = src_i32(cx.pool, slot_of(6))?;
-    let cell_pos = &cell_pos[..cx.window_len.min(cell_pos.len())];
+    let (positions, cell_pos): (&[i32], &[i32]) = if p.sliding_window > 0 {
+        let cell_pos = src_i32(cx.pool, slot_of(6))?;
+        let cell_pos = &cell_pos[..cx.window_len.min(cell_pos.len())];
+        (src_i32(cx.pool, slot_of(5))?, cell_pos)
+    } else {
+        (&[], &[])
+    };
     let windows = crate::Windows {
         offsets,
         cells,
         query_pos: positions,
         cell_pos,
     };
-    crate::attention_sliding(q, k, v, &windows, p, cx.threads, cx.attn, out)
+    match sinks {
+        Some(s) => crate::attention_with_sinks(q, k, v, &windows, s, p, cx.threads, cx.attn, out),
+        None => crate::attention_sliding(q, k, v, &windows, p, cx.threads, cx.attn, out),
+    }
 }

@@ -28,7 +28,9 @@ mod rope;
 
 pub use backend::CpuBackend;
 
-pub use attention::{attention, attention_sliding, kv_store, AttnScratch, Windows};
+pub use attention::{
+    attention, attention_sliding, attention_with_sinks, kv_store, AttnScratch, Windows,
+};
 pub use elementwise::{
     add_inplace, geglu_inplace, gelu_tanh, mul_inplace, rms_norm, scale_inplace, softmax_inplace,
     tanh_inplace,

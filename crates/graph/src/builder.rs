@@ -310,7 +310,37 @@ impl<'w> GraphBuilder<'w> {
         v_token: NodeId,
         p: AttnParams,
     ) -> Result<NodeId> {
+        self.attention_with_sinks(name, q, k_token, v_token, None, p)
+    }
+
+    /// [`GraphBuilder::attention`] with, optionally, attention sinks: an
+    /// f32 weight of one logit per query head (gpt-oss's `attn_sinks`)
+    /// that joins each head's softmax as an extra term of the denominator
+    /// only, unscaled and with no value (ggml's `soft_max_add_sinks`).
+    /// Without sinks this is [`GraphBuilder::attention`].
+    pub fn attention_with_sinks(
+        &mut self,
+        name: impl Into<String>,
+        q: NodeId,
+        k_token: NodeId,
+        v_token: NodeId,
+        sinks: Option<WeightId>,
+        p: AttnParams,
+    ) -> Result<NodeId> {
         let name = name.into();
+        if let Some(s) = sinks {
+            let info = self.weights.info(s);
+            if info.ty != GgmlType::F32 || info.shape != [p.n_head, 1] {
+                let msg = format!(
+                    "attention sinks {} are {} {:?}, not F32 [{}]",
+                    info.name,
+                    info.ty.name(),
+                    info.shape,
+                    p.n_head
+                );
+                return self.err(&name, "attention", msg);
+            }
+        }
         self.check_heads(&name, q, p.n_head, p.head_dim)?;
         if p.n_head_kv == 0 || !p.n_head.is_multiple_of(p.n_head_kv) {
             return self.err(
@@ -326,6 +356,9 @@ impl<'w> GraphBuilder<'w> {
             srcs.push(self.input(InputKind::Positions));
             srcs.push(self.input(InputKind::WindowPositions));
         }
+        // Last, so the sources before it keep their places
+        // (`AttnParams::sinks_src`).
+        srcs.extend(sinks.map(|w| self.weight(w)));
         let shape = self.nodes[q].shape;
         self.push(name, Op::Attention(p), srcs, shape, DType::F32)
     }

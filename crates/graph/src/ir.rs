@@ -193,6 +193,15 @@ impl AttnParams {
             ..self
         }
     }
+
+    /// Which source of an attention node with `n_srcs` sources holds the
+    /// sinks (one logit per query head, gpt-oss), if it has them: they
+    /// come last, after the windows and the sliding-window positions, so
+    /// the sources before them keep their places.
+    pub fn sinks_src(&self, n_srcs: usize) -> Option<usize> {
+        let base = if self.sliding_window > 0 { 7 } else { 5 };
+        (n_srcs == base + 1).then_some(base)
+    }
 }
 
 /// How a mixture-of-experts layer turns its router's row into the chosen

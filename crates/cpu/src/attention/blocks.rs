@@ -23,6 +23,7 @@ use minfer_graph::kv::KvRegion;
 
 use super::head::{head_rows, Head, Tile};
 use super::scratch::{ThreadBuf, BLOCK_VALUES, MAX_TILE};
+use super::sink::softmax;
 
 /// Keys per block when a lone token reads the rows in place: 64 rows of
 /// one KV head (8 KiB of f16 at a head of 64) stay in L1 while its heads
@@ -61,7 +62,7 @@ fn span(ranges: &[Range<usize>], block: &Range<usize>) -> Range<usize> {
 /// A chain's shared state between its loops.
 struct Chain<'a, 't> {
     tile: &'a mut Tile<'t>,
-    head: Head,
+    head: Head<'a>,
     /// Token `i`'s scores: a row per head, as long as its window, from
     /// `at[i]`.
     at: [usize; MAX_TILE + 1],
@@ -84,6 +85,7 @@ impl Chain<'_, '_> {
             start,
             scale,
             rk,
+            ..
         } = self.head;
         self.ranges().iter().enumerate().all(|(i, r)| {
             let keys = part(r, block);
@@ -109,6 +111,7 @@ impl Chain<'_, '_> {
             start,
             scale,
             rk,
+            ..
         } = self.head;
         let span = span(self.ranges(), block);
         let ld = span.len();
@@ -187,8 +190,11 @@ pub(super) fn attend_tile<T: HeadRows>(
     }
     for (i, r) in chain.ranges().iter().enumerate() {
         if !r.is_empty() {
-            for s in scores[at[i]..at[i + 1]].chunks_exact_mut(r.len()) {
-                head.rk.softmax(s);
+            for (j, s) in scores[at[i]..at[i + 1]]
+                .chunks_exact_mut(r.len())
+                .enumerate()
+            {
+                softmax(head.rk, s, head.sink(j));
             }
         }
     }

@@ -28,13 +28,24 @@ pub(super) fn head_rows<'a, T>(
 
 /// What every query of a work item shares.
 #[derive(Clone, Copy)]
-pub(super) struct Head {
+pub(super) struct Head<'a> {
     /// Values per head.
     pub(super) hd: usize,
     /// Where the KV head starts inside each cache row.
     pub(super) start: usize,
     pub(super) scale: f32,
     pub(super) rk: RowKernels,
+    /// The sinks of the item's query heads, in order, if the call has
+    /// sinks.
+    pub(super) sinks: Option<&'a [f32]>,
+}
+
+impl Head<'_> {
+    /// The sink of the item's query head `j` (counted from the item's
+    /// first), if the call has sinks.
+    pub(super) fn sink(&self, j: usize) -> Option<f32> {
+        self.sinks.map(|s| s[j])
+    }
 }
 
 /// Tokens whose windows are ranges of one list of cells.

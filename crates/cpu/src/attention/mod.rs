@@ -11,6 +11,7 @@ mod head;
 mod items;
 mod one;
 mod scratch;
+mod sink;
 mod tile;
 mod validate;
 
@@ -94,7 +95,7 @@ pub fn attention(
     scratch: &mut AttnScratch,
     out: &mut [f32],
 ) -> Result<()> {
-    attend(q, k, v, offsets, cells, None, p, pool, scratch, out)
+    attend(q, k, v, offsets, cells, (None, None), p, pool, scratch, out)
 }
 
 /// The windows of a sliding-window attention call: each query's cells
@@ -132,6 +133,52 @@ pub fn attention_sliding(
     scratch: &mut AttnScratch,
     out: &mut [f32],
 ) -> Result<()> {
+    let sliding = sliding(w, p.sliding_window)?;
+    let cut = (Some(sliding), None);
+    attend(q, k, v, w.offsets, w.cells, cut, p, pool, scratch, out)
+}
+
+/// [`attention`] (or [`attention_sliding`] when `p.sliding_window > 0`)
+/// with attention sinks: `sinks[h]` joins query head `h`'s softmax as one
+/// more logit of the denominator only, unscaled and with no value, as
+/// ggml's `soft_max_add_sinks` does (gpt-oss): with `M = max(max_j s_j,
+/// sinks[h])`, `p_j = exp(s_j - M) / (Σ_j exp(s_j - M) + exp(sinks[h] -
+/// M))`. Without a sliding window the positions of `w` are not read (they
+/// may be empty). A token with an empty window still gets zeros.
+///
+/// # Errors
+/// As [`attention_sliding`], and [`GraphError::BadInput`] when `sinks` is
+/// not one value per query head.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_with_sinks(
+    q: &[f32],
+    k: &KvRegion,
+    v: &KvRegion,
+    w: &Windows,
+    sinks: &[f32],
+    p: &AttnParams,
+    pool: &ThreadPool,
+    scratch: &mut AttnScratch,
+    out: &mut [f32],
+) -> Result<()> {
+    if sinks.len() != p.n_head {
+        return Err(bad_len(
+            "attention sinks",
+            format_args!("{} heads", p.n_head),
+            sinks.len(),
+        ));
+    }
+    let sliding = match p.sliding_window {
+        0 => None,
+        size => Some(sliding(w, size)?),
+    };
+    let cut = (sliding, Some(sinks));
+    attend(q, k, v, w.offsets, w.cells, cut, p, pool, scratch, out)
+}
+
+/// The sliding-window cut of `w`'s windows, once its positions are
+/// checked against them.
+fn sliding<'a>(w: &Windows<'a>, size: u32) -> Result<Sliding<'a>> {
     let n_tok = w.offsets.len().saturating_sub(1);
     if w.query_pos.len() < n_tok || w.cell_pos.len() < w.cells.len() {
         return Err(GraphError::BadInput {
@@ -163,27 +210,17 @@ pub fn attention_sliding(
             });
         }
     }
-    let sliding = Sliding {
+    Ok(Sliding {
         query_pos: w.query_pos,
         cell_pos: w.cell_pos,
-        size: i64::from(p.sliding_window),
-    };
-    attend(
-        q,
-        k,
-        v,
-        w.offsets,
-        w.cells,
-        Some(sliding),
-        p,
-        pool,
-        scratch,
-        out,
-    )
+        size: i64::from(size),
+    })
 }
 
-/// The work of [`attention`] and [`attention_sliding`] once the windows
-/// are known: validation, then the work items on the pool.
+/// The work of [`attention`], [`attention_sliding`] and
+/// [`attention_with_sinks`] once the windows (and their sliding cut) and
+/// the sinks (one per query head) are known: validation, then the work
+/// items on the pool.
 #[allow(clippy::too_many_arguments)]
 fn attend(
     q: &[f32],
@@ -191,7 +228,7 @@ fn attend(
     v: &KvRegion,
     offsets: &[i32],
     cells: &[i32],
-    sliding: Option<Sliding>,
+    (sliding, sinks): (Option<Sliding>, Option<&[f32]>),
     p: &AttnParams,
     pool: &ThreadPool,
     scratch: &mut AttnScratch,
@@ -245,6 +282,7 @@ fn attend(
                 start: (heads.start / group) * hd,
                 scale: p.scale,
                 rk,
+                sinks: sinks.map(|s| &s[heads.clone()]),
             };
             // SAFETY: item `(tokens, heads)` owns the outputs of those heads
             // of those tokens; each item belongs to exactly one chunk, and

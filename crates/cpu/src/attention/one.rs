@@ -8,8 +8,10 @@ use minfer_graph::kv::{KvData, KvRegion};
 
 use super::head::{head_rows, Head};
 use super::scratch::ThreadBuf;
+use super::sink::softmax;
 
-/// One query head over its window: `out = Σ softmax(scale · q·k_j)_j v_j`,
+/// One query head over its window: `out = Σ softmax(scale · q·k_j)_j v_j`
+/// (with `sink` in the softmax's denominator when there is one),
 /// each dot product as [`dot_f32`] computes it and each output element
 /// summed over the window in order. F32 and F16 regions are read in place
 /// (f16 widened exactly as it is loaded, so no row is converted into a
@@ -19,7 +21,7 @@ pub(super) fn attend_head(
     q: &[f32],
     (k, v): (&KvRegion, &KvRegion),
     window: &[i32],
-    head: Head,
+    (head, sink): (Head, Option<f32>),
     buf: &mut ThreadBuf,
     out: &mut [f32],
 ) -> bool {
@@ -28,6 +30,7 @@ pub(super) fn attend_head(
         start,
         scale,
         rk,
+        ..
     } = head;
     let scores = &mut buf.scores[..window.len()];
     let scored = match k.data() {
@@ -48,7 +51,7 @@ pub(super) fn attend_head(
     if !scored {
         return false;
     }
-    rk.softmax(scores);
+    softmax(rk, scores, sink);
     out.fill(0.0);
     match v.data() {
         KvData::F32(d) => rk

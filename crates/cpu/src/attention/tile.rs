@@ -122,7 +122,8 @@ fn attend_tile_on(
             tile.qs[i]
                 .chunks_exact(hd)
                 .zip(tile.outs[i].chunks_exact_mut(hd))
-                .all(|(q, o)| attend_head(q, (k, v), window, head, buf, o))
+                .enumerate()
+                .all(|(j, (q, o))| attend_head(q, (k, v), window, (head, head.sink(j)), buf, o))
         }),
     }
 }

@@ -2,7 +2,7 @@
 //! the kernels in [`crate::ops`], bound to the node buffers, KV regions
 //! and resident weights once, when the graph is built.
 
-use minfer_graph::{BuiltGraph, Device, GraphError, GraphView, Node, NodeId, Op, Slot};
+use minfer_graph::{AttnParams, BuiltGraph, Device, GraphError, GraphView, Node, NodeId, Op, Slot};
 use minfer_kernels::GgmlType;
 
 use super::{gerr, GResult, GpuBackend, Recorded};
@@ -113,6 +113,46 @@ impl GpuBackend {
         }])
     }
 
+    /// The dispatches of attention node `i`. Sinks (gpt-oss) are applied
+    /// only by the CPU backend.
+    fn attention_dispatches(
+        &self,
+        view: &GraphView,
+        i: NodeId,
+        p: &AttnParams,
+        rows: u32,
+    ) -> GResult<Vec<Dispatch>> {
+        let node = &view.graph.nodes[i];
+        if p.sinks_src(node.srcs.len()).is_some() {
+            return Err(node_err(node, "attention with sinks has no GPU kernel"));
+        }
+        let kv = |layer: usize, kind: minfer_graph::KvKind| self.region(layer, kind);
+        let q = self.src(view, i, 0)?;
+        let offsets = self.src(view, i, 3)?;
+        let cells = self.src(view, i, 4)?;
+        let sliding = if p.sliding_window > 0 {
+            Some(SlidingInputs {
+                positions: self.src(view, i, 5)?,
+                cell_positions: self.src(view, i, 6)?,
+            })
+        } else {
+            None
+        };
+        attention::attention(
+            &self.gpu,
+            &q,
+            kv(p.layer, minfer_graph::KvKind::K)?,
+            kv(p.layer, minfer_graph::KvKind::V)?,
+            &offsets,
+            &cells,
+            sliding.as_ref(),
+            rows,
+            p,
+            &self.out(view, i)?,
+        )
+        .map_err(gerr)
+    }
+
     /// The dispatches of node `i`.
     fn node_dispatches(&self, view: &GraphView, i: NodeId) -> GResult<Vec<Dispatch>> {
         let g = view.graph;
@@ -162,31 +202,7 @@ impl GpuBackend {
                 let scratch = BufRange::whole(&self.scratch);
                 matmul::matmul(gpu, w, &x, n_tok, &self.out(view, i)?, &scratch)
             }
-            Op::Attention(p) => {
-                let q = self.src(view, i, 0)?;
-                let offsets = self.src(view, i, 3)?;
-                let cells = self.src(view, i, 4)?;
-                let sliding = if p.sliding_window > 0 {
-                    Some(SlidingInputs {
-                        positions: self.src(view, i, 5)?,
-                        cell_positions: self.src(view, i, 6)?,
-                    })
-                } else {
-                    None
-                };
-                attention::attention(
-                    gpu,
-                    &q,
-                    kv(p.layer, minfer_graph::KvKind::K)?,
-                    kv(p.layer, minfer_graph::KvKind::V)?,
-                    &offsets,
-                    &cells,
-                    sliding.as_ref(),
-                    rows,
-                    p,
-                    &self.out(view, i)?,
-                )
-            }
+            Op::Attention(p) => return self.attention_dispatches(view, i, p, rows),
             op => {
                 // The elementwise ops run in place on the output.
                 let out = self.out(view, i)?;

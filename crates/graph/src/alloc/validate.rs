@@ -194,8 +194,15 @@ fn check_sources(
         Op::MatMul => &["weight", "f32"],
         Op::Rope(_) if srcs.len() == 3 => &["f32", "ids", "f32"],
         Op::Rope(_) => &["f32", "ids"],
+        // The sinks, when there are any, come last.
+        Op::Attention(p) if p.sliding_window > 0 && p.sinks_src(srcs.len()).is_some() => {
+            &["f32", "token", "token", "ids", "ids", "ids", "ids", "f32"]
+        }
         Op::Attention(p) if p.sliding_window > 0 => {
             &["f32", "token", "token", "ids", "ids", "ids", "ids"]
+        }
+        Op::Attention(p) if p.sinks_src(srcs.len()).is_some() => {
+            &["f32", "token", "token", "ids", "ids", "f32"]
         }
         Op::Attention(_) => &["f32", "token", "token", "ids", "ids"],
         Op::Add | Op::Mul | Op::SwiGlu | Op::GeGlu => &["f32", "f32"],

@@ -138,6 +138,12 @@ pub fn params(n_tokens: u32, n_out: u32, n_ctx: u32, fusion: Fusion) -> GraphPar
 /// The forward pass: embedding → per layer attention and SwiGLU FFN with
 /// pre-norms and residuals → final norm → output rows → LM head.
 pub fn build(b: &mut GraphBuilder, hp: &Hp) -> Result<NodeId> {
+    build_with_sinks(b, hp, false)
+}
+
+/// [`build`], with attention sinks (`blk.N.attn_sinks.weight`, which the
+/// caller adds to the store) when `sinks` is set.
+pub fn build_with_sinks(b: &mut GraphBuilder, hp: &Hp, sinks: bool) -> Result<NodeId> {
     let w = b.weights();
     let ids = b.input(minfer_graph::InputKind::TokenIds);
     let embd = b.weight(w.id("token_embd.weight")?);
@@ -175,11 +181,16 @@ pub fn build(b: &mut GraphBuilder, hp: &Hp) -> Result<NodeId> {
         let k = b.rope(name("k_rope"), qkv[1], rope(hp.n_head_kv))?;
         let ks = b.kv_store(name("k_store"), k, l, KvKind::K)?;
         let vs = b.kv_store(name("v_store"), qkv[2], l, KvKind::V)?;
-        let a = b.attention(
+        let sink = match sinks {
+            true => Some(b.weights().id(&name("attn_sinks.weight"))?),
+            false => None,
+        };
+        let a = b.attention_with_sinks(
             name("attn"),
             q,
             ks,
             vs,
+            sink,
             AttnParams::new(l, hp.n_head, hp.n_head_kv, hp.head_dim),
         )?;
         let wo = wt(b, "attn_output.weight")?;
