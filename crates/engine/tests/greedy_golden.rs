@@ -80,6 +80,24 @@ fn greedy_matches_llama_cpp_qwen3moe_mxfp4_tiny() {
     }
 }
 
+/// The random-weight gpt-oss made by `scripts/make-gpt-oss-fixture.py`:
+/// attention sinks, biases on every projection, alternating sliding and
+/// full attention, YaRN, and MXFP4 experts with biases behind a softmax
+/// over the chosen logits and the clamped SwiGLU.
+#[test]
+fn greedy_matches_llama_cpp_gpt_oss_tiny() {
+    let file = "gpt-oss-tiny.gguf";
+    let path = minfer_testutil::repo_model(file);
+    let model = Arc::new(Model::open(&path).expect("the repository's gpt-oss model loads"));
+    for golden in [
+        "greedy-gpt-oss-tiny.avx512.json",
+        "greedy-gpt-oss-tiny.avx2.json",
+        "greedy-gpt-oss-tiny.avx.json",
+    ] {
+        check_loaded(&model, file, golden, &GPT_OSS_TINY_TOL);
+    }
+}
+
 /// The random-weight Phi-3 made by `scripts/make-phi3-fixture.py`:
 /// fused Q/K/V and gate/up tensors split at load, partial NeoX RoPE with
 /// LongRoPE's long factors and attention factor (the golden context of

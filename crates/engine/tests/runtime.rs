@@ -172,6 +172,16 @@ fn batch_invariance_phi3_fixture() {
     check_batch_invariance(&m, &[7, 40, 19, 1], 6, 16);
 }
 
+/// The random-weight gpt-oss fixture: attention sinks, alternating
+/// sliding windows (the prompts reach past its window of 128), YaRN and
+/// biased MXFP4 experts.
+#[test]
+fn batch_invariance_gpt_oss_fixture() {
+    let path = minfer_testutil::repo_model("gpt-oss-tiny.gguf");
+    let m = Arc::new(Model::open(&path).expect("the repository's gpt-oss model loads"));
+    check_batch_invariance(&m, &[7, 140, 19, 1], 6, 16);
+}
+
 #[test]
 fn batch_invariance_real_smollm2() {
     let Some(m) = common::load(minfer_testutil::SMOLLM) else {

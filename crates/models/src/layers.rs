@@ -32,6 +32,8 @@ pub struct LayerTensors {
     pub bv: Option<WeightId>,
     /// `attn_output.weight`: the attention output projection.
     pub wo: WeightId,
+    /// `attn_output.bias`, where the model has it (gpt-oss).
+    pub bo: Option<WeightId>,
     /// `ffn_norm.weight`: RMS norm weight before the FFN.
     pub ffn_norm: WeightId,
     /// The FFN's matrices.
@@ -99,6 +101,21 @@ pub fn resolve_tensors(
     biases: Biases,
     ffn: FfnShape,
 ) -> Result<ModelTensors> {
+    resolve_tensors_named(store, hp, biases, ffn, "ffn_norm.weight")
+}
+
+/// [`resolve_tensors`] with the FFN's norm under another name (gpt-oss
+/// calls it `post_attention_norm.weight`).
+///
+/// # Errors
+/// As [`resolve_tensors`].
+pub fn resolve_tensors_named(
+    store: &WeightStore,
+    hp: &HParams,
+    biases: Biases,
+    ffn: FfnShape,
+    ffn_norm: &str,
+) -> Result<ModelTensors> {
     let r = Resolver { store };
     let (d, q, kv, ff, vocab) = (hp.n_embd, hp.q_width(), hp.kv_width(), hp.n_ff, hp.n_vocab);
     let token_embd = r.required("token_embd.weight", [d, vocab])?;
@@ -120,7 +137,8 @@ pub fn resolve_tensors(
             bk: bias("attn_k.bias", kv)?,
             bv: bias("attn_v.bias", kv)?,
             wo: r.required(&n("attn_output.weight"), [q, d])?,
-            ffn_norm: r.required(&n("ffn_norm.weight"), [d, 1])?,
+            bo: r.optional(&n("attn_output.bias"), [d, 1])?,
+            ffn_norm: r.required(&n(ffn_norm), [d, 1])?,
             ffn: match ffn {
                 FfnShape::Dense => FfnTensors::Dense {
                     gate: r.required(&n("ffn_gate.weight"), [d, ff])?,
@@ -224,6 +242,9 @@ pub struct AttnOptions {
     pub attn_factor: f32,
     /// YaRN's angle blend, for models trained with YaRN scaling.
     pub yarn: Option<Yarn>,
+    /// Per-head sink logits (`[n_head]`, F32): a softmax term with no
+    /// value (gpt-oss).
+    pub sinks: Option<WeightId>,
 }
 
 impl AttnOptions {
@@ -241,6 +262,7 @@ impl AttnOptions {
             rope_factors: None,
             attn_factor: hp.rope_attn_factor,
             yarn: hp.rope_yarn,
+            sinks: None,
         }
     }
 }
@@ -305,11 +327,12 @@ pub fn attention_block(
     };
     let k_stored = b.kv_store(n("k_store"), k, l, KvKind::K)?;
     let v_stored = b.kv_store(n("v_store"), v, l, KvKind::V)?;
-    let a = b.attention(
+    let a = b.attention_with_sinks(
         n("attn"),
         q,
         k_stored,
         v_stored,
+        opts.sinks,
         AttnParams {
             layer: l,
             n_head: hp.n_head,
@@ -319,8 +342,7 @@ pub fn attention_block(
             sliding_window: opts.sliding_window,
         },
     )?;
-    let wo = b.weight(t.wo);
-    b.mat_mul(n("attn_output"), wo, a)
+    proj(b, n("attn_output"), t.wo, t.bo, a)
 }
 
 /// A gated FFN of block `l` on its normed input `h`:

@@ -7,6 +7,7 @@
 mod arch;
 mod error;
 mod gemma3;
+mod gpt_oss;
 mod hparams;
 pub mod layers;
 mod llama;

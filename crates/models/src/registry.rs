@@ -10,7 +10,7 @@ use crate::arch::Arch;
 use crate::error::{ModelError, Result};
 use crate::hparams::HParams;
 use crate::layers::ModelTensors;
-use crate::{gemma3, llama, phi3, qwen2, qwen3, qwen3moe};
+use crate::{gemma3, gpt_oss, llama, phi3, qwen2, qwen3, qwen3moe};
 
 /// A loaded architecture: its tensors resolved to handles, ready to
 /// describe its forward pass.
@@ -51,6 +51,7 @@ pub(crate) const FAMILIES: &[Family] = &[
     gemma3::FAMILY,
     qwen3moe::FAMILY,
     phi3::FAMILY,
+    gpt_oss::FAMILY,
 ];
 
 /// The family called `name`.
