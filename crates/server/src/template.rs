@@ -118,6 +118,9 @@ pub struct Abilities {
     pub tool_syntax: Option<Syntax>,
     /// The template knows `<think>` blocks (a reasoning model's).
     pub thinking: bool,
+    /// The template writes gpt-oss's harmony messages (`<|channel|>`):
+    /// answers carry their reasoning and calls in channels.
+    pub harmony: bool,
 }
 
 /// What `t` can do: whether it renders tools (its output changes when
@@ -134,6 +137,7 @@ pub fn abilities(t: &ChatTemplate, tok: &Tokenizer) -> Abilities {
         tools,
         tool_syntax: tools.then(|| Syntax::of_template(t.source(), tok)),
         thinking: t.source().contains("<think>"),
+        harmony: t.source().contains("<|channel|>"),
     }
 }
 
@@ -164,6 +168,41 @@ mod tests {
             "{out}"
         );
         assert!(out.ends_with("<|im_start|>assistant\n"), "{out}");
+    }
+
+    /// gpt-oss's template (llama.cpp's copy of OpenAI's): tools as a
+    /// TypeScript namespace, an earlier call as a message to
+    /// `functions.NAME`, its result from the tool, and the generation
+    /// prompt that the harmony reader starts from.
+    #[test]
+    fn gpt_oss_template_renders_harmony() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/templates/openai-gpt-oss-120b.jinja"
+        );
+        let t = TemplateChoice::File(path.into()).load().unwrap();
+        check(&t).unwrap();
+        assert!(t.source().contains("<|channel|>"));
+        let msgs = json!([
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c", "type": "function",
+                 "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+            {"role": "tool", "content": "sunny", "tool_call_id": "c"}
+        ]);
+        let tools = json!([{"type": "function", "function": {"name": "get_weather",
+            "description": "The weather in a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+        let out = t.render_json(&msgs, Some(&tools), true).unwrap();
+        assert!(out.contains("namespace functions {"), "{out}");
+        assert!(out.contains("type get_weather = "), "{out}");
+        let call = "<|start|>assistant to=functions.get_weather<|channel|>commentary json\
+                    <|message|>{\"city\": \"Paris\"}<|call|>";
+        assert!(out.contains(call), "{out}");
+        let result = "<|start|>functions.get_weather to=assistant<|channel|>commentary\
+                      <|message|>\"sunny\"<|end|>";
+        assert!(out.contains(result), "{out}");
+        assert!(out.ends_with("<|start|>assistant"), "{out}");
     }
 
     #[test]

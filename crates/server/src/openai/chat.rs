@@ -155,6 +155,11 @@ fn render(t: &ChatTemplate, msgs: &Value, tools: Option<&Value>) -> Result<Strin
 fn syntax_for(served: &Served, use_tools: Option<&Tools>) -> Option<Syntax> {
     use_tools?;
     let ab = &served.abilities;
+    if ab.harmony {
+        // Harmony calls are messages to `functions.NAME`, read by the
+        // splitter's harmony reader; no grammar forces them.
+        return None;
+    }
     match &ab.tool_syntax {
         Some(s) if ab.tools => Some(s.clone()),
         _ => Some(Syntax::of_format(Format::Json, false)),
@@ -262,6 +267,7 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
             in_thinking,
             tools: syntax,
             known: use_tools.map(Tools::catalog).unwrap_or_default(),
+            harmony: ab.harmony,
         },
     })
 }

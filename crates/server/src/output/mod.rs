@@ -3,8 +3,11 @@
 //! bare or fenced JSON calls small models write instead). Text that might
 //! be the start of a marker is held back until the next piece decides it.
 
+mod harmony;
+
 pub use crate::calls::Piece;
 use crate::calls::{BareCalls, Call, Catalog, Syntax};
+use harmony::Harmony;
 
 const THINK_OPEN: &str = "<think>";
 const THINK_CLOSE: &str = "</think>";
@@ -21,6 +24,9 @@ pub struct Split {
     /// The request's functions: calls written outside the markers count
     /// only when they name one of these.
     pub known: Catalog,
+    /// The answer is in gpt-oss's harmony format (channels and
+    /// recipients; see `harmony`), which then decides reasoning and calls.
+    pub harmony: bool,
 }
 
 #[cfg(test)]
@@ -34,6 +40,7 @@ impl Split {
             in_thinking: false,
             tools: Some(Syntax::hermes(true)),
             known: Catalog::default(),
+            harmony: false,
         }
     }
 }
@@ -68,6 +75,8 @@ pub struct Splitter {
     /// The answer is over although the model goes on: see
     /// [`Splitter::ended`].
     ended: bool,
+    /// A harmony answer's reader, which replaces the steps below.
+    harmony: Option<Harmony>,
 }
 
 /// Calls in one answer past which the model is taken to be looping.
@@ -104,6 +113,7 @@ impl Splitter {
             bare,
             calls: Vec::new(),
             ended: false,
+            harmony: split.harmony.then(|| Harmony::new(split.known.clone())),
         }
     }
 
@@ -139,6 +149,10 @@ impl Splitter {
         if self.ended {
             return Vec::new();
         }
+        if let Some(h) = &mut self.harmony {
+            let out = h.push(text, false);
+            return self.settle(out);
+        }
         self.buf.push_str(text);
         let mut out = Vec::new();
         while self.step(&mut out, false) {}
@@ -153,6 +167,10 @@ impl Splitter {
     pub fn finish(&mut self) -> Vec<Piece> {
         if self.ended {
             return Vec::new();
+        }
+        if let Some(h) = &mut self.harmony {
+            let out = h.push("", true);
+            return self.settle(out);
         }
         let mut out = Vec::new();
         while self.step(&mut out, true) {}
@@ -299,6 +317,7 @@ mod tests {
             in_thinking,
             tools,
             known: Catalog::default(),
+            harmony: false,
         })
     }
 
@@ -335,6 +354,7 @@ mod tests {
                     in_thinking: false,
                     tools: qwen(),
                     known: known.clone(),
+                    harmony: false,
                 });
                 let mut out = Vec::new();
                 // The model loops: the same call again and again.
@@ -360,6 +380,7 @@ mod tests {
             in_thinking: false,
             tools: qwen(),
             known,
+            harmony: false,
         });
         let two = "{\"name\": \"read\", \"arguments\": {\"path\": \"a\"}}\n{\"name\": \"read\", \"arguments\": {\"path\": \"b\"}}";
         let got = split(&mut s, two, 3);
