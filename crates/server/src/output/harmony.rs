@@ -61,7 +61,7 @@ fn body_of(header: &str, known: &Catalog) -> Body {
         .split(|c: char| c.is_whitespace() || c == '<')
         .find_map(|w| w.strip_prefix("to=functions."));
     if let Some(name) = recipient.filter(|n| !n.is_empty()) {
-        let name = name.trim_end_matches(|c: char| c == '|' || c == '>');
+        let name = name.trim_end_matches(['|', '>']);
         if known.is_empty() || known.has(name) {
             return Body::Call(name.to_string());
         }
