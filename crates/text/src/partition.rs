@@ -4,7 +4,9 @@
 //! splits every still-raw fragment at each of its occurrences (left to
 //! right, without overlap). Taking the tokens in that order, rather than
 //! scanning the text once, decides which token wins where two overlap, so
-//! the same order is kept here.
+//! the same order is kept here. A token with the LSTRIP or RSTRIP
+//! attribute also swallows the ASCII whitespace (C's `isspace`) before or
+//! after it, within the fragment it was found in.
 
 use crate::vocab::attr;
 
@@ -70,11 +72,21 @@ impl SpecialTokens {
                 let mut pos = start;
                 while let Some(i) = text[pos..end].find(needle) {
                     let m = pos + i;
-                    if m > pos {
-                        next.push(Fragment::Text(pos, m));
+                    let mut left_end = m;
+                    if a & attr::LSTRIP != 0 {
+                        left_end = pos + trim_end_len(&text.as_bytes()[pos..m]);
+                    }
+                    if left_end > pos {
+                        next.push(Fragment::Text(pos, left_end));
                     }
                     next.push(Fragment::Token(id));
                     pos = m + needle.len();
+                    if a & attr::RSTRIP != 0 {
+                        pos += text.as_bytes()[pos..end]
+                            .iter()
+                            .take_while(|&&b| is_c_space(b))
+                            .count();
+                    }
                 }
                 if pos < end {
                     next.push(Fragment::Text(pos, end));
@@ -84,6 +96,17 @@ impl SpecialTokens {
         }
         frags
     }
+}
+
+/// C's `isspace` in the "C" locale, which llama.cpp strips with: space,
+/// tab, line feed, vertical tab, form feed, carriage return.
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// The length of `bytes` without its trailing [`is_c_space`] bytes.
+fn trim_end_len(bytes: &[u8]) -> usize {
+    bytes.len() - bytes.iter().rev().take_while(|&&b| is_c_space(b)).count()
 }
 
 #[cfg(test)]
@@ -134,5 +157,29 @@ mod tests {
                 Fragment::Text(8, 9)
             ]
         );
+    }
+
+    #[test]
+    fn strip_attributes_swallow_ascii_whitespace() {
+        let texts: Vec<String> = ["<r>", "<l>"].iter().map(|s| s.to_string()).collect();
+        let attrs = [attr::CONTROL | attr::RSTRIP, attr::CONTROL | attr::LSTRIP];
+        let st = SpecialTokens::new(&texts, &attrs);
+        // Vertical tab and form feed count; a no-break space does not.
+        let t = "a <r> \t\x0b\x0cb<r>\u{a0}c \n<l>d<r>  ";
+        assert_eq!(
+            st.partition(t, &texts, true),
+            [
+                Fragment::Text(0, 2),
+                Fragment::Token(0),
+                Fragment::Text(9, 10),
+                Fragment::Token(0),
+                Fragment::Text(13, 16),
+                Fragment::Token(1),
+                Fragment::Text(21, 22),
+                Fragment::Token(0),
+            ]
+        );
+        // Only whitespace before an LSTRIP token: no text fragment left.
+        assert_eq!(st.partition(" \n<l>", &texts, true), [Fragment::Token(1)]);
     }
 }

@@ -18,6 +18,12 @@ pub(crate) mod attr {
     pub const CONTROL: u8 = 1 << 3;
     pub const USER_DEFINED: u8 = 1 << 4;
     pub const BYTE: u8 = 1 << 5;
+    /// Whitespace before the token is dropped when it is cut out of a
+    /// prompt.
+    pub const LSTRIP: u8 = 1 << 6;
+    /// Whitespace after the token is dropped when it is cut out of a
+    /// prompt.
+    pub const RSTRIP: u8 = 1 << 7;
 }
 
 /// Special token ids; `None` when the model has none.
@@ -336,7 +342,60 @@ impl Vocab {
         }
         v.detect_by_text();
         v.build_eog();
+        v.strip_by_name(md)?;
         Ok(v)
+    }
+
+    /// llama.cpp's per-model strip attributes, which GGUF files do not
+    /// carry: chosen by `tokenizer.ggml.pre`, `general.architecture` and
+    /// the lower-cased `general.name`, first matching rule only.
+    ///
+    /// - Jina v2 (de/es/code) and Nomic-BERT-MoE / Jina-BERT v3: `<mask>`
+    ///   strips the whitespace before it.
+    /// - Phi-3 (a name containing `phi-3` or `phi3`): every special token
+    ///   (control, user-defined, unknown) and `</s>` strip the whitespace
+    ///   after them, except `<unk>`, `<s>` and `<|endoftext|>`.
+    /// - ModernBERT: `[MASK]` strips the whitespace before it.
+    ///
+    /// llama.cpp refuses to load a file that matches a rule but lacks one
+    /// of the tokens it names; here the missing token is skipped with a
+    /// warning.
+    fn strip_by_name(&mut self, md: &Metadata) -> Result<(), TextError> {
+        let pre = md.get_str(KEY_PRE)?.unwrap_or("");
+        let arch = md.get_str("general.architecture")?.unwrap_or("");
+        let name = md
+            .get_str("general.name")?
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let any = |s: &str, subs: &[&str]| subs.iter().any(|x| s.contains(x));
+        let special = attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN;
+        if any(pre, &["jina-v2-de", "jina-v2-es", "jina-v2-code"])
+            || any(arch, &["nomic-bert-moe", "jina-bert-v3"])
+        {
+            self.set_strip("<mask>", attr::LSTRIP, true);
+        } else if any(&name, &["phi-3", "phi3"]) {
+            for a in self.attrs.iter_mut().filter(|a| **a & special != 0) {
+                *a |= attr::RSTRIP;
+            }
+            self.set_strip("</s>", attr::RSTRIP, true);
+            for text in ["<unk>", "<s>", "<|endoftext|>"] {
+                self.set_strip(text, attr::RSTRIP, false);
+            }
+        } else if name.contains("modern-bert") {
+            self.set_strip("[MASK]", attr::LSTRIP, true);
+        }
+        Ok(())
+    }
+
+    fn set_strip(&mut self, text: &str, bit: u8, on: bool) {
+        let Some(&id) = self.token_ids.get(text) else {
+            self.warnings.push(format!(
+                "token `{text}` is missing; llama.cpp would refuse this vocabulary"
+            ));
+            return;
+        };
+        let a = &mut self.attrs[id as usize];
+        *a = if on { *a | bit } else { *a & !bit };
     }
 
     fn read_special_ids(&mut self, md: &Metadata) -> Result<(), TextError> {

@@ -48,3 +48,46 @@ fn golden_chat_templates_render_identically() {
     }
     eprintln!("{checked} cases checked");
 }
+
+/// Templates of models the tests do not carry (Phi-3.5-mini's), stored with
+/// their renders in `chat-templates-extra.json`: written by
+/// `scripts/make-chat-template-golden.py` with jinja2 as transformers
+/// renders, with each model's own BOS/EOS texts.
+#[test]
+fn extra_chat_templates_render_identically() {
+    let g = golden("chat-templates-extra.json");
+    let templates = g["templates"].as_object().expect("templates");
+    assert!(templates.contains_key("phi-3.5-mini-instruct"));
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (name, entry) in templates {
+        let source = entry["template"].as_str().expect("template");
+        let bos = entry["bos_token"].as_str().expect("bos_token");
+        let eos = entry["eos_token"].as_str().expect("eos_token");
+        let t = ChatTemplate::new(source)
+            .expect("template compiles")
+            .with_special_tokens(bos, eos)
+            .with_fixed_time(DateTime::date(2026, 11, 29))
+            .expect("template compiles");
+        let cases = entry["cases"].as_array().expect("cases");
+        assert!(!cases.is_empty(), "{name}: no cases");
+        for case in cases {
+            let case_name = case["name"].as_str().unwrap_or("?");
+            let messages: Vec<ChatMessage> =
+                serde_json::from_value(case["messages"].clone()).expect("messages");
+            let tools = (!case["tools"].is_null()).then_some(&case["tools"]);
+            let add_gen = case["add_generation_prompt"].as_bool().expect("flag");
+            let want = case["rendered"].as_str().expect("rendered");
+            match t.render(&messages, tools, add_gen) {
+                Ok(got) if got == want => {}
+                Ok(got) => failures.push(format!(
+                    "{name}/{case_name}: rendered differently\n  got:  {got:?}\n  want: {want:?}"
+                )),
+                Err(e) => failures.push(format!("{name}/{case_name}: {e}")),
+            }
+            checked += 1;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    eprintln!("{checked} extra chat-template cases identical");
+}
