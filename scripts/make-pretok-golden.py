@@ -88,6 +88,24 @@ EXTRA = [
     "",
 ]
 
+# SmolLM2's merges were learnt on GPT-2-style pieces, so they rarely cross
+# the boundaries where llama.cpp's GPT-4o rewrite differs from nearby
+# readings of the regex; these strings put a boundary where it changes the
+# merges (an attached contraction leaves the next word without its capital,
+# a mark that is not a letter keeps `'s` from being a contraction, and so
+# on), so that a wrong split shows up as different ids.
+EXTRA += [
+    "DON'Tell I'Mage WE'REad YOU'VEry SHE'Dog IT'Sold THEY'LLama",
+    "CAN'Table Won'Tell WHO'Sthere",
+    "cafe\u0301's nai\u0308ve's re\u0301sume\u0301's",
+    "e\u0301'll a\u0300'd",
+    ".\n/* x\n/*\n// y;\r\n/= z",
+    "}\n/**\n * doc\n */",
+    "ÜBER MÜNCHEN ÉCOLE ÉTAT ÇA FRANÇAIS ESPAÑOL ÉLÉGANT STRAßE",
+    "CAFÉS NAÏVE RÉSUMÉ SÃO ZÜRICH DÜSSELDORF ÅLAND ØRESUND",
+    "ÀBOUT ÉVERY ÖTHER ÍNDEX",
+]
+
 
 def vocab_only_copy(dst: str) -> None:
     """Writes the fixture's metadata, with the pre key replaced, and no
