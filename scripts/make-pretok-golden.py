@@ -10,17 +10,18 @@ There is no gpt-oss vocabulary in the repository, but the pre-tokenizer is
 independent of the vocabulary: any byte-level BPE vocabulary exercises it.
 So the vocabulary is the random-weight fixture's (SmolLM2's BPE vocabulary,
 tests/models/qwen3-tiny-q8_0.gguf) with only `tokenizer.ggml.pre` changed
-from `smollm` to `gpt-4o`. Every metadata key is copied (llama.cpp reads the
-architecture's hyperparameters even for a vocab-only load) and no tensor is
-(a vocab-only load does not read them). The file is written to a temporary
-path, or to --vocab; minfer's test builds the same vocabulary in memory from
-the fixture's metadata with the pre key replaced, which is the only
-difference between the two.
+from `smollm` to `gpt-4o`. Every metadata key is copied (the architecture
+keys too, so that llama.cpp sees a complete qwen3 header; whether a
+vocab-only load needs them was not tried) and no tensor is (a vocab-only
+load does not read them). At 1.8 MB it is kept as
+tests/models/gpt4o-pretok-vocab.gguf (pass --vocab with that path to
+rewrite it; reruns give the same bytes); minfer's test checks that its
+metadata is the fixture's but for the pre key.
 
 The reference is llama-cpp-python's vendored llama.cpp (commit 0c1e570);
-run it with that venv's Python, with gguf-py 0.19.0 importable, e.g.
-  PYTHONPATH=/tmp/gg/lib/python3*/site-packages \
-    /tmp/lcp/venv/bin/python scripts/make-pretok-golden.py
+run it with that venv's Python, which must also import gguf-py 0.19.0:
+  /tmp/lcp/venv/bin/python scripts/make-pretok-golden.py \
+    --vocab tests/models/gpt4o-pretok-vocab.gguf
 Ids are `llama_tokenize(add_special=true, parse_special=true)`, as for the
 other tokenize-*.json files.
 """
