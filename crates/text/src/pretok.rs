@@ -21,6 +21,16 @@ pub(crate) enum Rule {
     /// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`; with `marks`,
     /// letter runs also take combining marks (Qwen 3.5).
     Llama3 { max_digits: usize, marks: bool },
+    /// GPT-4o's regex (tiktoken's o200k_base) as llama.cpp rewrites it for
+    /// `std::regex`, which has no `\p{Lu}`-style classes:
+    /// `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+C?|
+    /// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*C?|
+    /// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
+    /// `C` being `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])`.
+    /// So "upper" means a letter other than `a-z` and "lower" a letter other
+    /// than `A-Z` (every non-ASCII letter is both), and combining marks are
+    /// not part of words, unlike in the original regex.
+    Gpt4o,
     /// `\p{N}`: every number character alone.
     EachNumber,
     /// `\p{N}+`.
@@ -64,6 +74,10 @@ const GPT2_FAMILY: &[&str] = &[
 const LLAMA3_FAMILY: &[&str] = &["llama3", "llama-v3", "llama-bpe", "falcon3"];
 const LLAMA3_REGEX_ONLY: &[&str] = &["dbrx", "smaug-bpe"];
 const QWEN2_FAMILY: &[&str] = &["qwen2", "stablelm2", "megrez"];
+/// llama.cpp's `LLAMA_VOCAB_PRE_TYPE_GPT4O` names, plus `minimax-m2`,
+/// whose own type shares the regex list. None of them ignores merges or
+/// adds BOS by default.
+const GPT4O_FAMILY: &[&str] = &["gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"];
 const STARCODER_FAMILY: &[&str] = &[
     "smollm",
     "starcoder",
@@ -92,6 +106,8 @@ impl PreTokenizer {
                 marks: true,
             };
             (vec![rule], false, false)
+        } else if GPT4O_FAMILY.contains(&name) {
+            (vec![Rule::Gpt4o], false, false)
         } else if STARCODER_FAMILY.contains(&name) {
             (vec![Rule::EachNumber, Rule::Gpt2], false, false)
         } else if name == "default" {
@@ -195,6 +211,7 @@ impl Piece<'_> {
         match rule {
             Rule::Gpt2 => self.gpt2(&mut emit),
             Rule::Llama3 { max_digits, marks } => self.llama3(max_digits, marks, &mut emit),
+            Rule::Gpt4o => self.gpt4o(&mut emit),
             Rule::EachNumber => self.class_matches(&mut emit, |p, i| p.has(i, NUMBER), Some(1)),
             Rule::NumberRuns => self.class_matches(&mut emit, |p, i| p.has(i, NUMBER), None),
             Rule::PunctRuns => self.class_matches(
@@ -337,22 +354,105 @@ impl Piece<'_> {
                 continue;
             }
 
-            // `\s*[\r\n]+`: whitespace up to the last line break in the run.
-            let mut n = 0;
-            let mut last_break_end = None;
-            while self.has(pos + n, WHITESPACE) {
-                if matches!(self.cps[pos + n], '\r' | '\n') {
-                    last_break_end = Some(pos + n + 1);
-                }
-                n += 1;
-            }
-            if let Some(end) = last_break_end {
+            if let Some(end) = self.through_last_break(pos) {
                 emit.to(end);
                 pos = end;
                 continue;
             }
             pos = self.whitespace_tail(pos, emit);
         }
+    }
+
+    /// `\s*[\r\n]+`: the whitespace run at `pos` up to and including its
+    /// last line break (the greedy `\s*` backs off to it), if it has one.
+    fn through_last_break(&self, pos: usize) -> Option<usize> {
+        let mut n = 0;
+        let mut last_break_end = None;
+        while self.has(pos + n, WHITESPACE) {
+            if matches!(self.cps[pos + n], '\r' | '\n') {
+                last_break_end = Some(pos + n + 1);
+            }
+            n += 1;
+        }
+        last_break_end
+    }
+
+    /// The end of the run of characters satisfying `member` from `pos`.
+    fn run_end(&self, pos: usize, member: impl Fn(&Self, usize) -> bool) -> usize {
+        let mut end = pos;
+        while end < self.cps.len() && member(self, end) {
+            end += 1;
+        }
+        end
+    }
+
+    /// [`Rule::Gpt4o`]. llama.cpp has no hand-written scanner for it and
+    /// runs the regex with `std::regex` (a backtracking, first-alternative
+    /// engine) over text where each non-ASCII codepoint is replaced by a
+    /// byte standing for its class; this follows that engine's backtracking
+    /// alternative by alternative.
+    fn gpt4o(&self, emit: &mut Emitter<'_>) {
+        let len = self.cps.len();
+        let mut pos = 0;
+        while pos < len {
+            let end = if let Some(end) = self.gpt4o_word(pos) {
+                end
+            } else if self.has(pos, NUMBER) {
+                self.run_end(pos, |p, i| p.has(i, NUMBER) && i < pos + 3)
+            } else if let Some(end) = self.gpt4o_symbols(pos) {
+                end
+            } else if let Some(end) = self.through_last_break(pos) {
+                end
+            } else {
+                pos = self.whitespace_tail(pos, emit);
+                continue;
+            };
+            emit.to(end);
+            pos = end;
+        }
+    }
+
+    /// The two word alternatives of [`Rule::Gpt4o`], `P?U*L+C?|P?U+L*C?`:
+    /// `P` an optional character that is no line break, letter or number;
+    /// `U` a letter other than `a-z`, `L` a letter other than `A-Z`; `C` a
+    /// contraction. Returns the end of the match.
+    fn gpt4o_word(&self, pos: usize) -> Option<usize> {
+        let letter = |p: &Self, i: usize| p.has(i, LETTER);
+        let upper = |p: &Self, i: usize| letter(p, i) && !p.cps[i].is_ascii_lowercase();
+        let lower = |p: &Self, i: usize| letter(p, i) && !p.cps[i].is_ascii_uppercase();
+        // Without the prefix, a non-letter at `pos` could not start a word,
+        // so taking it whenever it qualifies loses no match.
+        let prefix = self
+            .cp(pos)
+            .is_some_and(|c| c != '\r' && c != '\n' && !self.has(pos, LETTER | NUMBER));
+        let start = pos + usize::from(prefix);
+        let upper_end = self.run_end(start, upper);
+        let end = if upper_end < self.cps.len() && lower(self, upper_end) {
+            // `U*` took the whole run and `L+` continues after it.
+            self.run_end(upper_end, lower)
+        } else if let Some(last) = (start..upper_end).rev().find(|&i| lower(self, i)) {
+            // `U*` gives back up to its last letter that is also "lower"
+            // (a non-ASCII one), which `L+` takes alone: the run after it
+            // is ASCII capitals, which `L` refuses.
+            last + 1
+        } else if upper_end > start {
+            // `U+L*` with an empty `L*`: nothing after the run is "lower".
+            upper_end
+        } else {
+            return None;
+        };
+        Some(self.contraction(end, true).unwrap_or(end))
+    }
+
+    /// ` ?[^\s\p{L}\p{N}]+[\r\n/]*` of [`Rule::Gpt4o`].
+    fn gpt4o_symbols(&self, pos: usize) -> Option<usize> {
+        let other = |p: &Self, i: usize| i < p.cps.len() && !p.has(i, WHITESPACE | LETTER | NUMBER);
+        let start = pos + usize::from(self.cp(pos) == Some(' ') && other(self, pos + 1));
+        if !other(self, start) {
+            return None;
+        }
+        let end = self.run_end(start, other);
+        Some(self.run_end(end, |p, i| matches!(p.cps[i], '\r' | '\n' | '/')))
     }
 
     /// Leftmost non-overlapping matches of a character class, each run
@@ -465,6 +565,46 @@ mod tests {
             .map(|r| &"a+b 12345"[r])
             .collect();
         assert_eq!(w, ["a", "+", "b", " ", "123", "45"]);
+    }
+
+    #[test]
+    fn gpt4o_case_runs() {
+        assert_eq!(words("gpt-4o", "HELLOworld"), ["HELLOworld"]);
+        assert_eq!(words("gpt-4o", "helloWORLD"), ["hello", "WORLD"]);
+        assert_eq!(words("gpt-4o", "McDonald's"), ["Mc", "Donald's"]);
+        assert_eq!(words("gpt-4o", "DON'T stop"), ["DON'T", " stop"]);
+        assert_eq!(words("gpt-4o", "we'Ve I'M"), ["we'Ve", " I'M"]);
+        // A non-ASCII letter is both "upper" and "lower": `U*L+` stops
+        // after the last one before ASCII capitals.
+        assert_eq!(words("gpt-4o", "ÀB ÀBc"), ["À", "B", " ÀBc"]);
+        assert_eq!(words("gpt-4o", "中文English"), ["中文English"]);
+    }
+
+    #[test]
+    fn gpt4o_marks_digits_symbols() {
+        // Combining marks are not letters for llama.cpp's rewrite.
+        assert_eq!(words("gpt-4o", "e\u{301}x"), ["e", "\u{301}x"]);
+        assert_eq!(words("gpt-4o", "1234567"), ["123", "456", "7"]);
+        assert_eq!(words("gpt-4o", "a/b\n/"), ["a", "/b", "\n", "/"]);
+        assert_eq!(words("gpt-4o", "?!\n/\r\n"), ["?!\n/\r\n"]);
+        assert_eq!(words("gpt-4o", " (x"), [" (", "x"]);
+    }
+
+    #[test]
+    fn gpt4o_whitespace() {
+        assert_eq!(words("gpt-4o", "  \n\n  x"), ["  \n\n", " ", " x"]);
+        assert_eq!(words("gpt-4o", "x \r\n y"), ["x", " \r\n", " y"]);
+        assert_eq!(words("gpt-4o", "end   "), ["end", "   "]);
+        assert_eq!(words("gpt-4o", "\tx \u{3000}y"), ["\tx", " ", "\u{3000}y"]);
+    }
+
+    #[test]
+    fn gpt4o_names() {
+        for name in ["gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"] {
+            let p = PreTokenizer::by_name(name).expect(name);
+            assert_eq!(p.rules, [Rule::Gpt4o]);
+            assert!(!p.ignore_merges && !p.add_bos_default);
+        }
     }
 
     #[test]
