@@ -376,7 +376,7 @@ fn rope_yarn_ggml(x: &mut [f32], pos: &[i32], p: &RopeParams, low: f32, high: f3
             let mut theta = pos[t] as f32;
             for i in 0..p.n_rot / 2 {
                 let y = (i as f32 - low) / f32::max(0.001, high - low);
-                let ramp = 1.0 - f32::min(1.0, f32::max(0.0, y));
+                let ramp = 1.0 - y.clamp(0.0, 1.0);
                 let interp = p.freq_scale * theta;
                 let a = interp * (1.0 - ramp) + theta * ramp;
                 let (c, s) = (a.cos() * mscale, a.sin() * mscale);
