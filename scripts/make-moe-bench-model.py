@@ -9,11 +9,13 @@ Qwen3-30B-A3B's layer shape with fewer layers and experts.
 
 usage: make-moe-bench-model.py OUT.gguf [--layers N] [--experts N]
                                [--used N] [--ff N] [--seed N]
+                               [--expert-type Q4_K|MXFP4]
 
 Q4_K blocks are random bytes with their two f16 scales (`d`, `dmin`) set
 so that weights stay near +-0.05: the kernels' speed does not depend on
 the values, and the router's seeded normal weights spread tokens over the
-experts as a trained router roughly does. Not committed (1.1 GB); the
+experts as a trained router roughly does. `--expert-type MXFP4` stores
+the experts as gpt-oss does (random nibbles, scale 2^-10). Not committed (1.1 GB); the
 seed makes reruns identical. Needs ``pip install gguf==0.19.0``.
 """
 
@@ -44,6 +46,17 @@ def q4k(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return raw.reshape(*shape[:-1], shape[-1] // block * size)
 
 
+def mxfp4(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    """Random MXFP4 blocks (as `q4k`), every E8M0 scale 118: values up
+    to 12 x 2^-11, near +-0.006."""
+    block, size = gguf.GGML_QUANT_SIZES[Q.MXFP4]
+    rows = int(np.prod(shape[:-1]))
+    n = rows * shape[-1] // block
+    raw = rng.integers(0, 256, size=(n, size), dtype=np.uint8)
+    raw[:, 0] = 118
+    return raw.reshape(*shape[:-1], shape[-1] // block * size)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -52,7 +65,10 @@ def main() -> int:
     ap.add_argument("--used", type=int, default=4)
     ap.add_argument("--ff", type=int, default=768)
     ap.add_argument("--seed", type=int, default=0x30B3)
+    ap.add_argument("--expert-type", choices=["Q4_K", "MXFP4"], default="Q4_K")
     a = ap.parse_args()
+    exp_ty = Q[a.expert_type]
+    experts = mxfp4 if exp_ty == Q.MXFP4 else q4k
     rng = np.random.default_rng(a.seed)
     reader = gguf.GGUFReader(SRC)
     w = gguf.GGUFWriter(Path(a.out), arch=ARCH, endianess=reader.endianess)
@@ -97,9 +113,9 @@ def main() -> int:
         w.add_tensor(f"{b}.ffn_norm.weight", ones)
         router = rng.standard_normal((a.experts, D)).astype(np.float32) * np.float32(1.5 / np.sqrt(D))
         w.add_tensor(f"{b}.ffn_gate_inp.weight", router)
-        w.add_tensor(f"{b}.ffn_gate_exps.weight", q4k(rng, a.experts, a.ff, D), raw_dtype=Q.Q4_K)
-        w.add_tensor(f"{b}.ffn_up_exps.weight", q4k(rng, a.experts, a.ff, D), raw_dtype=Q.Q4_K)
-        w.add_tensor(f"{b}.ffn_down_exps.weight", q4k(rng, a.experts, D, a.ff), raw_dtype=Q.Q4_K)
+        w.add_tensor(f"{b}.ffn_gate_exps.weight", experts(rng, a.experts, a.ff, D), raw_dtype=exp_ty)
+        w.add_tensor(f"{b}.ffn_up_exps.weight", experts(rng, a.experts, a.ff, D), raw_dtype=exp_ty)
+        w.add_tensor(f"{b}.ffn_down_exps.weight", experts(rng, a.experts, D, a.ff), raw_dtype=exp_ty)
     w.add_tensor("output_norm.weight", ones)
     w.write_header_to_file()
     w.write_kv_data_to_file()
