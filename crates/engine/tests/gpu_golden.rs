@@ -120,6 +120,28 @@ fn gpu_golden_phi3_tiny() {
     );
 }
 
+/// gpt-oss under a GPU plan: attention with its sinks and sliding
+/// windows on the GPU, the YaRN rotations and the routed MXFP4 experts on
+/// the CPU (the plan puts them there), values crossing at every layer.
+#[test]
+fn gpu_golden_gpt_oss_tiny() {
+    let file = "gpt-oss-tiny.gguf";
+    let path = minfer_testutil::repo_model(file);
+    let model = Arc::new(Model::open(&path).expect("the repository's gpt-oss model loads"));
+    let replay = Replay {
+        cases: 8,
+        steps: 12,
+    };
+    check_with(
+        &model,
+        gpu_cfg(None),
+        file,
+        "greedy-gpt-oss-tiny.avx2.json",
+        &GPT_OSS_TINY_TOL,
+        replay,
+    );
+}
+
 #[test]
 fn gpu_golden_smollm2() {
     let Some(model) = common::load(minfer_testutil::SMOLLM) else {

@@ -486,6 +486,7 @@ fn bench_attention(
         &whole(&offsets_b),
         &whole(&cells_b),
         None,
+        None,
         n_tok as u32,
         &ap,
         &whole(&out),

@@ -393,6 +393,50 @@ fn attention_matches_cpu() {
     }
 }
 
+/// gpt-oss's sinks: one extra softmax term per query head, on plain and
+/// sliding windows and every KV format, against the CPU backend; a sink
+/// far above the scores silences its head, one far below changes nothing.
+#[test]
+fn attention_with_sinks_matches_cpu() {
+    let mut rng = StdRng::seed_from_u64(16);
+    let n_ctx = 512;
+    for format in FORMATS {
+        for (n_head, n_head_kv, hd) in [(4, 2, 64), (8, 1, 128)] {
+            let (k, v, gk, gv) = regions(&mut rng, format, n_head_kv * hd, n_ctx);
+            for window in [0u32, 40] {
+                let p = AttnParams::new(0, n_head, n_head_kv, hd).with_sliding_window(window);
+                let b = batch(&mut rng, &[1, 7, 300, 0, 64], n_ctx);
+                let q = uniform(&mut rng, (b.offsets.len() - 1) * n_head * hd);
+                let sinks: Vec<f32> = (0..n_head).map(|h| h as f32 * 0.7 - 1.5).collect();
+                let want = cpu_attention_sinks(&k, &v, &q, &b, &p, &sinks);
+                let got = gpu_attention_sinks(&gk, &gv, &q, &b, &p, Some(&sinks));
+                let err = max_abs_err(&got, &want);
+                eprintln!("sinks {format:?} {n_head}/{n_head_kv} x {hd} window {window}: max abs {err:.2e}");
+                assert!(err <= 1e-5, "{format:?} {n_head}/{n_head_kv} x {hd}: {err}");
+                let plain = gpu_attention(&gk, &gv, &q, &b, &p);
+                assert!(
+                    max_abs_err(&plain, &got) > 1e-3,
+                    "the sinks change the output"
+                );
+                let empty = 3 * n_head * hd..4 * n_head * hd;
+                assert!(
+                    got[empty].iter().all(|&x| x == 0.0),
+                    "an empty window gives zeros"
+                );
+                let low = vec![-1e4f32; n_head];
+                let same = gpu_attention_sinks(&gk, &gv, &q, &b, &p, Some(&low));
+                assert_eq!(same, plain, "a sink far below the scores changes nothing");
+                let high = vec![1e4f32; n_head];
+                let quiet = gpu_attention_sinks(&gk, &gv, &q, &b, &p, Some(&high));
+                assert!(
+                    quiet.iter().all(|x| x.abs() < 1e-30),
+                    "a sink far above silences"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn attention_long_window_and_mixed_formats() {
     let mut rng = StdRng::seed_from_u64(7);
@@ -443,6 +487,7 @@ fn sliding_window_attention_matches_cpu() {
         &kv,
         &o,
         &c,
+        None,
         None,
         1,
         &p,

@@ -113,8 +113,8 @@ impl GpuBackend {
         }])
     }
 
-    /// The dispatches of attention node `i`. Sinks (gpt-oss) are applied
-    /// only by the CPU backend.
+    /// The dispatches of attention node `i`, with its sinks (gpt-oss)
+    /// where it has them.
     fn attention_dispatches(
         &self,
         view: &GraphView,
@@ -123,9 +123,10 @@ impl GpuBackend {
         rows: u32,
     ) -> GResult<Vec<Dispatch>> {
         let node = &view.graph.nodes[i];
-        if p.sinks_src(node.srcs.len()).is_some() {
-            return Err(node_err(node, "attention with sinks has no GPU kernel"));
-        }
+        let sinks = match p.sinks_src(node.srcs.len()) {
+            Some(k) => Some(self.src(view, i, k)?),
+            None => None,
+        };
         let kv = |layer: usize, kind: minfer_graph::KvKind| self.region(layer, kind);
         let q = self.src(view, i, 0)?;
         let offsets = self.src(view, i, 3)?;
@@ -146,6 +147,7 @@ impl GpuBackend {
             &offsets,
             &cells,
             sliding.as_ref(),
+            sinks.as_ref(),
             rows,
             p,
             &self.out(view, i)?,

@@ -104,6 +104,10 @@ fn main(
         // The next block overwrites the scores and weights.
         workgroupBarrier();
     }
+    let ms = sink_fold(h, n, &m, &l);
+    for (var k = 0u; k < PER; k++) {
+        acc[k] = acc[k] * ms;
+    }
     // An empty window gives zeros, as on the CPU.
     var inv = 0.0;
     if (n > 0u) {

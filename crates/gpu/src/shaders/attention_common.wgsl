@@ -15,6 +15,8 @@ struct Params {
     // Bytes from one cell to the next in K and in V.
     k_stride: u32,
     v_stride: u32,
+    // 1 when `sinks` holds one logit per query head (gpt-oss).
+    has_sinks: u32,
 }
 
 @group(0) @binding(0) var<uniform> P: Params;
@@ -24,6 +26,23 @@ struct Params {
 @group(0) @binding(6) var<storage, read> positions: array<i32>;
 @group(0) @binding(7) var<storage, read> cell_pos: array<i32>;
 @group(0) @binding(8) var<storage, read_write> out: array<f32>;
+@group(0) @binding(9) var<storage, read> sinks: array<f32>;
+
+// Folds head `h`'s sink logit into a finished online softmax (running max
+// `m`, sum `l`, accumulators rescaled by the returned factor), as ggml's
+// flash attention does after its last key: a term of the denominator with
+// no value. A window with no keys keeps its zeros.
+fn sink_fold(h: u32, n: u32, m: ptr<function, f32>, l: ptr<function, f32>) -> f32 {
+    if (P.has_sinks == 0u || n == 0u) {
+        return 1.0;
+    }
+    let s = sinks[h];
+    let m_new = max(*m, s);
+    let ms = exp_f32(*m - m_new);
+    *l = *l * ms + exp_f32(s - m_new);
+    *m = m_new;
+    return ms;
+}
 
 // e^x for the softmax's x <= 0: Cephes' expf (a 2^k scaling of a
 // polynomial on [-ln2/2, ln2/2]), within 2 ulp everywhere, where WGSL's

@@ -161,6 +161,10 @@ fn main(
             acc = o;
         }
     }
+    let ms = sink_fold(h, n, &m, &l);
+    for (var k = 0u; k < DPL; k++) {
+        acc[k] = acc[k] * ms;
+    }
     // An empty window gives zeros, as on the CPU.
     var inv = 0.0;
     if (n > 0u) {

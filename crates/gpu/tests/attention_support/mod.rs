@@ -161,6 +161,28 @@ pub fn batch(rng: &mut StdRng, lens: &[usize], n_ctx: usize) -> Batch {
     b
 }
 
+/// The CPU backend's attention with one sink logit per query head.
+pub fn cpu_attention_sinks(
+    k: &KvRegion,
+    v: &KvRegion,
+    q: &[f32],
+    b: &Batch,
+    p: &AttnParams,
+    sinks: &[f32],
+) -> Vec<f32> {
+    let pool = ThreadPool::new(1);
+    let mut scratch = AttnScratch::new(1, k.n_ctx(), p.head_dim);
+    let mut out = vec![f32::NAN; q.len()];
+    let w = Windows {
+        offsets: &b.offsets,
+        cells: &b.cells,
+        query_pos: &b.query_pos,
+        cell_pos: &b.cell_pos,
+    };
+    cpu::attention_with_sinks(q, k, v, &w, sinks, p, &pool, &mut scratch, &mut out).unwrap();
+    out
+}
+
 pub fn cpu_attention(k: &KvRegion, v: &KvRegion, q: &[f32], b: &Batch, p: &AttnParams) -> Vec<f32> {
     let pool = ThreadPool::new(1);
     let mut scratch = AttnScratch::new(1, k.n_ctx(), p.head_dim);
@@ -191,6 +213,18 @@ pub fn cpu_attention(k: &KvRegion, v: &KvRegion, q: &[f32], b: &Batch, p: &AttnP
 }
 
 pub fn gpu_attention(k: &DeviceKv, v: &DeviceKv, q: &[f32], b: &Batch, p: &AttnParams) -> Vec<f32> {
+    gpu_attention_sinks(k, v, q, b, p, None)
+}
+
+/// [`gpu_attention`] with one sink logit per query head, when given.
+pub fn gpu_attention_sinks(
+    k: &DeviceKv,
+    v: &DeviceKv,
+    q: &[f32],
+    b: &Batch,
+    p: &AttnParams,
+    sinks: Option<&[f32]>,
+) -> Vec<f32> {
     let n_rows = b.offsets.len() - 1;
     let out = BufRange::whole(&gpu().storage("out", (q.len() * 4) as u64).unwrap());
     // Garbage in the output, so that an unwritten value would show.
@@ -212,6 +246,7 @@ pub fn gpu_attention(k: &DeviceKv, v: &DeviceKv, q: &[f32], b: &Batch, p: &AttnP
         &buf_i32(&b.offsets),
         &buf_i32(&b.cells),
         s,
+        sinks.map(buf_f32).as_ref(),
         n_rows as u32,
         p,
         &out,

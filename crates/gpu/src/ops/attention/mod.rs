@@ -114,7 +114,10 @@ fn attention_kernel(
 /// over the cells `cells[offsets[t]..offsets[t + 1]]` of `k` and `v`,
 /// written to `out` (same shape as `q`). With `p.sliding_window > 0`,
 /// `sliding` names the positions and only cells above
-/// `position - sliding_window` are read.
+/// `position - sliding_window` are read. With `sinks` (one f32 logit per
+/// query head, gpt-oss's) each head's softmax has one more term in its
+/// denominator, folded in after the last key as ggml's flash attention
+/// does.
 ///
 /// One workgroup per (row, query head), or on a software device with
 /// subgroups eight lanes per pair (heads of up to 256 values, a multiple
@@ -138,6 +141,7 @@ pub fn attention(
     offsets: &BufRange,
     cells: &BufRange,
     sliding: Option<&SlidingInputs>,
+    sinks: Option<&BufRange>,
     n_rows: u32,
     p: &AttnParams,
     out: &BufRange,
@@ -197,6 +201,7 @@ pub fn attention(
             k.n_ctx as u32,
             k.stride as u32,
             v.stride as u32,
+            u32::from(sinks.is_some()),
         ],
         buffers: vec![
             q.clone(),
@@ -207,6 +212,8 @@ pub fn attention(
             positions,
             cell_pos,
             out.clone(),
+            // Without sinks the binding is never read; the queries stand in.
+            sinks.unwrap_or(q).clone(),
         ],
         groups: groups_for(rows, per_group),
     }])
