@@ -52,6 +52,7 @@ const FILE_TYPES: &[(u64, &str)] = &[
     (32, "BF16"),
     (36, "TQ1_0"),
     (37, "TQ2_0"),
+    (38, "MXFP4_MOE"),
 ];
 
 /// The name Ollama clients see for the model: the id with Ollama's default
