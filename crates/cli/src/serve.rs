@@ -28,6 +28,12 @@ pub struct Args {
     /// (`-np N` is accepted too, as llama-server spells it.)
     #[arg(long = "np", alias = "parallel", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     np: u32,
+    /// Most tokens an answer generates when its request sets no
+    /// `max_tokens` (-1: until the model stops or the context is full, as
+    /// llama-server's default).
+    #[arg(short = 'n', long = "n-predict", default_value_t = -1, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i64).range(-1..))]
+    n_predict: i64,
     /// Requests that may wait for a slot; past that a request gets 503.
     #[arg(long, default_value_t = 64)]
     queue: usize,
@@ -123,6 +129,8 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         api_key: args.api_key.filter(|k| !k.is_empty()),
         drain_timeout: Duration::from_secs_f64(args.drain_timeout),
         keep_alive: Duration::from_secs_f64(args.keep_alive.max(0.05)),
+        // -1 and 0 both mean no limit.
+        n_predict: usize::try_from(args.n_predict).unwrap_or(0),
         alias: args.alias,
         strict_model: args.strict_model,
         cors_origins: args.cors_origins,

@@ -555,7 +555,21 @@ fn coding_agents_complete_their_runs_against_minfer_serve() {
         &model,
         home.path(),
         2,
-        &["-np", "2", "--n-ctx", "32768", "--cache-ram", "1024", "-v"],
+        // Clients that send no `max_tokens` (Continue, aider) get 2048
+        // tokens at most, as llama-server's `-n` gives: the 0.5B model
+        // sometimes loops, and would then write until the context is full
+        // (16k tokens, longer than any client's patience).
+        &[
+            "-np",
+            "2",
+            "--n-ctx",
+            "32768",
+            "--cache-ram",
+            "1024",
+            "-n",
+            "2048",
+            "-v",
+        ],
         Stdio::from(std::fs::File::create(&log).unwrap()),
     );
     let upstream = server.url();

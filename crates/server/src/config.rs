@@ -24,6 +24,10 @@ pub struct ServerConfig {
     /// How long a streamed answer may stay silent (a long prompt being
     /// prefilled) before a keep-alive event goes out.
     pub keep_alive: Duration,
+    /// Most tokens an answer generates when its request sets no limit
+    /// (llama-server's `--n-predict`); 0: until the model stops or the
+    /// context is full.
+    pub n_predict: usize,
     /// The id `/v1/models` lists (default: the model's name or file stem).
     pub alias: Option<String>,
     /// Refuse requests whose `model` is not this model's id or alias

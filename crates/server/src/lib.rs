@@ -332,6 +332,7 @@ fn load(
         template,
         abilities,
         strict_model: cfg.strict_model,
+        default_max: cfg.n_predict,
     };
     Ok((served, sched))
 }

@@ -31,6 +31,8 @@ pub struct Served {
     /// Whether a request's `model` must name this model (otherwise any
     /// name, or none, is this model, as llama-server allows).
     pub strict_model: bool,
+    /// The limit of an answer whose request sets none (0: no limit).
+    pub default_max: usize,
 }
 
 impl Served {

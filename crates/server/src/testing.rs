@@ -24,6 +24,7 @@ pub async fn loading_server(key: Option<&str>, strict_model: bool) -> (String, R
         api_key: key.map(str::to_string),
         drain_timeout: Duration::from_secs(1),
         keep_alive: Duration::from_secs(5),
+        n_predict: 0,
         alias: None,
         strict_model,
         cors_origins: Vec::new(),

@@ -174,7 +174,7 @@ fn syntax_for(served: &Served, use_tools: Option<&Tools>) -> Option<Syntax> {
 pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepared, ApiError> {
     req.refused.check()?;
     let n = req.sampling.choices(limit)?;
-    let mut cfg = req.sampling.to_config(0)?;
+    let mut cfg = req.sampling.to_config(served.default_max)?;
     let mut msgs = messages(req)?;
     let tools = match &req.tools {
         Some(t) if !t.is_empty() => Some(Tools::parse(t)?).filter(|t| !t.functions.is_empty()),

@@ -359,6 +359,20 @@ mod tests {
         r.sampling.to_config(0)
     }
 
+    /// `--n-predict`: a request without a limit gets the server's; one
+    /// with its own keeps it.
+    #[test]
+    fn the_server_limit_applies_only_without_the_requests() {
+        let parse_chat = |json: &str| -> ChatRequest { parse(json.as_bytes()).unwrap() };
+        let none = parse_chat(r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#);
+        assert_eq!(none.sampling.to_config(2048).unwrap().max_tokens, 2048);
+        assert_eq!(none.sampling.to_config(0).unwrap().max_tokens, 0);
+        let own = parse_chat(
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5}"#,
+        );
+        assert_eq!(own.sampling.to_config(2048).unwrap().max_tokens, 5);
+    }
+
     #[test]
     fn fields_map_to_the_engine_config() {
         let c = chat(
