@@ -38,7 +38,9 @@ import numpy as np
 
 import gguf
 from gguf import GGMLQuantizationType as Q
-from gguf.quants import dequantize, quantize
+from gguf.quants import quantize
+
+from fixture_gguf import copy_keys, rms_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
@@ -46,11 +48,6 @@ ARCH = "gpt-oss"
 N_EXPERT, N_USED, N_FF_EXP = 8, 8, 64
 N_CTX_ORIG, YARN_FACTOR, WINDOW = 4096, 32.0, 128
 DROPPED_KEYS = ("context_length", "rope.freq_base")
-
-
-def rms_of(t) -> float:
-    values = dequantize(t.data, t.tensor_type).astype(np.float64)
-    return float(np.sqrt(np.mean(np.square(values))))
 
 
 def normal(rng: np.random.Generator, shape, scale: float) -> np.ndarray:
@@ -63,21 +60,11 @@ def stacked(rng: np.random.Generator, rows: int, cols: int, rms: float) -> np.nd
     return blocks.reshape(N_EXPERT, rows, blocks.shape[-1])
 
 
-def copy_keys(reader: gguf.GGUFReader, w: gguf.GGUFWriter, src_arch: str) -> None:
-    for field in reader.fields.values():
-        key = field.name
-        if key == gguf.Keys.General.ARCHITECTURE or key.startswith("GGUF."):
-            continue
-        if key.startswith(src_arch + ".") and key[len(src_arch) + 1 :] in DROPPED_KEYS:
-            continue
-        val = field.contents()
-        if key.startswith(src_arch + "."):
-            key = ARCH + key[len(src_arch) :]
-        elif key == gguf.Keys.General.NAME:
-            val = "tiny-random-oss"
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(key, val, vtype, sub_type=sub)
+def write_keys(reader: gguf.GGUFReader, w: gguf.GGUFWriter) -> None:
+    def replace(key, val):
+        return "tiny-random-oss" if key == gguf.Keys.General.NAME else val
+
+    copy_keys(reader, w, ARCH, DROPPED_KEYS, replace)
     w.add_uint32(f"{ARCH}.context_length", int(N_CTX_ORIG * YARN_FACTOR))
     w.add_float32(f"{ARCH}.rope.freq_base", 150000.0)
     w.add_string(f"{ARCH}.rope.scaling.type", "yarn")
@@ -110,10 +97,8 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0])
     rng = np.random.default_rng(0x055)
     reader = gguf.GGUFReader(SRC)
-    src_arch = reader.fields[gguf.Keys.General.ARCHITECTURE]
-    src_arch = bytes(src_arch.parts[src_arch.data[0]]).decode()
     w = gguf.GGUFWriter(out, arch=ARCH, endianess=reader.endianess)
-    copy_keys(reader, w, src_arch)
+    write_keys(reader, w)
     by_name = {t.name: t for t in reader.tensors}
     n_head = 4
     for t in reader.tensors:

@@ -36,17 +36,14 @@ import numpy as np
 
 import gguf
 from gguf import GGMLQuantizationType as Q
-from gguf.quants import dequantize, quantize
+from gguf.quants import quantize
+
+from fixture_gguf import copy_keys, rms_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
 ARCH = "qwen3moe"
 N_EXPERT, N_USED, N_FF_EXP = 8, 2, 64
-
-
-def rms_of(t) -> float:
-    values = dequantize(t.data, t.tensor_type).astype(np.float64)
-    return float(np.sqrt(np.mean(np.square(values))))
 
 
 def experts(rng: np.random.Generator, rows: int, cols: int, rms: float, ty: Q) -> np.ndarray:
@@ -68,21 +65,8 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0])
     rng = np.random.default_rng(0x3E0E)
     reader = gguf.GGUFReader(SRC)
-    src_arch = reader.fields[gguf.Keys.General.ARCHITECTURE]
-    src_arch = bytes(src_arch.parts[src_arch.data[0]]).decode()
     w = gguf.GGUFWriter(out, arch=ARCH, endianess=reader.endianess)
-    for field in reader.fields.values():
-        key = field.name
-        if key == gguf.Keys.General.ARCHITECTURE or key.startswith("GGUF."):
-            continue
-        val = field.contents()
-        if key.startswith(src_arch + "."):
-            key = ARCH + key[len(src_arch) :]
-        elif key == gguf.Keys.General.NAME:
-            val = f"{val}-moe"
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(key, val, vtype, sub_type=sub)
+    copy_keys(reader, w, ARCH, replace=lambda k, v: f"{v}-moe" if k == gguf.Keys.General.NAME else v)
     w.add_uint32(f"{ARCH}.expert_count", N_EXPERT)
     w.add_uint32(f"{ARCH}.expert_used_count", n_used)
     w.add_uint32(f"{ARCH}.expert_feed_forward_length", N_FF_EXP)

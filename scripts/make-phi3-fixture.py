@@ -38,7 +38,9 @@ import numpy as np
 
 import gguf
 from gguf import GGMLQuantizationType as Q
-from gguf.quants import dequantize, quantize
+from gguf.quants import quantize
+
+from fixture_gguf import copy_keys, rms_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
@@ -60,33 +62,20 @@ TEMPLATE = (
 DROPPED_KEYS = ("attention.key_length", "attention.value_length", "context_length")
 
 
-def rms_of(t) -> float:
-    values = dequantize(t.data, t.tensor_type).astype(np.float64)
-    return float(np.sqrt(np.mean(np.square(values))))
-
-
 def q8(rng: np.random.Generator, rows: int, cols: int, rms: float) -> np.ndarray:
     values = rng.standard_normal((rows, cols)).astype(np.float32) * np.float32(rms)
     return quantize(values, Q.Q8_0)
 
 
-def copy_keys(reader: gguf.GGUFReader, w: gguf.GGUFWriter, src_arch: str) -> None:
-    for field in reader.fields.values():
-        key = field.name
-        if key == gguf.Keys.General.ARCHITECTURE or key.startswith("GGUF."):
-            continue
-        if key.startswith(src_arch + ".") and key[len(src_arch) + 1 :] in DROPPED_KEYS:
-            continue
-        val = field.contents()
-        if key.startswith(src_arch + "."):
-            key = ARCH + key[len(src_arch) :]
-        elif key == gguf.Keys.General.NAME:
-            val = "tiny-random-phi"
-        elif key == gguf.Keys.Tokenizer.CHAT_TEMPLATE:
-            val = TEMPLATE
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(key, val, vtype, sub_type=sub)
+def write_keys(reader: gguf.GGUFReader, w: gguf.GGUFWriter) -> None:
+    def replace(key, val):
+        if key == gguf.Keys.General.NAME:
+            return "tiny-random-phi"
+        if key == gguf.Keys.Tokenizer.CHAT_TEMPLATE:
+            return TEMPLATE
+        return val
+
+    copy_keys(reader, w, ARCH, DROPPED_KEYS, replace)
     w.add_uint32(f"{ARCH}.context_length", N_CTX_TRAIN)
     w.add_uint32(f"{ARCH}.rope.dimension_count", N_ROT)
     w.add_uint32(f"{ARCH}.rope.scaling.original_context_length", N_CTX_ORIG)
@@ -111,10 +100,8 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0])
     rng = np.random.default_rng(0xF13)
     reader = gguf.GGUFReader(SRC)
-    src_arch = reader.fields[gguf.Keys.General.ARCHITECTURE]
-    src_arch = bytes(src_arch.parts[src_arch.data[0]]).decode()
     w = gguf.GGUFWriter(out, arch=ARCH, endianess=reader.endianess)
-    copy_keys(reader, w, src_arch)
+    write_keys(reader, w)
 
     short, long = rope_factors(rng)
     w.add_tensor("rope_factors_long.weight", long)

@@ -346,6 +346,18 @@ pub const KVALUES_IQ4NL: [i8; 16] = [
 /// integers (the scale, [`e8m0_to_f32_half`], is halved to match).
 pub const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
+/// The 32 codebook values of a block of 16 nibble pairs (IQ4_NL's and
+/// MXFP4's layout): value `j` from the low nibble of byte `j`, value
+/// `j + 16` from its high nibble.
+pub fn codebook_values(qs: &[u8; 16], book: &[i8; 16]) -> [i8; 32] {
+    let mut q = [0i8; 32];
+    for (j, &b) in qs.iter().enumerate() {
+        q[j] = book[(b & 0x0F) as usize];
+        q[j + 16] = book[(b >> 4) as usize];
+    }
+    q
+}
+
 /// Half the value of an E8M0 scale (`2^(e - 128)`), as ggml's
 /// `GGML_E8M0_TO_FP32_HALF`: the halving compensates for
 /// [`KVALUES_MXFP4`] being doubled. Exact for every `e`: `e` 0 and 1 give

@@ -21,9 +21,9 @@ pub use iq::{
 use minfer_gguf::GgmlType;
 
 use crate::blocks::{
-    e8m0_to_f32_half, f16_to_f32, k_scale_min, BlockIQ4NL, BlockIQ4XS, BlockMXFP4, BlockQ2K,
-    BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K,
-    BlockQ8_0, KVALUES_IQ4NL, KVALUES_MXFP4, QK, QK_K,
+    codebook_values, e8m0_to_f32_half, f16_to_f32, k_scale_min, BlockIQ4NL, BlockIQ4XS, BlockMXFP4,
+    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8K, BlockQ8_0, KVALUES_IQ4NL, KVALUES_MXFP4, QK, QK_K,
 };
 use crate::error::KernelError;
 
@@ -401,10 +401,8 @@ pub fn dequantize_q8_k(blocks: &[BlockQ8K], dst: &mut [f32]) {
 pub fn dequantize_iq4_nl(blocks: &[BlockIQ4NL], dst: &mut [f32]) {
     for (b, y) in blocks.iter().zip(dst.chunks_exact_mut(QK)) {
         let d = f16_to_f32(b.d);
-        let (lo, hi) = y.split_at_mut(QK / 2);
-        for j in 0..QK / 2 {
-            lo[j] = d * KVALUES_IQ4NL[(b.qs[j] & 0x0F) as usize] as f32;
-            hi[j] = d * KVALUES_IQ4NL[(b.qs[j] >> 4) as usize] as f32;
+        for (y, q) in y.iter_mut().zip(codebook_values(&b.qs, &KVALUES_IQ4NL)) {
+            *y = d * q as f32;
         }
     }
 }
@@ -414,10 +412,8 @@ pub fn dequantize_iq4_nl(blocks: &[BlockIQ4NL], dst: &mut [f32]) {
 pub fn dequantize_mxfp4(blocks: &[BlockMXFP4], dst: &mut [f32]) {
     for (b, y) in blocks.iter().zip(dst.chunks_exact_mut(QK)) {
         let d = e8m0_to_f32_half(b.e);
-        let (lo, hi) = y.split_at_mut(QK / 2);
-        for j in 0..QK / 2 {
-            lo[j] = d * KVALUES_MXFP4[(b.qs[j] & 0x0F) as usize] as f32;
-            hi[j] = d * KVALUES_MXFP4[(b.qs[j] >> 4) as usize] as f32;
+        for (y, q) in y.iter_mut().zip(codebook_values(&b.qs, &KVALUES_MXFP4)) {
+            *y = d * q as f32;
         }
     }
 }

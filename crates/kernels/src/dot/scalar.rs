@@ -130,11 +130,7 @@ pub fn dot_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
 pub fn dot_iq4_nl(w: &[BlockIQ4NL], a: &[BlockQ8_0]) -> f32 {
     let mut acc = Acc4::default();
     for (i, (x, y)) in w.iter().zip(a).enumerate() {
-        let mut q = [0i8; 32];
-        for j in 0..16 {
-            q[j] = KVALUES_IQ4NL[(x.qs[j] & 0x0F) as usize];
-            q[j + 16] = KVALUES_IQ4NL[(x.qs[j] >> 4) as usize];
-        }
+        let q = codebook_values(&x.qs, &KVALUES_IQ4NL);
         let isum = isum_i8(&q, &y.qs);
         acc.add(i, (f16_to_f32(x.d) * f16_to_f32(y.d)) * isum as f32);
     }
@@ -150,11 +146,7 @@ pub fn dot_iq4_nl(w: &[BlockIQ4NL], a: &[BlockQ8_0]) -> f32 {
 pub fn dot_mxfp4(w: &[BlockMXFP4], a: &[BlockQ8_0]) -> f32 {
     let mut acc = Acc4::default();
     for (i, (x, y)) in w.iter().zip(a).enumerate() {
-        let mut q = [0i8; 32];
-        for j in 0..16 {
-            q[j] = KVALUES_MXFP4[(x.qs[j] & 0x0F) as usize];
-            q[j + 16] = KVALUES_MXFP4[(x.qs[j] >> 4) as usize];
-        }
+        let q = codebook_values(&x.qs, &KVALUES_MXFP4);
         let isum = isum_i8(&q, &y.qs);
         acc.add(i, (f16_to_f32(y.d) * e8m0_to_f32_half(x.e)) * isum as f32);
     }
