@@ -15,7 +15,7 @@ use minfer_kernels::{
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
-const PACKABLE: [GgmlType; 12] = [
+const PACKABLE: [GgmlType; 13] = [
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q4_0,
@@ -28,6 +28,7 @@ const PACKABLE: [GgmlType; 12] = [
     GgmlType::IQ4_XS,
     GgmlType::Q3_K,
     GgmlType::Q2_K,
+    GgmlType::MXFP4,
 ];
 
 /// Elements per block of a packable type.
@@ -50,11 +51,13 @@ fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> Ve
             | GgmlType::IQ4_XS
             | GgmlType::Q3_K
             | GgmlType::Q2_K
+            | GgmlType::MXFP4
     ) {
         // No quantizer here: random quants and scales, sane f16 factors
         // (Q6_K's `d` at the end, Q4_K/Q5_K's `d` and `dmin` first,
         // IQ4_NL's and IQ4_XS's `d` first, Q3_K's `d` and Q2_K's `d` and
-        // `dmin` last).
+        // `dmin` last). MXFP4's E8M0 byte comes first: mostly the range
+        // real weights have, sometimes 0 and 1 (the subnormal scales).
         rng.fill(&mut data[..]);
         let bs = ty.type_size() as usize;
         for blk in data.chunks_exact_mut(bs) {
@@ -65,6 +68,11 @@ fn random_matrix(ty: GgmlType, rows: usize, cols: usize, rng: &mut StdRng) -> Ve
             } else if ty == GgmlType::Q2_K {
                 blk[80..82].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
                 blk[82..84].copy_from_slice(&half(rng.gen_range(-0.01..0.01)));
+            } else if ty == GgmlType::MXFP4 {
+                blk[0] = match rng.gen_range(0..8) {
+                    0 => rng.gen_range(0..3),
+                    _ => rng.gen_range(110..135),
+                };
             } else if matches!(ty, GgmlType::IQ4_NL | GgmlType::IQ4_XS) {
                 blk[0..2].copy_from_slice(&half(rng.gen_range(-0.05..0.05)));
             } else {
@@ -168,6 +176,8 @@ fn extreme_quants_and_activations_stay_exact() {
             GgmlType::Q8_0 => &[0xFF, 0x80, 0x7F],
             // Codebook index 0 is its largest magnitude, -127.
             GgmlType::IQ4_NL => &[0xFF, 0x00, 0x0F],
+            // Indices 7 and 15 are MXFP4's largest, 12 and -12.
+            GgmlType::MXFP4 => &[0xFF, 0x77, 0x7F],
             // 0x00: index 0 (-127) with every scale at -32 (and, in every
             // other block, at 31); 0xFF: 113 with 31; 0x0F: -127 with the
             // scales' low bits set and high clear (-17).
@@ -203,6 +213,8 @@ fn extreme_quants_and_activations_stay_exact() {
                             blk[2..8].fill(0xFF);
                         }
                     }
+                    // 2^-8 (E8M0 byte 121, halved).
+                    GgmlType::MXFP4 => blk[0] = 121,
                     _ => blk[0..2].copy_from_slice(&half(0.01)),
                 }
             }
@@ -233,6 +245,46 @@ fn extreme_quants_and_activations_stay_exact() {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Every MXFP4 scale byte from 0 (the subnormal 2^-128) to 143, row `r`
+/// scaled by byte `r` alone, widened by the tiles exactly as the reference
+/// does.
+#[test]
+fn mxfp4_tiles_widen_every_scale_byte_exactly() {
+    let ty = GgmlType::MXFP4;
+    let (rows, blocks, n_tok) = (144, 5, 3);
+    let cols = 32 * blocks;
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut data = vec![0u8; rows * row_bytes(ty, cols).unwrap()];
+    rng.fill(&mut data[..]);
+    for (i, blk) in data.chunks_exact_mut(17).enumerate() {
+        blk[0] = (i / blocks) as u8;
+    }
+    let packed = pack(ty, rows, cols, &data).unwrap();
+    let x: Vec<f32> = (0..n_tok * cols)
+        .map(|_| rng.gen_range(-2.0..2.0))
+        .collect();
+    let rows_ref = row_major(ty, rows, cols, &data);
+    let base = product(
+        &Kernels::new(SimdLevel::Scalar).unwrap(),
+        1,
+        &rows_ref,
+        &x,
+        n_tok,
+    );
+    assert!(base.iter().all(|v| v.is_finite() && *v != 0.0));
+    let packed_ref = MatRef {
+        data: &packed,
+        layout: Layout::Packed,
+        ..rows_ref
+    };
+    for level in SimdLevel::supported() {
+        let got = product(&Kernels::new(level).unwrap(), 2, &packed_ref, &x, n_tok);
+        for (i, (a, b)) in got.iter().zip(&base).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "{level} [{i}]: {a} vs {b}");
         }
     }
 }

@@ -26,7 +26,7 @@ use std::arch::x86_64::*;
 
 use super::layout::Format;
 use super::tile::{Acts, Tile, GROUP, PREFETCH, TILE};
-use crate::blocks::KVALUES_IQ4NL;
+use crate::blocks::{KVALUES_IQ4NL, KVALUES_MXFP4};
 
 /// Rows per 256-bit register.
 pub(super) const HALF: usize = GROUP / 2;
@@ -242,6 +242,7 @@ unsafe fn half_block<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const E8: bool,
     const V: bool,
 >(
     f: &Format,
@@ -254,10 +255,15 @@ unsafe fn half_block<
 ) {
     // SAFETY: the CPU features are the caller's precondition; the quant
     // loads stay inside the group-block, the scale loads read 16 bytes at
-    // `d_at + 16 h` and `m_at + 16 h` (inside it), and `quants` gives 32
+    // `d_at + 16 h` and `m_at + 16 h` (8 at `d_at + 8 h` for E8M0; inside
+    // it), and `quants` gives 32
     // bytes of which the broadcasts read `4k..4k + 4`.
     unsafe {
-        let dw = _mm256_cvtph_ps(_mm_loadu_si128(gb.add(f.d_at() + 16 * h) as *const _));
+        let dw = if E8 {
+            e8m0_half(_mm_loadl_epi64(gb.add(f.d_at() + 8 * h) as *const _))
+        } else {
+            _mm256_cvtph_ps(_mm_loadu_si128(gb.add(f.d_at() + 16 * h) as *const _))
+        };
         let mw = if MIN {
             _mm256_cvtph_ps(_mm_loadu_si128(gb.add(f.m_at() + 16 * h) as *const _))
         } else {
@@ -267,12 +273,12 @@ unsafe fn half_block<
         // inherit the caller's target features, so the intrinsics inside
         // it would be calls instead of instructions.
         let (q, s) = if NIB && CB {
-            // IQ4_NL: each nibble picks a signed codebook value, then the
-            // signed product as for Q8_0 (the values are at most 127 in
-            // magnitude, so the i16 steps stay exact).
+            // IQ4_NL and MXFP4: each nibble picks a signed codebook value,
+            // then the signed product as for Q8_0 (the values are at most
+            // 127 in magnitude, so the i16 steps stay exact).
             let mut s = nibble_quants::<false>(gb, gb, h);
             let mut a = s;
-            let book = codebook();
+            let book = codebook(if E8 { &KVALUES_MXFP4 } else { &KVALUES_IQ4NL });
             for (s, a) in s.iter_mut().zip(&mut a) {
                 *s = _mm256_shuffle_epi8(book, *s);
                 *a = _mm256_abs_epi8(*s);
@@ -333,6 +339,7 @@ unsafe fn block<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const E8: bool,
     const V: bool,
 >(
     f: &Format,
@@ -352,8 +359,8 @@ unsafe fn block<
             line += 64;
         }
         let [lo, hi] = acc;
-        half_block::<T, NIB, FIFTH, MIN, CB, V>(f, gb, acts, t0, b, 0, lo);
-        half_block::<T, NIB, FIFTH, MIN, CB, V>(f, gb, acts, t0, b, 1, hi);
+        half_block::<T, NIB, FIFTH, MIN, CB, E8, V>(f, gb, acts, t0, b, 0, lo);
+        half_block::<T, NIB, FIFTH, MIN, CB, E8, V>(f, gb, acts, t0, b, 1, hi);
     }
 }
 
@@ -385,6 +392,7 @@ unsafe fn tile_t<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const E8: bool,
     const V: bool,
 >(
     f: &Format,
@@ -395,7 +403,7 @@ unsafe fn tile_t<
 ) -> Tile {
     if T > 2 {
         // SAFETY: the same contract.
-        return unsafe { tile_by_partial::<T, NIB, FIFTH, MIN, CB, V>(f, nb, group, acts, t0) };
+        return unsafe { tile_by_partial::<T, NIB, FIFTH, MIN, CB, E8, V>(f, nb, group, acts, t0) };
     }
     // SAFETY: as the function's contract; `block` gets `b < nb` and the
     // group-block at `b * gbytes`, inside `group` (`nb * gbytes` bytes).
@@ -408,14 +416,42 @@ unsafe fn tile_t<
         let mut b = 0;
         while b + 4 <= nb {
             let [a0, a1, a2, a3] = &mut acc;
-            block::<T, NIB, FIFTH, MIN, CB, V>(f, base.add(b * gbytes), acts, t0, b, a0);
-            block::<T, NIB, FIFTH, MIN, CB, V>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
-            block::<T, NIB, FIFTH, MIN, CB, V>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
-            block::<T, NIB, FIFTH, MIN, CB, V>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
+            block::<T, NIB, FIFTH, MIN, CB, E8, V>(f, base.add(b * gbytes), acts, t0, b, a0);
+            block::<T, NIB, FIFTH, MIN, CB, E8, V>(
+                f,
+                base.add((b + 1) * gbytes),
+                acts,
+                t0,
+                b + 1,
+                a1,
+            );
+            block::<T, NIB, FIFTH, MIN, CB, E8, V>(
+                f,
+                base.add((b + 2) * gbytes),
+                acts,
+                t0,
+                b + 2,
+                a2,
+            );
+            block::<T, NIB, FIFTH, MIN, CB, E8, V>(
+                f,
+                base.add((b + 3) * gbytes),
+                acts,
+                t0,
+                b + 3,
+                a3,
+            );
             b += 4;
         }
         for (s, acc) in acc.iter_mut().enumerate().take(nb - b) {
-            block::<T, NIB, FIFTH, MIN, CB, V>(f, base.add((b + s) * gbytes), acts, t0, b + s, acc);
+            block::<T, NIB, FIFTH, MIN, CB, E8, V>(
+                f,
+                base.add((b + s) * gbytes),
+                acts,
+                t0,
+                b + s,
+                acc,
+            );
         }
         // The reference's combine: `(s0 + s2) + (s1 + s3)`.
         let mut sum = [[_mm256_setzero_ps(); T]; 2];
@@ -449,6 +485,7 @@ unsafe fn tile_by_partial<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const E8: bool,
     const V: bool,
 >(
     f: &Format,
@@ -483,7 +520,7 @@ unsafe fn tile_by_partial<
                             line += 64;
                         }
                     }
-                    half_block::<T, NIB, FIFTH, MIN, CB, V>(
+                    half_block::<T, NIB, FIFTH, MIN, CB, E8, V>(
                         f,
                         base.add(b * gbytes),
                         acts,
@@ -517,6 +554,7 @@ unsafe fn tile_n<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const E8: bool,
     const V: bool,
 >(
     f: &Format,
@@ -530,7 +568,7 @@ unsafe fn tile_n<
     unsafe {
         by_height!(
             nt,
-            tile_t::<_, NIB, FIFTH, MIN, CB, V>(f, nb, group, acts, t0)
+            tile_t::<_, NIB, FIFTH, MIN, CB, E8, V>(f, nb, group, acts, t0)
         )
     }
 }
@@ -550,10 +588,13 @@ unsafe fn tile_any<const V: bool>(
 ) -> Tile {
     // SAFETY: the caller's features and contract are the callee's.
     unsafe {
-        if f.codebook {
-            return tile_n::<true, false, false, true, V>(f, nb, group, acts, t0, nt);
+        match (f.codebook, f.e8m0) {
+            (true, true) => tile_n::<true, false, false, true, true, V>(f, nb, group, acts, t0, nt),
+            (true, false) => {
+                tile_n::<true, false, false, true, false, V>(f, nb, group, acts, t0, nt)
+            }
+            _ => by_legacy_format!(f, tile_n::<.., false, false, V>(f, nb, group, acts, t0, nt)),
         }
-        by_legacy_format!(f, tile_n::<.., false, V>(f, nb, group, acts, t0, nt))
     }
 }
 
@@ -585,16 +626,34 @@ pub unsafe fn tile_vnni(
     unsafe { tile_any::<true>(f, nb, group, acts, t0, nt) }
 }
 
-/// IQ4_NL's sixteen codebook values in both 128-bit lanes, for
-/// `vpshufb`.
+/// A codebook's sixteen values in both 128-bit lanes, for `vpshufb`.
 ///
 /// # Safety
 /// AVX2.
 #[inline(always)]
-pub(super) unsafe fn codebook() -> __m256i {
+pub(super) unsafe fn codebook(book: &[i8; 16]) -> __m256i {
     // SAFETY: the caller's precondition; the load reads the 16-byte table.
     unsafe {
-        let t = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const _);
+        let t = _mm_loadu_si128(book.as_ptr() as *const _);
         _mm256_broadcastsi128_si256(t)
+    }
+}
+
+/// Eight E8M0 scale bytes (the low eight of `e`) widened to their f32
+/// values halved, exactly as [`crate::blocks::e8m0_to_f32_half`]:
+/// `(e - 1) << 23` as float bits, and for `e` 0 and 1 the subnormals
+/// `0x0020_0000 << e`.
+///
+/// # Safety
+/// AVX2.
+#[inline(always)]
+pub(super) unsafe fn e8m0_half(e: __m128i) -> __m256 {
+    // SAFETY: the caller's precondition; registers only.
+    unsafe {
+        let e = _mm256_cvtepu8_epi32(e);
+        let normal = _mm256_slli_epi32::<23>(_mm256_sub_epi32(e, _mm256_set1_epi32(1)));
+        let small = _mm256_sllv_epi32(_mm256_set1_epi32(0x0020_0000), e);
+        let tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+        _mm256_castsi256_ps(_mm256_blendv_epi8(normal, small, tiny))
     }
 }

@@ -58,6 +58,7 @@ use super::layout_k23::{
     Q2K_SC_AT, Q3K_D_AT, Q3K_GROUP_BLOCK, Q3K_PAIR_BYTES, Q3K_SC_AT,
 };
 use super::tile::{Acts, Tile, GROUP, PREFETCH};
+use crate::blocks::KVALUES_IQ4NL;
 
 /// `isum + sc · Σ kv·y` over one 32-quant sub-block of eight rows,
 /// without AVX-VNNI: `s` the codebook values (register `k`: quants
@@ -108,7 +109,7 @@ unsafe fn iq4xs_sums<const T: usize, const N: usize, const V: bool>(
     // group-block, and the activation reads at `32 j + 4 m` (at most 252)
     // lie inside 256 quants.
     unsafe {
-        let book = codebook();
+        let book = codebook(&KVALUES_IQ4NL);
         // `kv + 128` as unsigned bytes: the top bit flipped.
         let book_u = _mm256_xor_si256(book, _mm256_set1_epi8(-128));
         let mut isum = [[_mm256_setzero_si256(); T]; N];

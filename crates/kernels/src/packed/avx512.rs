@@ -16,16 +16,17 @@ use std::arch::x86_64::*;
 
 use super::layout::Format;
 use super::tile::{Acts, Tile, GROUP, PREFETCH, TILE};
-use crate::blocks::KVALUES_IQ4NL;
+use crate::blocks::{KVALUES_IQ4NL, KVALUES_MXFP4};
 
 /// The eight quant registers of one group-block at `gb`. With `CB`
-/// (IQ4_NL) the nibbles index the codebook, looked up as unsigned bytes
-/// `value + 128` (its format's offset) so that `vpdpbusd` takes them.
+/// (IQ4_NL, or MXFP4 with `E8`) the nibbles index the codebook, looked up
+/// as unsigned bytes `value + 128` (the format's offset) so that
+/// `vpdpbusd` takes them.
 ///
 /// # Safety
 /// AVX-512 F/BW; `gb` must point at a whole group-block of format `F`.
 #[inline(always)]
-unsafe fn unpack<const NIB: bool, const FIFTH: bool, const CB: bool>(
+unsafe fn unpack<const NIB: bool, const FIFTH: bool, const CB: bool, const E8: bool>(
     f: &Format,
     gb: *const u8,
 ) -> [__m512i; 8] {
@@ -42,8 +43,9 @@ unsafe fn unpack<const NIB: bool, const FIFTH: bool, const CB: bool>(
         }
         let mut q = nibble_quants::<FIFTH>(gb, gb.add(f.qh_at()));
         if CB {
+            let book = if E8 { &KVALUES_MXFP4 } else { &KVALUES_IQ4NL };
             let table = _mm512_broadcast_i32x4(_mm_add_epi8(
-                _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const _),
+                _mm_loadu_si128(book.as_ptr() as *const _),
                 _mm_set1_epi8(-128),
             ));
             for q in &mut q {
@@ -100,6 +102,24 @@ pub(super) unsafe fn nibble_quants<const FIFTH: bool>(
     }
 }
 
+/// Sixteen E8M0 scale bytes widened to their f32 values halved, exactly
+/// as [`crate::blocks::e8m0_to_f32_half`]: `(e - 1) << 23` as float bits,
+/// and for `e` 0 and 1 the subnormals `0x0020_0000 << e`.
+///
+/// # Safety
+/// AVX-512 F.
+#[inline(always)]
+pub(super) unsafe fn e8m0_half(e: __m128i) -> __m512 {
+    // SAFETY: the caller's precondition; registers only.
+    unsafe {
+        let e = _mm512_cvtepu8_epi32(e);
+        let normal = _mm512_slli_epi32::<23>(_mm512_sub_epi32(e, _mm512_set1_epi32(1)));
+        let small = _mm512_sllv_epi32(_mm512_set1_epi32(0x0020_0000), e);
+        let tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+        _mm512_castsi512_ps(_mm512_mask_blend_epi32(tiny, normal, small))
+    }
+}
+
 /// `init + Σ q·y` over 32 quants per lane: register `k` of `q` against
 /// the four activation bytes at `y + 4k`, broadcast. Two chains of four,
 /// so that a lone token does not wait on eight dependent multiply-adds.
@@ -133,6 +153,7 @@ unsafe fn block<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const E8: bool,
 >(
     f: &Format,
     gb: *const u8,
@@ -142,7 +163,8 @@ unsafe fn block<
     acc: &mut [__m512; T],
 ) {
     // SAFETY: the CPU features are the caller's precondition; the scale
-    // loads read 32 bytes at `d_at` and `m_at`, inside the group-block, and
+    // loads read 32 bytes at `d_at` and `m_at` (16 at `d_at` for E8M0),
+    // inside the group-block, and
     // `quants` gives 32 bytes of which the broadcasts read `4k..4k + 4`.
     unsafe {
         // The first tile of a group reads it from memory, faster than the
@@ -153,8 +175,12 @@ unsafe fn block<
             _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(PREFETCH + line) as *const i8);
             line += 64;
         }
-        let q = unpack::<NIB, FIFTH, CB>(f, gb);
-        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(f.d_at()) as *const _));
+        let q = unpack::<NIB, FIFTH, CB, E8>(f, gb);
+        let dw = if E8 {
+            e8m0_half(_mm_loadu_si128(gb.add(f.d_at()) as *const _))
+        } else {
+            _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(f.d_at()) as *const _))
+        };
         let mw = if MIN {
             _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(f.m_at()) as *const _))
         } else {
@@ -186,6 +212,7 @@ unsafe fn tile_t<
     const FIFTH: bool,
     const MIN: bool,
     const CB: bool,
+    const E8: bool,
 >(
     f: &Format,
     nb: usize,
@@ -206,14 +233,21 @@ unsafe fn tile_t<
         let mut b = 0;
         while b + 4 <= nb {
             let [a0, a1, a2, a3] = &mut acc;
-            block::<T, NIB, FIFTH, MIN, CB>(f, base.add(b * gbytes), acts, t0, b, a0);
-            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
-            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
-            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
+            block::<T, NIB, FIFTH, MIN, CB, E8>(f, base.add(b * gbytes), acts, t0, b, a0);
+            block::<T, NIB, FIFTH, MIN, CB, E8>(f, base.add((b + 1) * gbytes), acts, t0, b + 1, a1);
+            block::<T, NIB, FIFTH, MIN, CB, E8>(f, base.add((b + 2) * gbytes), acts, t0, b + 2, a2);
+            block::<T, NIB, FIFTH, MIN, CB, E8>(f, base.add((b + 3) * gbytes), acts, t0, b + 3, a3);
             b += 4;
         }
         for (s, acc) in acc.iter_mut().enumerate().take(nb - b) {
-            block::<T, NIB, FIFTH, MIN, CB>(f, base.add((b + s) * gbytes), acts, t0, b + s, acc);
+            block::<T, NIB, FIFTH, MIN, CB, E8>(
+                f,
+                base.add((b + s) * gbytes),
+                acts,
+                t0,
+                b + s,
+                acc,
+            );
         }
         let mut out = [[0.0f32; GROUP]; TILE];
         for (t, out) in out.iter_mut().enumerate().take(T) {
@@ -232,7 +266,13 @@ unsafe fn tile_t<
 /// # Safety
 /// As [`tile_t`], for `nt` tokens (1 to [`TILE`]).
 #[inline(always)]
-unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: bool>(
+unsafe fn tile_n<
+    const NIB: bool,
+    const FIFTH: bool,
+    const MIN: bool,
+    const CB: bool,
+    const E8: bool,
+>(
     f: &Format,
     nb: usize,
     group: &[u8],
@@ -241,7 +281,12 @@ unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: 
     nt: usize,
 ) -> Tile {
     // SAFETY: the caller's contract, for the tile height chosen.
-    unsafe { by_height!(nt, tile_t::<_, NIB, FIFTH, MIN, CB>(f, nb, group, acts, t0)) }
+    unsafe {
+        by_height!(
+            nt,
+            tile_t::<_, NIB, FIFTH, MIN, CB, E8>(f, nb, group, acts, t0)
+        )
+    }
 }
 
 /// The VNNI kernel for any interleaved format.
@@ -253,9 +298,10 @@ unsafe fn tile_n<const NIB: bool, const FIFTH: bool, const MIN: bool, const CB: 
 pub unsafe fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     // SAFETY: this function's features and contract are the callee's.
     unsafe {
-        if f.codebook {
-            return tile_n::<true, false, false, true>(f, nb, group, acts, t0, nt);
+        match (f.codebook, f.e8m0) {
+            (true, true) => tile_n::<true, false, false, true, true>(f, nb, group, acts, t0, nt),
+            (true, false) => tile_n::<true, false, false, true, false>(f, nb, group, acts, t0, nt),
+            _ => by_legacy_format!(f, tile_n::<.., false, false>(f, nb, group, acts, t0, nt)),
         }
-        by_legacy_format!(f, tile_n::<.., false>(f, nb, group, acts, t0, nt))
     }
 }

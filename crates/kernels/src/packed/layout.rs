@@ -18,11 +18,14 @@
 //!   `16 + 4c..16 + 4c + 4`. For Q8_0, eight 64-byte chunks of four quants
 //!   per row, each quant stored as `q + 128` (an unsigned byte, which is
 //!   what `vpdpbusd` multiplies).
-//!   IQ4_NL is laid out as Q4_0; its nibbles index the codebook.
+//!   IQ4_NL and MXFP4 are laid out as Q4_0; their nibbles index their
+//!   codebooks.
 //! - Q5_0/Q5_1 fifth bits: one little-endian `u32` per row, with the fifth
 //!   bit of quant `4k + j` at bit `k` of byte `j`, so a single shift brings
 //!   the bits of quants `4k..4k + 4` to bit 4 of their own bytes.
-//! - the sixteen `d` (f16), then for Q4_1/Q5_1 the sixteen `m` (f16).
+//! - the sixteen `d` (f16; for MXFP4 its sixteen E8M0 scale bytes, kept
+//!   as bytes so that the layout stays the file's size), then for
+//!   Q4_1/Q5_1 the sixteen `m` (f16).
 
 use minfer_gguf::GgmlType;
 
@@ -36,7 +39,7 @@ pub use super::tile::GROUP;
 /// [`super::layout_k23`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL.
+    /// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4.
     Legacy,
     /// Q6_K.
     Q6K,
@@ -69,9 +72,12 @@ pub struct Format {
     /// the codebook values (128); the activations' integer start
     /// (`-offset * sum(y)`) takes it back out.
     pub offset: i32,
-    /// The nibbles index IQ4_NL's codebook ([`KVALUES_IQ4NL`]) instead of
-    /// being the quants themselves; laid out as Q4_0's.
+    /// The nibbles index a codebook ([`Format::book`]) instead of being
+    /// the quants themselves; laid out as Q4_0's.
     pub codebook: bool,
+    /// The block scales are MXFP4's E8M0 bytes (one byte each, read as
+    /// [`e8m0_to_f32_half`]) rather than f16.
+    pub e8m0: bool,
 }
 
 impl Format {
@@ -86,6 +92,7 @@ impl Format {
             min,
             offset,
             codebook: false,
+            e8m0: false,
         };
         Some(match ty {
             Q4_0 => f(true, false, false, 8),
@@ -95,6 +102,11 @@ impl Format {
             Q8_0 => f(false, false, false, 128),
             IQ4_NL => Format {
                 codebook: true,
+                ..f(true, false, false, 128)
+            },
+            MXFP4 => Format {
+                codebook: true,
+                e8m0: true,
                 ..f(true, false, false, 128)
             },
             Q6_K => Format {
@@ -145,9 +157,37 @@ impl Format {
         self.qs_bytes() + if self.fifth { 4 * GROUP } else { 0 }
     }
 
+    /// Bytes of one block scale: 2 (f16), or 1 (E8M0).
+    pub const fn scale_bytes(&self) -> usize {
+        if self.e8m0 {
+            1
+        } else {
+            2
+        }
+    }
+
     /// Offset of the sixteen minimums (types with a minimum).
     pub const fn m_at(&self) -> usize {
-        self.d_at() + 2 * GROUP
+        self.d_at() + self.scale_bytes() * GROUP
+    }
+
+    /// The codebook the nibbles index (formats with [`Format::codebook`]).
+    pub const fn book(&self) -> &'static [i8; 16] {
+        if self.e8m0 {
+            &KVALUES_MXFP4
+        } else {
+            &KVALUES_IQ4NL
+        }
+    }
+
+    /// Block scale `j` of a legacy group-block, widened exactly to f32.
+    pub fn scale(&self, gb: &[u8], j: usize) -> f32 {
+        let at = self.d_at() + self.scale_bytes() * j;
+        if self.e8m0 {
+            e8m0_to_f32_half(gb[at])
+        } else {
+            f16_to_f32([gb[at], gb[at + 1]])
+        }
     }
 
     /// Bytes of one group-block: sixteen source blocks.
@@ -217,6 +257,11 @@ fn read_block(f: &Format, b: &[u8]) -> Fields {
             out.d = x.d;
             out.qs[..16].copy_from_slice(&x.qs);
         }
+        GgmlType::MXFP4 => {
+            let x: &BlockMXFP4 = bytemuck::from_bytes(b);
+            out.d = [x.e, 0];
+            out.qs[..16].copy_from_slice(&x.qs);
+        }
         GgmlType::Q4_1 => {
             let x: &BlockQ4_1 = bytemuck::from_bytes(b);
             (out.d, out.m) = (x.d, x.m);
@@ -253,6 +298,11 @@ fn write_block(f: &Format, x: &Fields, b: &mut [u8]) {
         GgmlType::IQ4_NL => {
             let o: &mut BlockIQ4NL = bytemuck::from_bytes_mut(b);
             o.d = x.d;
+            o.qs.copy_from_slice(&x.qs[..16]);
+        }
+        GgmlType::MXFP4 => {
+            let o: &mut BlockMXFP4 = bytemuck::from_bytes_mut(b);
+            o.e = x.d[0];
             o.qs.copy_from_slice(&x.qs[..16]);
         }
         GgmlType::Q4_1 => {
@@ -396,7 +446,8 @@ pub fn pack_groups(
                     let at = f.qh_at() + 4 * r;
                     out[at..at + 4].copy_from_slice(&spread_fifth(x.qh).to_le_bytes());
                 }
-                out[f.d_at() + 2 * r..f.d_at() + 2 * r + 2].copy_from_slice(&x.d);
+                let (at, sb) = (f.d_at() + f.scale_bytes() * r, f.scale_bytes());
+                out[at..at + sb].copy_from_slice(&x.d[..sb]);
                 if f.min {
                     out[f.m_at() + 2 * r..f.m_at() + 2 * r + 2].copy_from_slice(&x.m);
                 }
@@ -518,8 +569,11 @@ fn unpack_block(f: &Format, nb: usize, packed: &[u8], r: usize, b: usize, dst: &
         (Kind::Q2K, _) => return super::layout_k23::q2k_get(src, j, bytemuck::from_bytes_mut(dst)),
         (Kind::Legacy, _) => {}
     }
+    let mut d = [0u8; 2];
+    let (at, sb) = (f.d_at() + f.scale_bytes() * j, f.scale_bytes());
+    d[..sb].copy_from_slice(&src[at..at + sb]);
     let mut x = Fields {
-        d: [src[f.d_at() + 2 * j], src[f.d_at() + 2 * j + 1]],
+        d,
         m: [0; 2],
         qh: 0,
         qs: [0; 32],
@@ -567,6 +621,8 @@ mod tests {
             (GgmlType::Q5_0, 22),
             (GgmlType::Q5_1, 24),
             (GgmlType::Q8_0, 34),
+            (GgmlType::IQ4_NL, 18),
+            (GgmlType::MXFP4, 17),
         ] {
             let f = Format::of(ty).unwrap();
             assert_eq!(f.group_block_bytes(), 16 * bytes, "{ty}");

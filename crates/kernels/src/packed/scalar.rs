@@ -17,8 +17,8 @@ use crate::blocks::{f16_to_f32, KVALUES_IQ4NL};
 use crate::dot::scalar::k_combine;
 
 /// The stored (unsigned) quant `n` of row `j` in one group-block; for
-/// IQ4_NL its codebook value plus 128 (its format's offset, which the
-/// activations' start takes back out).
+/// IQ4_NL and MXFP4 its codebook value plus 128 (their format's offset,
+/// which the activations' start takes back out).
 fn quant(f: &Format, gb: &[u8], j: usize, n: usize) -> i32 {
     let (k, byte) = (n / 4, n % 4);
     if !f.nibbles {
@@ -28,7 +28,7 @@ fn quant(f: &Format, gb: &[u8], j: usize, n: usize) -> i32 {
     let packed = gb[64 * c + 4 * j + byte];
     let mut q = if k < 4 { packed & 0x0F } else { packed >> 4 } as i32;
     if f.codebook {
-        return KVALUES_IQ4NL[q as usize] as i32 + f.offset;
+        return f.book()[q as usize] as i32 + f.offset;
     }
     if f.fifth {
         let at = f.qh_at() + 4 * j;
@@ -66,7 +66,7 @@ pub fn tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usi
                 for (n, &y) in y.iter().enumerate() {
                     isum += quant(f, gb, j, n) * (y as i8) as i32;
                 }
-                let d = f16_at(gb, f.d_at() + 2 * j) * acts.d(tok, b);
+                let d = f.scale(gb, j) * acts.d(tok, b);
                 let mut v = d * isum as f32;
                 if f.min {
                     v += f16_at(gb, f.m_at() + 2 * j) * acts.s(tok, b);
