@@ -103,6 +103,8 @@ impl CpuBackend {
                     Op::MoeFfn(p) => {
                         let [n_embd, n_rows] = node.shape;
                         self.moe.reserve(p, n_embd, n_rows);
+                        packed_values =
+                            packed_values.max(crate::moe::wave_values(p, n_embd, n_rows));
                         for &w in &node.srcs[2..] {
                             let Op::Weight(id) = g.nodes[w].op else {
                                 continue;

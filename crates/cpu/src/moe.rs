@@ -5,17 +5,47 @@
 //! chosen expert's weights once however many rows chose it; each row's
 //! weighted expert outputs are then summed in the order they were chosen.
 //!
+//! Experts are taken in waves of at most [`WAVE_ROWS`] gathered rows (at
+//! least one expert each): a wave's up and gate products run as one job
+//! on the pool, then its down products as another. A decode step's few
+//! chosen experts are then two waits a layer instead of three per expert;
+//! a prefill's experts, with many rows each, go one or two at a time.
+//!
 //! A row's result depends only on that row: the products are the
-//! batch-invariant [`matmul`], the activation and the sum are per row. So
-//! a sequence gets the same bits alone or in any batch.
+//! batch-invariant [`matmul_many`] (each output the bits [`matmul`] gives
+//! alone), the activation and the sum are per row. So a sequence gets the
+//! same bits alone or in any batch, and in any wave.
+//!
+//! [`matmul`]: minfer_kernels::matmul
+
+use std::ops::Range;
 
 use minfer_graph::{Gating, GraphError, MoeAct, MoeParams, Result};
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::{matmul, ActScratch, Kernels, MatRef, RowKernels};
+use minfer_kernels::{matmul_many, ActScratch, Kernels, MatRef, Product, RowKernels};
 
 /// The smallest weight sum llama.cpp divides by when it normalises the
 /// chosen weights (the smallest normal f16).
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
+
+/// Gathered rows per wave of experts (see the module notes): enough for
+/// every choice of a decode step of many sequences, few enough that the
+/// wave's buffers stay small.
+const WAVE_ROWS: usize = 64;
+
+/// The most activation values a wave's products quantize at once (its up
+/// and gate products take every gathered row each): what the activation
+/// scratch needs for `n_rows` rows of `n_embd` through a layer of shape
+/// `p`.
+pub fn wave_values(p: &MoeParams, n_embd: usize, n_rows: usize) -> usize {
+    wave_cap(p, n_rows) * (2 * n_embd).max(p.n_ff)
+}
+
+/// The rows a wave may gather: [`WAVE_ROWS`], or one expert's rows (at
+/// most one per row) when that is more, and never more than the choices.
+fn wave_cap(p: &MoeParams, n_rows: usize) -> usize {
+    n_rows.max(WAVE_ROWS).min(n_rows * p.n_used)
+}
 
 /// Buffers of the routed FFN, grown before a graph runs so that a step
 /// does not allocate.
@@ -29,7 +59,7 @@ pub struct MoeScratch {
     starts: Vec<u32>,
     /// One router row being ranked.
     rank: Vec<u32>,
-    /// The rows gathered for one expert.
+    /// The rows gathered for one wave of experts, expert by expert.
     x: Vec<f32>,
     up: Vec<f32>,
     gate: Vec<f32>,
@@ -59,24 +89,25 @@ impl MoeScratch {
         if self.rank.len() < p.n_expert {
             self.rank.resize(p.n_expert, 0);
         }
-        grow(&mut self.x, n_rows * n_embd);
-        grow(&mut self.up, n_rows * p.n_ff);
-        grow(&mut self.gate, n_rows * p.n_ff);
-        grow(&mut self.down, n_rows * n_embd);
+        let cap = wave_cap(p, n_rows);
+        grow(&mut self.x, cap * n_embd);
+        grow(&mut self.up, cap * p.n_ff);
+        grow(&mut self.gate, cap * p.n_ff);
+        grow(&mut self.down, cap * n_embd);
         grow(&mut self.y, choices * n_embd);
     }
 
     /// Whether [`MoeScratch::reserve`] made room for this size.
     fn fits(&self, p: &MoeParams, n_embd: usize, n_rows: usize) -> bool {
-        let choices = n_rows * p.n_used;
+        let (choices, cap) = (n_rows * p.n_used, wave_cap(p, n_rows));
         self.choice.len() >= choices
             && self.by_expert.len() >= choices
             && self.starts.len() > p.n_expert
             && self.rank.len() >= p.n_expert
-            && self.x.len() >= n_rows * n_embd
-            && self.up.len() >= n_rows * p.n_ff
-            && self.gate.len() >= n_rows * p.n_ff
-            && self.down.len() >= n_rows * n_embd
+            && self.x.len() >= cap * n_embd
+            && self.up.len() >= cap * p.n_ff
+            && self.gate.len() >= cap * p.n_ff
+            && self.down.len() >= cap * n_embd
             && self.y.len() >= choices * n_embd
     }
 }
@@ -144,7 +175,8 @@ pub struct MoeRun<'a> {
     pub rows: RowKernels,
     /// The products' threads.
     pub pool: &'a ThreadPool,
-    /// The products' quantized activations.
+    /// The products' quantized activations: a wave's side by side (see
+    /// [`wave_values`]).
     pub act: &'a mut ActScratch,
     /// This op's buffers.
     pub scratch: &'a mut MoeScratch,
@@ -200,52 +232,23 @@ pub fn moe_ffn(
         route(p, run.rows, router, &mut s.rank, choice);
     }
     order_by_expert(p, n_rows, s);
-    for e in 0..p.n_expert {
-        let (a, b) = (s.starts[e] as usize, s.starts[e + 1] as usize);
-        if a == b {
-            continue;
+    let cap = wave_cap(p, n_rows);
+    let mut e0 = 0;
+    while e0 < p.n_expert {
+        // As many experts as fit `cap` gathered rows, at least one.
+        let first = s.starts[e0] as usize;
+        let mut e1 = e0 + 1;
+        while e1 < p.n_expert && s.starts[e1 + 1] as usize - first <= cap {
+            e1 += 1;
         }
-        let m = b - a;
-        for (j, &c) in s.by_expert[a..b].iter().enumerate() {
-            let t = c as usize / p.n_used;
-            s.x[j * n_embd..(j + 1) * n_embd]
-                .copy_from_slice(&input.x[t * n_embd..(t + 1) * n_embd]);
-        }
-        let x = &s.x[..m * n_embd];
-        let (up, gate) = (&mut s.up[..m * p.n_ff], &mut s.gate[..m * p.n_ff]);
-        let mm = |wm: &MatRef, x: &[f32], out: &mut [f32], act: &mut ActScratch| {
-            matmul(
-                run.kernels,
-                run.pool,
-                &expert(wm, p.n_expert, e),
-                x,
-                m,
-                out,
-                act,
-            )
+        let ex = Exec {
+            kernels: run.kernels,
+            pool: run.pool,
+            rows: run.rows,
+            act: &mut *run.act,
         };
-        let [bu, bg, bd] = w.biases.map_or([None; 3], |b| b.map(Some));
-        mm(&w.up, x, up, run.act)?;
-        add_bias(up, bu, p.n_ff, e);
-        mm(&w.gate, x, gate, run.act)?;
-        add_bias(gate, bg, p.n_ff, e);
-        for (g, u) in gate.chunks_exact_mut(p.n_ff).zip(up.chunks_exact(p.n_ff)) {
-            match p.act {
-                MoeAct::SwiGlu => run.rows.swiglu(g, u),
-                MoeAct::SwiGluOai { alpha, limit } => swiglu_oai(g, u, alpha, limit),
-            }
-        }
-        let down = &mut s.down[..m * n_embd];
-        mm(&w.down, gate, down, run.act)?;
-        add_bias(down, bd, n_embd, e);
-        for (j, &c) in s.by_expert[a..b].iter().enumerate() {
-            let c = c as usize;
-            let wt = s.choice[c].1;
-            let y = &mut s.y[c * n_embd..(c + 1) * n_embd];
-            for (y, &d) in y.iter_mut().zip(&down[j * n_embd..(j + 1) * n_embd]) {
-                *y = d * wt;
-            }
-        }
+        wave(ex, s, p, w, input.x, e0..e1)?;
+        e0 = e1;
     }
     // Each row: its first choice's output, then the others added in order.
     for (t, o) in out.chunks_exact_mut(n_embd).enumerate() {
@@ -254,6 +257,110 @@ pub fn moe_ffn(
         for y in ys.chunks_exact(n_embd).skip(1) {
             for (o, &y) in o.iter_mut().zip(y) {
                 *o += y;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The kernels a wave runs with.
+struct Exec<'a> {
+    kernels: &'a Kernels,
+    pool: &'a ThreadPool,
+    rows: RowKernels,
+    act: &'a mut ActScratch,
+}
+
+/// The experts of `experts` (a wave: their choices fit the scratch's
+/// gathered rows) through their up and gate products, the activation and
+/// their down products; each choice's weighted output into `s.y`.
+fn wave<'a>(
+    ex: Exec,
+    s: &'a mut MoeScratch,
+    p: &MoeParams,
+    w: &Experts<'a>,
+    x_in: &[f32],
+    experts: Range<usize>,
+) -> Result<()> {
+    let (n_embd, n_ff) = (w.up.cols, p.n_ff);
+    let first = s.starts[experts.start] as usize;
+    let m_all = s.starts[experts.end] as usize - first;
+    let MoeScratch {
+        choice,
+        by_expert,
+        starts,
+        x,
+        up,
+        gate,
+        down,
+        y,
+        ..
+    } = s;
+    let by_expert = &by_expert[first..first + m_all];
+    for (j, &c) in by_expert.iter().enumerate() {
+        let t = c as usize / p.n_used;
+        x[j * n_embd..(j + 1) * n_embd].copy_from_slice(&x_in[t * n_embd..(t + 1) * n_embd]);
+    }
+    // Expert `e`'s rows within the wave's gathered ones.
+    let span = |e: usize| (starts[e] as usize - first)..(starts[e + 1] as usize - first);
+    let chosen = || experts.clone().filter(|&e| !span(e).is_empty());
+    let x = &x[..m_all * n_embd];
+    let (mut up_rest, mut gate_rest) = (&mut up[..m_all * n_ff], &mut gate[..m_all * n_ff]);
+    let ups = chosen().flat_map(|e| {
+        let r = span(e);
+        let (u, rest) = std::mem::take(&mut up_rest).split_at_mut(r.len() * n_ff);
+        up_rest = rest;
+        let (g, rest) = std::mem::take(&mut gate_rest).split_at_mut(r.len() * n_ff);
+        gate_rest = rest;
+        let xs = &x[r.start * n_embd..r.end * n_embd];
+        let one = |m: MatRef<'a>, out| Product {
+            w: expert(&m, p.n_expert, e),
+            x: xs,
+            n_tok: r.len(),
+            out,
+        };
+        [one(w.up, u), one(w.gate, g)]
+    });
+    matmul_many(ex.kernels, ex.pool, ups, ex.act).map_err(GraphError::from)?;
+    let [bu, bg, bd] = w.biases.map_or([None; 3], |b| b.map(Some));
+    for e in chosen() {
+        let r = span(e);
+        let (u, g) = (
+            &mut up[r.start * n_ff..r.end * n_ff],
+            &mut gate[r.start * n_ff..r.end * n_ff],
+        );
+        add_bias(u, bu, n_ff, e);
+        add_bias(g, bg, n_ff, e);
+        for (g, u) in g.chunks_exact_mut(n_ff).zip(u.chunks_exact(n_ff)) {
+            match p.act {
+                MoeAct::SwiGlu => ex.rows.swiglu(g, u),
+                MoeAct::SwiGluOai { alpha, limit } => swiglu_oai(g, u, alpha, limit),
+            }
+        }
+    }
+    let gate = &gate[..m_all * n_ff];
+    let mut down_rest = &mut down[..m_all * n_embd];
+    let downs = chosen().map(|e| {
+        let r = span(e);
+        let (d, rest) = std::mem::take(&mut down_rest).split_at_mut(r.len() * n_embd);
+        down_rest = rest;
+        Product {
+            w: expert(&w.down, p.n_expert, e),
+            x: &gate[r.start * n_ff..r.end * n_ff],
+            n_tok: r.len(),
+            out: d,
+        }
+    });
+    matmul_many(ex.kernels, ex.pool, downs, ex.act).map_err(GraphError::from)?;
+    for e in chosen() {
+        let r = span(e);
+        let d = &mut down[r.start * n_embd..r.end * n_embd];
+        add_bias(d, bd, n_embd, e);
+        for (j, d) in r.zip(d.chunks_exact(n_embd)) {
+            let c = by_expert[j] as usize;
+            let wt = choice[c].1;
+            for (y, &d) in y[c * n_embd..(c + 1) * n_embd].iter_mut().zip(d) {
+                *y = d * wt;
             }
         }
     }

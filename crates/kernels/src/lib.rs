@@ -23,8 +23,8 @@ pub mod simd;
 
 pub use dot::{act_type, scale_table, scale_table_len, Dot4Fn, DotFn, DotKernel, Kernels};
 pub use error::KernelError;
-pub use matmul::matmul;
+pub use matmul::{matmul, matmul_many};
 pub use minfer_gguf::GgmlType;
-pub use operand::{ActScratch, Layout, MatRef};
+pub use operand::{ActScratch, Layout, MatRef, Product};
 pub use rows::{f16_to_f32_row, f32_to_f16_row, HeadRows, RowKernels, Rows};
 pub use simd::{Isa, SimdLevel};

@@ -13,7 +13,7 @@ use minfer_gguf::GgmlType;
 
 use crate::dot::{DotKernel, Kernels};
 use crate::error::KernelError;
-use crate::operand::{bytes_mut, quantize_rows};
+use crate::operand::{bytes_mut, quantize_rows, Product};
 pub use crate::operand::{row_bytes, ActScratch, Layout, MatRef};
 use crate::pool::{SharedMut, ThreadPool};
 
@@ -43,8 +43,10 @@ impl ActScratch {
     /// nothing.
     pub fn reserve_packed(&mut self, values: usize) {
         let blocks = values.div_ceil(crate::blocks::QK);
-        // Q8_1, the larger of the two activation formats (36 bytes).
-        let words = (blocks * 36).div_ceil(8);
+        // Q8_K, the largest of the activation formats per value (292 bytes
+        // per 256; Q8_1's 36 per 32 is less), plus a word per product for
+        // the products run together (`matmul_many`), each rounded up.
+        let words = (values.div_ceil(crate::blocks::QK_K) * 292).div_ceil(8) + MAX_PRODUCTS;
         if self.words.len() < words {
             self.words.resize(words, 0);
         }
@@ -193,6 +195,47 @@ pub fn matmul(
         }
     });
     Ok(())
+}
+
+/// Products per pool job in [`matmul_many`]; they wait in a fixed array,
+/// so that a step does not allocate.
+pub(crate) const MAX_PRODUCTS: usize = 32;
+
+/// Every product of `products`: as [`matmul`] on each, with the same bits,
+/// but those over interleaved weights ([`Layout::Packed`]) run as one job
+/// on the pool (per [`MAX_PRODUCTS`]), their activations side by side in
+/// `scratch`, so that many small products (the chosen experts of a
+/// mixture-of-experts layer in a decode step) wait once instead of once
+/// each, with the threads balanced over all of them.
+///
+/// # Errors
+/// As [`matmul`], for the first product at fault; the products before it
+/// may have been computed.
+pub fn matmul_many<'a>(
+    kernels: &Kernels,
+    pool: &ThreadPool,
+    products: impl IntoIterator<Item = Product<'a>>,
+    scratch: &mut ActScratch,
+) -> Result<(), KernelError> {
+    let tile = kernels.packed_tile();
+    let mut products = products.into_iter();
+    loop {
+        let mut batch: [Option<Product>; MAX_PRODUCTS] = std::array::from_fn(|_| None);
+        let mut k = 0;
+        while k < MAX_PRODUCTS {
+            let Some(p) = products.next() else { break };
+            if p.w.layout == Layout::Packed {
+                batch[k] = Some(p);
+                k += 1;
+            } else {
+                matmul(kernels, pool, &p.w, p.x, p.n_tok, p.out, scratch)?;
+            }
+        }
+        crate::packed::matmul_many(tile, pool, &mut batch[..k], scratch)?;
+        if k < MAX_PRODUCTS {
+            return Ok(());
+        }
+    }
 }
 
 /// Weight bytes per row tile: a quarter of a typical 32 KiB L1 data cache,

@@ -26,6 +26,20 @@ pub struct MatRef<'a> {
     pub layout: Layout,
 }
 
+/// One product of several run together (see
+/// [`crate::matmul::matmul_many`]): `out[t][r] = dot(w[r], x[t])` for
+/// `n_tok` rows of `x`.
+pub struct Product<'a> {
+    /// The weights.
+    pub w: MatRef<'a>,
+    /// `n_tok` activation rows of `w.cols` values.
+    pub x: &'a [f32],
+    /// Activation rows.
+    pub n_tok: usize,
+    /// `n_tok` rows of `w.rows` outputs.
+    pub out: &'a mut [f32],
+}
+
 /// The arrangement of a weight matrix's bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Layout {

@@ -10,7 +10,7 @@ use minfer_kernels::packed::{dequantize_row, pack, packable, unpack_row};
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::quant::quantize_row;
 use minfer_kernels::{
-    matmul, ActScratch, GgmlType, KernelError, Kernels, Layout, MatRef, SimdLevel,
+    matmul, ActScratch, GgmlType, KernelError, Kernels, Layout, MatRef, Product, SimdLevel,
 };
 use proptest::prelude::*;
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -341,4 +341,83 @@ fn shapes_without_the_layout_are_refused() {
         &mut ActScratch::default(),
     );
     assert!(matches!(r, Err(KernelError::BadLength { .. })));
+}
+
+/// Many products run as one job give each product's own bits: interleaved
+/// and row-major weights mixed, products with no tokens, more products than
+/// one job takes, every level and thread count; an output of the wrong
+/// length is an error.
+#[test]
+fn products_run_together_give_their_own_bits() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let types = [
+        GgmlType::Q4_K,
+        GgmlType::MXFP4,
+        GgmlType::Q8_0,
+        GgmlType::Q6_K,
+    ];
+    let mut mats = Vec::new();
+    for i in 0..40 {
+        let ty = types[i % types.len()];
+        let (rows, cols) = (16 * (1 + i % 3), 256 * (1 + i % 2));
+        let data = random_matrix(ty, rows, cols, &mut rng);
+        let packed = i % 5 != 3;
+        let bytes = if packed {
+            pack(ty, rows, cols, &data).unwrap()
+        } else {
+            data
+        };
+        let n_tok = [1, 0, 3, 5][i % 4];
+        let x: Vec<f32> = (0..n_tok * cols)
+            .map(|_| rng.gen_range(-2.0..2.0))
+            .collect();
+        mats.push((ty, rows, cols, bytes, packed, n_tok, x));
+    }
+    fn mref(m: &(GgmlType, usize, usize, Vec<u8>, bool, usize, Vec<f32>)) -> MatRef<'_> {
+        MatRef {
+            ty: m.0,
+            rows: m.1,
+            cols: m.2,
+            data: &m.3,
+            layout: if m.4 { Layout::Packed } else { Layout::Rows },
+        }
+    }
+    for level in SimdLevel::supported()
+        .into_iter()
+        .filter(|l| *l != SimdLevel::Scalar)
+    {
+        let kernels = Kernels::new(level).unwrap();
+        for threads in [1, 2, 3] {
+            let pool = ThreadPool::new(threads);
+            let alone: Vec<Vec<f32>> = mats
+                .iter()
+                .map(|m| product(&kernels, threads, &mref(m), &m.6, m.5))
+                .collect();
+            let mut outs: Vec<Vec<f32>> = mats.iter().map(|m| vec![f32::NAN; m.5 * m.1]).collect();
+            let mut scratch = ActScratch::default();
+            let products = mats.iter().zip(outs.iter_mut()).map(|(m, out)| Product {
+                w: mref(m),
+                x: &m.6,
+                n_tok: m.5,
+                out,
+            });
+            minfer_kernels::matmul_many(&kernels, &pool, products, &mut scratch).unwrap();
+            for (i, (a, b)) in outs.iter().zip(&alone).enumerate() {
+                assert!(
+                    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{level} threads {threads} product {i}"
+                );
+            }
+            // An output of the wrong length is refused.
+            let mut outs: Vec<Vec<f32>> = mats.iter().map(|m| vec![0.0; m.5 * m.1 + 1]).collect();
+            let products = mats.iter().zip(outs.iter_mut()).map(|(m, out)| Product {
+                w: mref(m),
+                x: &m.6,
+                n_tok: m.5,
+                out,
+            });
+            let err = minfer_kernels::matmul_many(&kernels, &pool, products, &mut scratch);
+            assert!(matches!(err, Err(KernelError::BadLength { .. })));
+        }
+    }
 }

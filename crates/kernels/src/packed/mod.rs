@@ -65,7 +65,7 @@ pub use tile::{Acts, Tile, GROUP, TILE};
 
 use crate::blocks::{f16_to_f32, QK, QK_K};
 use crate::error::{check_len, KernelError};
-use crate::operand::{bytes_mut, quantize_rows, ActScratch, MatRef};
+use crate::operand::{quantize_rows, ActScratch, MatRef, Product};
 use crate::pool::ThreadPool;
 
 /// A tile kernel: `nt` tokens (1 to [`TILE`]) from `t0` against one group
@@ -168,11 +168,35 @@ pub(crate) fn matmul(
     out: &mut [f32],
     scratch: &mut ActScratch,
 ) -> Result<(), KernelError> {
+    let mut one = [Some(Product {
+        w: *w,
+        x,
+        n_tok,
+        out,
+    })];
+    matmul_many(tile, pool, &mut one, scratch)
+}
+
+/// One product over interleaved weights, checked and with its activations
+/// prepared, ready to run beside others ([`run_parts`]).
+pub(crate) struct Part<'a> {
+    f: Format,
+    nb: usize,
+    data: &'a [u8],
+    acts: Acts<'a>,
+    n_tok: usize,
+    rows: usize,
+    out: crate::pool::SharedMut<f32>,
+}
+
+/// The format of `w`, after checking that it is an interleaved matrix of
+/// that format and that `x` and `out` fit it for `n_tok` rows.
+fn check_product(p: &Product) -> Result<Format, KernelError> {
+    let w = &p.w;
     let f = Format::of(w.ty).ok_or(KernelError::UnsupportedType {
         ty: w.ty,
         op: "interleaved product",
     })?;
-    let nb = w.cols / f.block_quants();
     if !packable(w.ty, w.rows, w.cols) || w.data.len() != f.packed_len(w.rows, w.cols) {
         return Err(KernelError::BadLength {
             what: "packed weight bytes",
@@ -180,36 +204,118 @@ pub(crate) fn matmul(
             got: w.data.len(),
         });
     }
-    check_len("activations", n_tok * w.cols, x.len())?;
-    check_len("output", n_tok * w.rows, out.len())?;
-    if n_tok == 0 {
-        return Ok(());
+    check_len("activations", p.n_tok * w.cols, p.x.len())?;
+    check_len("output", p.n_tok * w.rows, p.out.len())?;
+    Ok(f)
+}
+
+/// Every product of `products` (interleaved weights; `None` entries are
+/// skipped) as one pool job, their activations side by side in `scratch`.
+pub(crate) fn matmul_many(
+    tile: TileFn,
+    pool: &ThreadPool,
+    products: &mut [Option<Product>],
+    scratch: &mut ActScratch,
+) -> Result<(), KernelError> {
+    // First every check and the scratch's whole size, so that one growth
+    // serves all and the products' activations can be carved from it.
+    let mut need = [0usize; 3];
+    for p in products.iter().flatten() {
+        let f = check_product(p)?;
+        for (n, s) in need.iter_mut().zip(act_sizes(&f, p.w.cols, p.n_tok)) {
+            *n += s;
+        }
     }
-    let acts = prepare(pool, &f, x, w.cols, n_tok, scratch)?;
-    let gbytes = nb * f.group_block_bytes();
-    let rows = w.rows;
-    let out_ptr = crate::pool::SharedMut::new(out.as_mut_ptr());
-    pool.for_chunks(rows / GROUP, 1, 4, |groups: Range<usize>| {
-        for g in groups {
-            let group = &w.data[g * gbytes..(g + 1) * gbytes];
-            let mut t0 = 0;
-            while t0 < n_tok {
-                let nt = (n_tok - t0).min(TILE);
-                let v = tile(&f, nb, group, &acts, t0, nt);
-                for (t, v) in v.iter().enumerate().take(nt) {
-                    // SAFETY: group `g` belongs to this chunk alone, so rows
-                    // `16g..16g + 16` of every token have one writer; the
-                    // offset is below `n_tok * rows`, the checked length.
-                    unsafe {
-                        let dst = out_ptr.get().add((t0 + t) * rows + g * GROUP);
-                        std::ptr::copy_nonoverlapping(v.as_ptr(), dst, GROUP);
-                    }
-                }
-                t0 += nt;
+    let ActScratch { words, table, init } = scratch;
+    if words.len() < need[0] {
+        words.resize(need[0], 0);
+    }
+    if table.len() < need[1] {
+        table.resize(need[1], 0.0);
+    }
+    if init.len() < need[2] {
+        init.resize(need[2], 0);
+    }
+    let (mut words, mut table, mut init) = (&mut words[..], &mut table[..], &mut init[..]);
+    let mut parts: [Option<Part>; crate::matmul::MAX_PRODUCTS] = std::array::from_fn(|_| None);
+    for (part, p) in parts.iter_mut().zip(products.iter_mut()) {
+        let Some(p) = p.take() else { continue };
+        let f = check_product(&p)?;
+        let [nw, nt, ni] = act_sizes(&f, p.w.cols, p.n_tok);
+        let (w, rest) = std::mem::take(&mut words).split_at_mut(nw);
+        words = rest;
+        let (t, rest) = std::mem::take(&mut table).split_at_mut(nt);
+        table = rest;
+        let (i, rest) = std::mem::take(&mut init).split_at_mut(ni);
+        init = rest;
+        if p.n_tok == 0 {
+            continue;
+        }
+        *part = Some(Part {
+            f,
+            nb: p.w.cols / f.block_quants(),
+            data: p.w.data,
+            acts: prepare(
+                pool,
+                &f,
+                p.x,
+                p.w.cols,
+                p.n_tok,
+                ActBufs {
+                    words: w,
+                    table: t,
+                    init: i,
+                },
+            )?,
+            n_tok: p.n_tok,
+            rows: p.w.rows,
+            out: crate::pool::SharedMut::new(p.out.as_mut_ptr()),
+        });
+    }
+    run_parts(tile, pool, &parts);
+    Ok(())
+}
+
+/// Runs `parts` as one pool job: their groups are spread over the threads
+/// together, so several small products wait once, not once each.
+pub(crate) fn run_parts(tile: TileFn, pool: &ThreadPool, parts: &[Option<Part>]) {
+    let groups = |p: &Option<Part>| p.as_ref().map_or(0, |p| p.rows / GROUP);
+    let total: usize = parts.iter().map(groups).sum();
+    pool.for_chunks(total, 1, 4, |range: Range<usize>| {
+        // Group `i` of the job is group `i - first` of the part at `j`.
+        let (mut j, mut first) = (0, 0);
+        for i in range {
+            while first + groups(&parts[j]) <= i {
+                first += groups(&parts[j]);
+                j += 1;
+            }
+            if let Some(p) = &parts[j] {
+                run_group(tile, p, i - first);
             }
         }
     });
-    Ok(())
+}
+
+/// Every tile of group `g` of one product, written to its outputs.
+fn run_group(tile: TileFn, p: &Part, g: usize) {
+    let gbytes = p.nb * p.f.group_block_bytes();
+    let group = &p.data[g * gbytes..(g + 1) * gbytes];
+    let mut t0 = 0;
+    while t0 < p.n_tok {
+        let nt = (p.n_tok - t0).min(TILE);
+        let v = tile(&p.f, p.nb, group, &p.acts, t0, nt);
+        for (t, v) in v.iter().enumerate().take(nt) {
+            // SAFETY: each group of a part is run by one chunk of the job
+            // alone, so rows `16g..16g + 16` of every token have one
+            // writer; the offset is below `n_tok * rows`, the length
+            // `part` checked.
+            unsafe {
+                let dst = p.out.get().add((t0 + t) * p.rows + g * GROUP);
+                std::ptr::copy_nonoverlapping(v.as_ptr(), dst, GROUP);
+            }
+        }
+        t0 += nt;
+    }
 }
 
 /// Integer start values per block: one for the legacy types, one per
@@ -226,41 +332,55 @@ fn inits_per_block(f: &Format) -> usize {
     }
 }
 
+/// The activation format of `f`'s products: the type, the offset of the
+/// quants in its block, and the per-block table entries (2 with Q8_1's
+/// `s`).
+fn act_format(f: &Format) -> (GgmlType, usize, usize) {
+    match (f.kind, f.min) {
+        (Kind::Legacy, true) => (GgmlType::Q8_1, 4, 2),
+        (Kind::Legacy, false) => (GgmlType::Q8_0, 2, 1),
+        _ => (GgmlType::Q8_K, 4, 1),
+    }
+}
+
+/// What [`prepare`] takes of a scratch for `n_tok` rows of `cols`: u64
+/// words of quantized bytes, table entries and start values.
+fn act_sizes(f: &Format, cols: usize, n_tok: usize) -> [usize; 3] {
+    let (act, _, per) = act_format(f);
+    let n = n_tok * (cols / f.block_quants());
+    let bytes = n * act.type_size() as usize;
+    [bytes.div_ceil(8), per * n, inits_per_block(f) * n]
+}
+
+/// One product's share of an [`ActScratch`], each part at least
+/// [`act_sizes`] long.
+struct ActBufs<'s> {
+    words: &'s mut [u64],
+    table: &'s mut [f32],
+    init: &'s mut [i32],
+}
+
 /// Quantizes the activations (Q8_0, Q8_1 for the types with a minimum,
-/// Q8_K for the K-quants) and fills the per-block tables.
+/// Q8_K for the K-quants) into `bufs.words`, and fills the per-block
+/// tables in `bufs.table` and `bufs.init`.
 fn prepare<'s>(
     pool: &ThreadPool,
     f: &Format,
     x: &[f32],
     cols: usize,
     n_tok: usize,
-    scratch: &'s mut ActScratch,
+    bufs: ActBufs<'s>,
 ) -> Result<Acts<'s>, KernelError> {
-    let (act, qs_at) = match (f.kind, f.min) {
-        (Kind::Legacy, true) => (GgmlType::Q8_1, 4),
-        (Kind::Legacy, false) => (GgmlType::Q8_0, 2),
-        _ => (GgmlType::Q8_K, 4),
-    };
+    let ActBufs { words, table, init } = bufs;
+    let (act, qs_at, per) = act_format(f);
     let inits = inits_per_block(f);
     let quants = f.block_quants();
     let blk = act.type_size() as usize;
     let (nb, a_row) = (cols / quants, cols / quants * blk);
-    let ActScratch { words, table, init } = scratch;
-    let qs = bytes_mut(words, n_tok * a_row);
+    let qs = &mut bytemuck::cast_slice_mut(words)[..n_tok * a_row];
     quantize_rows(pool, act, x, cols, qs, a_row)?;
     let qs = &*qs;
     let n = n_tok * nb;
-    let per = if f.min && f.kind == Kind::Legacy {
-        2
-    } else {
-        1
-    };
-    if table.len() < per * n {
-        table.resize(per * n, 0.0);
-    }
-    if init.len() < inits * n {
-        init.resize(inits * n, 0);
-    }
     let (d, rest) = table.split_at_mut(n);
     for (i, b) in qs.chunks_exact(blk).enumerate() {
         let init = &mut init[inits * i..inits * (i + 1)];
@@ -310,12 +430,8 @@ fn prepare<'s>(
         quants,
         nb,
         inits,
-        d: &table[..n],
-        s: if per == 2 {
-            &table[n..2 * n]
-        } else {
-            &table[..0]
-        },
+        d: &d[..n],
+        s: if per == 2 { &rest[..n] } else { &rest[..0] },
         init: &init[..inits * n],
     })
 }
