@@ -213,12 +213,65 @@ fn lit(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_default()
 }
 
+/// The arguments schema of `f` with the one-line JSON layout the
+/// templates show.
+fn one_line(f: &Function) -> Value {
+    let mut schema = f
+        .parameters
+        .clone()
+        .unwrap_or_else(|| json!({"type": "object"}));
+    schema["x-guidance"] =
+        json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "});
+    schema
+}
+
+/// The grammar of a harmony answer that must call one of `allowed`: an
+/// optional `analysis` message (the model's reasoning, free text), then a
+/// `commentary` message to `functions.NAME` with JSON arguments, ended by
+/// `<|call|>`, the header as gpt-oss writes it. A harmony answer holds
+/// one call: `<|call|>` ends the generation. With a token budget
+/// (`budget` > 0) the reasoning gets at most half of it, so that the call
+/// the request demands still fits.
+fn harmony_calls(allowed: &[&Function], special: bool, budget: usize) -> Constraint {
+    let m = |t: &str| if special { t.to_string() } else { lit(t) };
+    let cap = match budget / 2 {
+        0 => String::new(),
+        n => format!("[max_tokens={n}]"),
+    };
+    let mut lark = format!(
+        "start: analysis? call\n\
+         analysis: {ch} \"analysis\" {msg} note {end} {start} \"assistant\"\n\
+         note{cap}: /([^<]|<[^|])*/\n\
+         call: {ch} \"commentary to=functions.\" (",
+        ch = m("<|channel|>"),
+        msg = m("<|message|>"),
+        end = m("<|end|>"),
+        start = m("<|start|>"),
+    );
+    let names: Vec<String> = (0..allowed.len()).map(|i| format!("f{i}")).collect();
+    lark.push_str(&names.join(" | "));
+    lark.push_str(")\n");
+    for (i, f) in allowed.iter().enumerate() {
+        lark.push_str(&format!(
+            "f{i}: {} {} \"json\" {} a{i} {}\na{i}: %json {}\n",
+            lit(&format!("{} ", f.name)),
+            m("<|constrain|>"),
+            m("<|message|>"),
+            m("<|call|>"),
+            one_line(f),
+        ));
+    }
+    Constraint::Lark(lark)
+}
+
 /// The grammar of the calls `choice` allows, and the trigger that makes it
 /// lazy (`auto`: free text until the opening marker); `None` for no
 /// grammar. The families whose calls have no opening marker (Llama 3's
 /// and the generic bare JSON), and Qwen3-Coder's XML, are constrained only
 /// when a call is required: under `auto` their calls are parsed from the
 /// free text.
+///
+/// `budget` is the request's token budget (0: none).
 ///
 /// # Errors
 /// A 400 naming `tool_choice` for a function that is not in `tools`.
@@ -227,13 +280,14 @@ pub fn constraint(
     choice: &Choice,
     parallel: bool,
     syntax: &Syntax,
+    budget: usize,
 ) -> Result<Option<(Constraint, Option<Trigger>)>, ApiError> {
     let key = if syntax.format == Format::Llama3 {
         "parameters"
     } else {
         "arguments"
     };
-    let schemas: Vec<Value> = match choice {
+    let allowed: Vec<&Function> = match choice {
         Choice::None => return Ok(None),
         Choice::Named(name) => {
             let f = tools.get(name).ok_or_else(|| {
@@ -242,23 +296,26 @@ pub fn constraint(
                     format!("tool_choice names `{name}`, which is not in `tools`"),
                 )
             })?;
-            vec![call_schema(f, key)]
+            vec![f]
         }
-        Choice::Auto | Choice::Required => tools
-            .functions
-            .iter()
-            .map(|f| call_schema(f, key))
-            .collect(),
+        Choice::Auto | Choice::Required => tools.functions.iter().collect(),
     };
     let lazy = *choice == Choice::Auto;
     if lazy
         && matches!(
             syntax.format,
-            Format::Llama3 | Format::Json | Format::QwenXml
+            Format::Llama3 | Format::Json | Format::QwenXml | Format::Harmony
         )
     {
         return Ok(None);
     }
+    if syntax.format == Format::Harmony {
+        return Ok(Some((
+            harmony_calls(&allowed, syntax.special_tags, budget),
+            None,
+        )));
+    }
+    let schemas: Vec<Value> = allowed.iter().map(|f| call_schema(f, key)).collect();
     let mut schema = if schemas.len() == 1 {
         schemas.into_iter().next().unwrap_or(Value::Null)
     } else {
@@ -294,7 +351,8 @@ pub fn constraint(
             marker(syntax.close)
         ),
         Format::Mistral => format!("{} args", marker(syntax.open)),
-        Format::Llama3 | Format::Json => "args".to_string(),
+        // Harmony has its own grammar above.
+        Format::Llama3 | Format::Json | Format::Harmony => "args".to_string(),
     };
     let lark = format!("start: call {repeat}\ncall: {call}\nargs: %json {schema}\n");
     let trigger = lazy.then(|| Trigger {
@@ -370,22 +428,22 @@ mod tests {
     fn grammar_per_choice() {
         let syntax = Syntax::hermes(true);
         let t = tools();
-        assert!(constraint(&t, &Choice::None, true, &syntax)
+        assert!(constraint(&t, &Choice::None, true, &syntax, 0)
             .unwrap()
             .is_none());
-        let (c, trig) = constraint(&t, &Choice::Auto, true, &syntax)
+        let (c, trig) = constraint(&t, &Choice::Auto, true, &syntax, 0)
             .unwrap()
             .unwrap();
         assert_eq!(trig.unwrap().text, "<tool_call>");
         let Constraint::Lark(g) = c else { panic!() };
         assert!(g.contains("anyOf") && g.contains("(\"\\n\" call)*"), "{g}");
-        let (c, trig) = constraint(&t, &Choice::Named("now".into()), true, &syntax)
+        let (c, trig) = constraint(&t, &Choice::Named("now".into()), true, &syntax, 0)
             .unwrap()
             .unwrap();
         assert!(trig.is_none());
         let Constraint::Lark(g) = c else { panic!() };
         assert!(!g.contains("anyOf") && !g.contains("call)*"), "{g}");
-        assert!(constraint(&t, &Choice::Named("nope".into()), true, &syntax).is_err());
+        assert!(constraint(&t, &Choice::Named("nope".into()), true, &syntax, 0).is_err());
     }
 
     #[test]
@@ -406,14 +464,19 @@ mod tests {
     fn grammars_follow_the_family() {
         let t = tools();
         let lark = |format: Format, choice: Choice| {
-            constraint(&t, &choice, true, &Syntax::of_format(format, true))
+            constraint(&t, &choice, true, &Syntax::of_format(format, true), 0)
                 .unwrap()
                 .map(|(c, trig)| {
                     let Constraint::Lark(g) = c else { panic!() };
                     (g, trig.map(|t| t.text))
                 })
         };
-        for f in [Format::Llama3, Format::Json, Format::QwenXml] {
+        for f in [
+            Format::Llama3,
+            Format::Json,
+            Format::QwenXml,
+            Format::Harmony,
+        ] {
             assert!(lark(f, Choice::Auto).is_none(), "{f:?}");
         }
         let (g, trig) = lark(Format::Mistral, Choice::Auto).unwrap();
@@ -430,5 +493,24 @@ mod tests {
         );
         let (g, _) = lark(Format::QwenXml, Choice::Named("now".into())).unwrap();
         assert!(g.contains("call: <tool_call>"), "{g}");
+        let (g, trig) = lark(Format::Harmony, Choice::Required).unwrap();
+        assert!(trig.is_none());
+        assert!(
+            g.contains("start: analysis? call\n")
+                && g.contains("call: <|channel|> \"commentary to=functions.\" (f0 | f1)\n")
+                && g.contains("f1: \"now \" <|constrain|> \"json\" <|message|> a1 <|call|>\n"),
+            "{g}"
+        );
+        let (g, _) = lark(Format::Harmony, Choice::Named("now".into())).unwrap();
+        assert!(g.contains("(f0)\n") && g.contains("f0: \"now \""), "{g}");
+        // Markers that are not special tokens are text.
+        let text = Syntax::of_format(Format::Harmony, false);
+        let Some((Constraint::Lark(g), _)) =
+            constraint(&t, &Choice::Required, true, &text, 300).unwrap()
+        else {
+            panic!()
+        };
+        assert!(g.contains("call: \"<|channel|>\" \"commentary"), "{g}");
+        assert!(g.contains("note[max_tokens=150]: "), "{g}");
     }
 }

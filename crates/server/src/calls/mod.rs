@@ -38,6 +38,10 @@ mod tests {
                 "{% if tools %}{{ tools | tojson }}{% endif %}",
                 Format::Json,
             ),
+            (
+                "<|start|>assistant to=functions.f<|channel|>commentary json",
+                Format::Harmony,
+            ),
         ] {
             assert_eq!(Syntax::format_of(src), format, "{src}");
         }

@@ -29,6 +29,10 @@ pub enum Format {
     /// A template that takes tools but teaches no markers (Gemma-style
     /// prompts, custom templates): calls are bare JSON objects.
     Json,
+    /// gpt-oss's harmony: a call is a `commentary` message to
+    /// `functions.NAME` whose body is the JSON arguments, ended by
+    /// `<|call|>`. Read by the answer splitter's harmony reader.
+    Harmony,
 }
 
 /// How a model writes a tool call, read from its chat template.
@@ -64,6 +68,7 @@ impl Syntax {
             Format::Llama3 => ("<|python_tag|>", ""),
             Format::Mistral => ("[TOOL_CALLS]", ""),
             Format::Json => ("", ""),
+            Format::Harmony => ("<|channel|>", "<|call|>"),
         };
         Syntax {
             format,
@@ -76,7 +81,9 @@ impl Syntax {
     /// The family a template's text teaches; `Json` for a template that
     /// shows none of the known markers.
     pub fn format_of(source: &str) -> Format {
-        if source.contains("<tool_call>") {
+        if source.contains("<|channel|>") {
+            Format::Harmony
+        } else if source.contains("<tool_call>") {
             if source.contains("<function=") {
                 Format::QwenXml
             } else {

@@ -155,11 +155,6 @@ fn render(t: &ChatTemplate, msgs: &Value, tools: Option<&Value>) -> Result<Strin
 fn syntax_for(served: &Served, use_tools: Option<&Tools>) -> Option<Syntax> {
     use_tools?;
     let ab = &served.abilities;
-    if ab.harmony {
-        // Harmony calls are messages to `functions.NAME`, read by the
-        // splitter's harmony reader; no grammar forces them.
-        return None;
-    }
     match &ab.tool_syntax {
         Some(s) if ab.tools => Some(s.clone()),
         _ => Some(Syntax::of_format(Format::Json, false)),
@@ -235,7 +230,9 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
             ));
         }
         let parallel = req.parallel_tool_calls.unwrap_or(true);
-        if let Some((c, trigger)) = tools::constraint(tools, &choice, parallel, syntax)? {
+        if let Some((c, trigger)) =
+            tools::constraint(tools, &choice, parallel, syntax, cfg.max_tokens)?
+        {
             cfg.sampler.constraint = Some(c);
             cfg.sampler.trigger = trigger;
         }
