@@ -13,7 +13,7 @@ use minfer_gguf::GgmlType;
 
 use crate::dot::{DotKernel, Kernels};
 use crate::error::KernelError;
-use crate::operand::{bytes_mut, quantize_rows, Product};
+use crate::operand::{bytes_mut, quantize_rows, Product, MAX_PRODUCTS};
 pub use crate::operand::{row_bytes, ActScratch, Layout, MatRef};
 use crate::pool::{SharedMut, ThreadPool};
 
@@ -196,10 +196,6 @@ pub fn matmul(
     });
     Ok(())
 }
-
-/// Products per pool job in [`matmul_many`]; they wait in a fixed array,
-/// so that a step does not allocate.
-pub(crate) const MAX_PRODUCTS: usize = 32;
 
 /// Every product of `products`: as [`matmul`] on each, with the same bits,
 /// but those over interleaved weights ([`Layout::Packed`]) run as one job

@@ -26,6 +26,10 @@ pub struct MatRef<'a> {
     pub layout: Layout,
 }
 
+/// Products per pool job in `matmul_many`; they wait in a fixed array,
+/// so that a step does not allocate.
+pub(crate) const MAX_PRODUCTS: usize = 32;
+
 /// One product of several run together (see
 /// [`crate::matmul::matmul_many`]): `out[t][r] = dot(w[r], x[t])` for
 /// `n_tok` rows of `x`.

@@ -237,7 +237,7 @@ pub(crate) fn matmul_many(
         init.resize(need[2], 0);
     }
     let (mut words, mut table, mut init) = (&mut words[..], &mut table[..], &mut init[..]);
-    let mut parts: [Option<Part>; crate::matmul::MAX_PRODUCTS] = std::array::from_fn(|_| None);
+    let mut parts: [Option<Part>; crate::operand::MAX_PRODUCTS] = std::array::from_fn(|_| None);
     for (part, p) in parts.iter_mut().zip(products.iter_mut()) {
         let Some(p) = p.take() else { continue };
         let f = check_product(&p)?;
