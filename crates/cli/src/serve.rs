@@ -61,6 +61,10 @@ pub struct Args {
     /// alias (by default any name, or none, means the one model served).
     #[arg(long = "strict-model")]
     strict_model: bool,
+    /// Turn off llama-server's `GET /slots` (what each of the `-np`
+    /// places is doing; on by default, as in llama-server).
+    #[arg(long = "no-slots")]
+    no_slots: bool,
     /// Origins whose pages may call the server (comma-separated, `*` for
     /// any); default none: no CORS headers.
     #[arg(long = "cors-origins", value_delimiter = ',')]
@@ -133,6 +137,7 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         n_predict: usize::try_from(args.n_predict).unwrap_or(0),
         alias: args.alias,
         strict_model: args.strict_model,
+        slots: !args.no_slots,
         cors_origins: args.cors_origins,
         chat_template: match (args.chat_template, args.chat_template_file) {
             (Some(n), _) => Some(TemplateChoice::Named(n)),

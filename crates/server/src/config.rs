@@ -33,6 +33,9 @@ pub struct ServerConfig {
     /// Refuse requests whose `model` is not this model's id or alias
     /// (otherwise any name is the one model served).
     pub strict_model: bool,
+    /// Answer llama-server's `GET /slots` (off: 501, as llama-server's
+    /// `--no-slots`).
+    pub slots: bool,
     /// Origins allowed to call the server from a browser (`*` for any);
     /// empty: no CORS headers.
     pub cors_origins: Vec<String>,

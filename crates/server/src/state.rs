@@ -94,6 +94,11 @@ impl Shared {
             .ok_or_else(|| ApiError::unavailable("the model is still loading"))
     }
 
+    /// Requests admitted and not finished (running or queued).
+    pub fn running(&self) -> usize {
+        self.inflight.load(Relaxed)
+    }
+
     /// Sends a command to the model thread (a thread that is gone has
     /// nothing left to do with it).
     pub fn send(&self, cmd: Cmd) {

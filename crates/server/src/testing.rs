@@ -27,6 +27,7 @@ pub async fn loading_server(key: Option<&str>, strict_model: bool) -> (String, R
         n_predict: 0,
         alias: None,
         strict_model,
+        slots: true,
         cors_origins: Vec::new(),
         chat_template: None,
         engine: minfer_engine::EngineConfig::default(),

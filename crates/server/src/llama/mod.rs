@@ -1,9 +1,13 @@
 //! llama-server's own endpoints, kept for the clients and tools written
-//! against it: `/health`, `/metrics`, `/tokenize`, `/detokenize`, and the
-//! chat page at `/`.
+//! against it: `/health`, `/metrics`, `/tokenize`, `/detokenize`,
+//! `/props`, `/slots`, the native `/completion`, and the chat page at `/`.
 
+mod completion;
 mod endpoints;
 mod page;
+mod props;
 
+pub use completion::completion;
 pub use endpoints::{detokenize, health, metrics, tokenize};
 pub use page::index;
+pub use props::{props, slots};

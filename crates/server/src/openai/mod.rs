@@ -10,5 +10,5 @@ pub mod logprobs;
 pub mod models;
 mod render;
 pub mod request;
-mod sampling;
+pub(crate) mod sampling;
 mod stream;

@@ -1,0 +1,136 @@
+//! llama-server's own endpoints through `minfer serve`: `/props`,
+//! `/slots` (and `--no-slots`), and the native `/completion`, whole and
+//! streamed, with llama-server's field names. The same text comes out of
+//! `/completion` as out of `/v1/completions` for the same greedy request.
+
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::server::{send, Server};
+use minfer_testutil::{require_model, SMOLLM};
+use serde_json::{json, Value};
+
+/// One request over a fresh connection: (status, body text).
+fn call(addr: &str, method: &str, path: &str, body: &Value) -> (u16, String) {
+    let text = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let mut s = send(addr, method, path, &text);
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
+}
+
+fn json_of(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// The `data:` objects of a server-sent event stream (chunked transfer
+/// framing lines are not JSON and are passed over).
+fn events(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(json_of)
+        .collect()
+}
+
+#[test]
+fn props_slots_and_native_completion() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(&model, home.path(), &["-c", "512", "--np", "2"]);
+    let addr = server.addr.as_str();
+
+    let (status, body) = call(addr, "GET", "/props", &Value::Null);
+    assert_eq!(status, 200, "{body}");
+    let props = json_of(&body);
+    assert_eq!(props["total_slots"], 2, "{props}");
+    assert_eq!(props["default_generation_settings"]["n_ctx"], 512);
+    assert!(props["model_path"].as_str().unwrap().ends_with(SMOLLM));
+    assert!(props["chat_template"]
+        .as_str()
+        .unwrap()
+        .contains("im_start"));
+
+    let (status, body) = call(addr, "GET", "/slots", &Value::Null);
+    assert_eq!(status, 200, "{body}");
+    let slots = json_of(&body);
+    assert_eq!(slots.as_array().unwrap().len(), 2, "{slots}");
+    assert_eq!(slots[1]["id"], 1);
+    assert_eq!(slots[0]["is_processing"], false);
+
+    let prompt = "I believe the meaning of life is";
+    let req = json!({"prompt": prompt, "n_predict": 8, "temperature": 0, "n_probs": 3});
+    let (status, body) = call(addr, "POST", "/completion", &req);
+    assert_eq!(status, 200, "{body}");
+    let one = json_of(&body);
+    assert_eq!(one["stop"], true);
+    assert_eq!(one["stop_type"], "limit", "{one}");
+    assert_eq!(one["tokens_predicted"], 8);
+    assert_eq!(one["timings"]["predicted_n"], 8);
+    assert_eq!(one["prompt"], prompt);
+    assert_eq!(one["generation_settings"]["n_predict"], 8);
+    let probs = one["completion_probabilities"].as_array().unwrap();
+    assert_eq!(probs.len(), 8, "{one}");
+    assert_eq!(probs[0]["top_logprobs"].as_array().unwrap().len(), 3);
+    let content = one["content"].as_str().unwrap().to_string();
+    assert!(!content.is_empty());
+
+    // The OpenAI route gives the same greedy text.
+    let oai = json!({"prompt": prompt, "max_tokens": 8, "temperature": 0});
+    let (_, body) = call(addr, "POST", "/v1/completions", &oai);
+    assert_eq!(json_of(&body)["choices"][0]["text"], content.as_str());
+
+    // Streamed: pieces with `stop: false`, then one `stop: true` object.
+    let mut req = req.clone();
+    req["stream"] = json!(true);
+    let (status, body) = call(addr, "POST", "/completion", &req);
+    assert_eq!(status, 200, "{body}");
+    let evs = events(&body);
+    let (last, pieces) = evs.split_last().unwrap();
+    assert!(pieces.iter().all(|e| e["stop"] == false), "{body}");
+    assert_eq!(last["stop"], true, "{body}");
+    assert_eq!(last["timings"]["predicted_n"], 8, "{last}");
+    let streamed: String = pieces
+        .iter()
+        .map(|e| e["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, content);
+
+    // A list of prompts: one answer each; bad fields are named.
+    let req = json!({"prompt": ["Hello", "Hi there"], "n_predict": 2, "temperature": 0});
+    let (status, body) = call(addr, "POST", "/completion", &req);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json_of(&body).as_array().unwrap().len(), 2, "{body}");
+    for (bad, field) in [
+        (json!({"n_predict": 2}), "prompt"),
+        (json!({"prompt": "x", "n_probs": 99}), "n_probs"),
+        (json!({"prompt": [999999999]}), "prompt"),
+    ] {
+        let (status, body) = call(addr, "POST", "/completion", &bad);
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert_eq!(json_of(&body)["error"]["param"], field, "{body}");
+    }
+    drop(server);
+
+    let server = Server::start(&model, home.path(), &["-c", "512", "--no-slots"]);
+    let (status, body) = call(&server.addr, "GET", "/slots", &Value::Null);
+    assert_eq!(status, 501, "{body}");
+    assert!(json_of(&body)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("--no-slots"));
+}
