@@ -85,6 +85,8 @@ def main():
             continue
         if flag == "--model-draft":
             out += ["--draft", model]
+        elif flag in ("--no-ui", "--no-slots", "--no-webui"):
+            out.append(flag)
         elif flag in RENAMED and value is not None:
             out += [RENAMED[flag], value]
         else:

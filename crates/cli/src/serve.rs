@@ -65,6 +65,10 @@ pub struct Args {
     /// places is doing; on by default, as in llama-server).
     #[arg(long = "no-slots")]
     no_slots: bool,
+    /// Serve no chat page at `/` (404 there; the APIs are unchanged), as
+    /// llama-server's `--no-ui`.
+    #[arg(long = "no-ui", alias = "no-webui")]
+    no_ui: bool,
     /// Origins whose pages may call the server (comma-separated, `*` for
     /// any); default none: no CORS headers.
     #[arg(long = "cors-origins", value_delimiter = ',')]
@@ -138,6 +142,7 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         alias: args.alias,
         strict_model: args.strict_model,
         slots: !args.no_slots,
+        ui: !args.no_ui,
         cors_origins: args.cors_origins,
         chat_template: match (args.chat_template, args.chat_template_file) {
             (Some(n), _) => Some(TemplateChoice::Named(n)),

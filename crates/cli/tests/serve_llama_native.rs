@@ -1,6 +1,7 @@
 //! llama-server's own endpoints through `minfer serve`: `/props`,
-//! `/slots` (and `--no-slots`), and the native `/completion`, whole and
-//! streamed, with llama-server's field names. The same text comes out of
+//! `/slots` (and `--no-slots`), `/tokenize` with pieces, the chat page (and
+//! `--no-ui`), and the native `/completion`, whole and streamed, with
+//! llama-server's field names. The same text comes out of
 //! `/completion` as out of `/v1/completions` for the same greedy request.
 
 mod common;
@@ -73,7 +74,8 @@ fn props_slots_and_native_completion() {
     assert_eq!(slots[0]["is_processing"], false);
 
     let prompt = "I believe the meaning of life is";
-    let req = json!({"prompt": prompt, "n_predict": 8, "temperature": 0, "n_probs": 3});
+    let req = json!({"prompt": prompt, "n_predict": 8, "temperature": 0, "n_probs": 3,
+                     "return_tokens": true});
     let (status, body) = call(addr, "POST", "/completion", &req);
     assert_eq!(status, 200, "{body}");
     let one = json_of(&body);
@@ -88,6 +90,27 @@ fn props_slots_and_native_completion() {
     assert_eq!(probs[0]["top_logprobs"].as_array().unwrap().len(), 3);
     let content = one["content"].as_str().unwrap().to_string();
     assert!(!content.is_empty());
+    // The ids are the text's: /detokenize gives it back.
+    let ids = one["tokens"].as_array().unwrap();
+    assert_eq!(ids.len(), 8, "{one}");
+    let (_, body) = call(addr, "POST", "/detokenize", &json!({"tokens": ids}));
+    assert_eq!(json_of(&body)["content"], content.as_str());
+    assert!(one["timings"]["prompt_ms"].as_f64().unwrap() > 0.0, "{one}");
+
+    // /tokenize with pieces: each id with its text.
+    let (_, body) = call(
+        addr,
+        "POST",
+        "/tokenize",
+        &json!({"content": "Hello world", "with_pieces": true}),
+    );
+    let pieces = json_of(&body)["tokens"].as_array().unwrap().clone();
+    let joined: String = pieces
+        .iter()
+        .map(|p| p["piece"].as_str().unwrap())
+        .collect();
+    assert_eq!(joined, "Hello world", "{pieces:?}");
+    assert!(pieces.iter().all(|p| p["id"].is_u64()));
 
     // The OpenAI route gives the same greedy text.
     let oai = json!({"prompt": prompt, "max_tokens": 8, "temperature": 0});
@@ -124,11 +147,17 @@ fn props_slots_and_native_completion() {
         assert_eq!(status, 400, "{bad}: {body}");
         assert_eq!(json_of(&body)["error"]["param"], field, "{body}");
     }
+
+    let (status, page) = call(addr, "GET", "/", &Value::Null);
+    assert_eq!(status, 200);
+    assert!(page.contains("<!doctype html>"));
     drop(server);
 
-    let server = Server::start(&model, home.path(), &["-c", "512", "--no-slots"]);
+    let server = Server::start(&model, home.path(), &["-c", "512", "--no-slots", "--no-ui"]);
     let (status, body) = call(&server.addr, "GET", "/slots", &Value::Null);
     assert_eq!(status, 501, "{body}");
+    let (status, _) = call(&server.addr, "GET", "/", &Value::Null);
+    assert_eq!(status, 404);
     assert!(json_of(&body)["error"]["message"]
         .as_str()
         .unwrap()

@@ -36,6 +36,8 @@ pub struct ServerConfig {
     /// Answer llama-server's `GET /slots` (off: 501, as llama-server's
     /// `--no-slots`).
     pub slots: bool,
+    /// Serve the chat page at `/` (off: 404, as llama-server's `--no-ui`).
+    pub ui: bool,
     /// Origins allowed to call the server from a browser (`*` for any);
     /// empty: no CORS headers.
     pub cors_origins: Vec<String>,

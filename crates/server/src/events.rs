@@ -17,6 +17,10 @@ pub enum Out {
     /// The entries of a choice's prompt tokens (a scored job only), the
     /// first with no log probability; before any text of the choice.
     PromptLogprobs(usize, Vec<TokenLogprob>),
+    /// What a choice generated, as the engine counted it: its token ids
+    /// and how long its prompt and its decoding took; just before its
+    /// `Done`.
+    Generated(usize, Generated),
     /// A choice ended.
     Done(usize, Finish),
     /// The request failed; nothing follows.
@@ -61,6 +65,17 @@ impl TokenLogprob {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.bytes).into_owned()
     }
+}
+
+/// A choice's token ids and the engine's own timings of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generated {
+    /// The generated token ids (the end-of-generation token not included).
+    pub tokens: Vec<u32>,
+    /// Seconds the prompt's evaluation took.
+    pub prefill_secs: f64,
+    /// Seconds the generation took after the prompt.
+    pub decode_secs: f64,
 }
 
 /// How a generation ended.

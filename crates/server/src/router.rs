@@ -51,7 +51,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/{*rest}", any(ollama::unknown))
         .route("/api/embed", post(ollama::embed))
         .route("/api/embeddings", post(ollama::embeddings));
-    r.route("/health", get(llama::health))
+    let ui = shared.cfg.ui;
+    let r = r
+        .route("/health", get(llama::health))
         .route("/metrics", get(llama::metrics))
         .route("/tokenize", post(llama::tokenize))
         .route("/detokenize", post(llama::detokenize))
@@ -60,9 +62,13 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/completion", post(llama::completion))
         .fallback(fallback)
         .method_not_allowed_fallback(wrong_method)
-        .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
-        .route("/", get(llama::index))
-        .with_state(shared)
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), guard));
+    let r = if ui {
+        r.route("/", get(llama::index))
+    } else {
+        r
+    };
+    r.with_state(shared)
 }
 
 #[cfg(test)]

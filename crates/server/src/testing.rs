@@ -28,6 +28,7 @@ pub async fn loading_server(key: Option<&str>, strict_model: bool) -> (String, R
         alias: None,
         strict_model,
         slots: true,
+        ui: true,
         cors_origins: Vec::new(),
         chat_template: None,
         engine: minfer_engine::EngineConfig::default(),

@@ -19,7 +19,7 @@ use minfer_engine::{
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
-use crate::events::{Finish, Out, TokenLogprob};
+use crate::events::{Finish, Generated, Out, TokenLogprob};
 use crate::metrics::Metrics;
 
 /// KV cells kept free for each running answer to grow into when deciding
@@ -506,6 +506,14 @@ impl Relay<'_> {
         if !rest.is_empty() {
             let _ = self.out.send(Out::Text(k, rest.to_string()));
         }
+        let _ = self.out.send(Out::Generated(
+            k,
+            Generated {
+                tokens: stats.tokens.clone(),
+                prefill_secs: stats.prefill_secs,
+                decode_secs: stats.decode_secs,
+            },
+        ));
         self.metrics
             .completion_tokens
             .fetch_add(stats.generated_tokens as u64, Relaxed);

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::events::{Finish, Out, TokenLogprob};
+use crate::events::{Finish, Generated, Out, TokenLogprob};
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
 use crate::openai::request::{Prompt, Sampling};
 use crate::openai::sampling::check_vocab;
@@ -37,6 +37,9 @@ pub struct NativeRequest {
     /// The prompt: text, token ids, or a list of either.
     #[serde(default)]
     prompt: Option<Prompt>,
+    /// Answer with the generated token ids too (`tokens`).
+    #[serde(default)]
+    return_tokens: bool,
     /// Tokens to generate; -1 (or absent): the server's `-n`, else until
     /// the model stops or the context is full.
     #[serde(default)]
@@ -159,6 +162,8 @@ struct Choice {
     probs: Vec<Value>,
     /// When its first text came: the prompt was done.
     first: Option<Instant>,
+    /// Its token ids and the engine's timings, once it ended.
+    generated: Option<Generated>,
 }
 
 /// The fixed parts of every object of one answer.
@@ -168,11 +173,14 @@ struct Answer {
     cfg: GenerateConfig,
     started: Instant,
     choices: Vec<Choice>,
+    /// The request asked for the token ids.
+    return_tokens: bool,
 }
 
 impl Answer {
-    fn new(served: &Served, prep: &Prepared) -> Answer {
+    fn new(served: &Served, prep: &Prepared, return_tokens: bool) -> Answer {
         Answer {
+            return_tokens,
             model: served.id.clone(),
             prompts: prep.prompts.clone(),
             cfg: prep.cfg.clone(),
@@ -182,6 +190,7 @@ impl Answer {
                     text: String::new(),
                     probs: Vec::new(),
                     first: None,
+                    generated: None,
                 })
                 .collect(),
         }
@@ -212,8 +221,19 @@ impl Answer {
         let c = &self.choices[k];
         let now = Instant::now();
         let first = c.first.unwrap_or(now);
-        let prompt_ms = first.duration_since(self.started).as_secs_f64() * 1e3;
-        let predicted_ms = now.duration_since(first).as_secs_f64() * 1e3;
+        // The engine's own timings where it sent them, else the times the
+        // events came.
+        let (prompt_ms, predicted_ms) = match &c.generated {
+            Some(g) => (g.prefill_secs * 1e3, g.decode_secs * 1e3),
+            None => (
+                first.duration_since(self.started).as_secs_f64() * 1e3,
+                now.duration_since(first).as_secs_f64() * 1e3,
+            ),
+        };
+        let tokens = match (&c.generated, self.return_tokens) {
+            (Some(g), true) => json!(g.tokens),
+            _ => json!([]),
+        };
         let prompt_n = f.prompt_tokens - f.cached_tokens.min(f.prompt_tokens);
         let per = |n: usize, ms: f64| if ms > 0.0 { n as f64 / ms * 1e3 } else { 0.0 };
         let per_token = |n: usize, ms: f64| if n > 0 { ms / n as f64 } else { 0.0 };
@@ -232,7 +252,7 @@ impl Answer {
             "truncated": false,
             "stop_type": stop_type(f.reason),
             "stopping_word": "",
-            "tokens": [],
+            "tokens": tokens,
             "timings": {
                 "cache_n": f.cached_tokens,
                 "prompt_n": prompt_n,
@@ -296,6 +316,7 @@ async fn collect(mut a: Answer, ticket: Ticket, mut rx: UnboundedReceiver<Out>) 
                 c.text.push_str(&s);
             }
             Out::Logprobs(k, lp) if k < n => probs[k].push(token_probs(&lp)),
+            Out::Generated(k, g) if k < n => a.choices[k].generated = Some(g),
             Out::Done(k, f) if k < n => {
                 a.choices[k].probs = std::mem::take(&mut probs[k]);
                 let text = a.choices[k].text.clone();
@@ -379,21 +400,22 @@ pub async fn completion(
     body: Body,
 ) -> Result<Response, ApiError> {
     let default_max = shared.cfg.n_predict;
-    let (streams, prep) = parse_off_thread(&shared, body, move |s, req: NativeRequest| {
-        let served = s.served()?;
-        served.check_model(&req.sampling.model)?;
-        let prep = prepare(served, &req, default_max)?;
-        if req.sampling.stream && prep.parts.len() > 1 {
-            return Err(ApiError::bad_param(
-                "stream",
-                "a list of prompts is answered as one array: stream one prompt at a time",
-            ));
-        }
-        Ok((req.sampling.stream, prep))
-    })
-    .await?;
+    let (streams, return_tokens, prep) =
+        parse_off_thread(&shared, body, move |s, req: NativeRequest| {
+            let served = s.served()?;
+            served.check_model(&req.sampling.model)?;
+            let prep = prepare(served, &req, default_max)?;
+            if req.sampling.stream && prep.parts.len() > 1 {
+                return Err(ApiError::bad_param(
+                    "stream",
+                    "a list of prompts is answered as one array: stream one prompt at a time",
+                ));
+            }
+            Ok((req.sampling.stream, req.return_tokens, prep))
+        })
+        .await?;
     let served = shared.served()?;
-    let answer = Answer::new(served, &prep);
+    let answer = Answer::new(served, &prep, return_tokens);
     let (ticket, rx) = admit(
         &shared,
         Admission {

@@ -24,6 +24,10 @@ pub struct TokenizeRequest {
     /// Apply the model's BOS/EOS rule (default true).
     #[serde(default = "yes")]
     pub add_special: bool,
+    /// Answer `{"id", "piece"}` per token instead of bare ids; the piece
+    /// is text where the token's bytes are whole UTF-8, else the bytes.
+    #[serde(default)]
+    pub with_pieces: bool,
 }
 
 /// `POST /detokenize`.
@@ -69,11 +73,23 @@ pub async fn tokenize(State(shared): St, body: Body) -> Result<Response, ApiErro
     let body = read_body(&shared, body).await?;
     let req: TokenizeRequest = parse(&body)?;
     let served = shared.served()?;
-    let ids = served
-        .loaded
-        .tokenizer()
-        .encode(&req.content, req.add_special, true);
-    Ok(Json(json!({"tokens": ids})).into_response())
+    let tok = served.loaded.tokenizer();
+    let ids = tok.encode(&req.content, req.add_special, true);
+    if !req.with_pieces {
+        return Ok(Json(json!({"tokens": ids})).into_response());
+    }
+    let pieces: Vec<serde_json::Value> = ids
+        .iter()
+        .map(|&id| {
+            let bytes = tok.decode_token(id);
+            let piece = match std::str::from_utf8(bytes) {
+                Ok(text) => json!(text),
+                Err(_) => json!(bytes),
+            };
+            json!({"id": id, "piece": piece})
+        })
+        .collect();
+    Ok(Json(json!({"tokens": pieces})).into_response())
 }
 
 /// `POST /detokenize`: the ids' text.

@@ -143,6 +143,7 @@ impl StreamState {
             Out::Text(k, _) | Out::Logprobs(k, _) | Out::PromptLogprobs(k, _) | Out::Done(k, _) => {
                 *k
             }
+            Out::Generated(..) => return,
             Out::Error(_) => 0,
         };
         if k >= n {
@@ -167,6 +168,7 @@ impl StreamState {
                 }
             }
             Out::Done(k, f) => self.finish(k, &f),
+            Out::Generated(..) => {}
             Out::Error(e) => self.end(ApiError::internal(e).body().to_string()),
         }
     }
