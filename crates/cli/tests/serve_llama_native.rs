@@ -88,6 +88,8 @@ fn props_slots_and_native_completion() {
     let probs = one["completion_probabilities"].as_array().unwrap();
     assert_eq!(probs.len(), 8, "{one}");
     assert_eq!(probs[0]["top_logprobs"].as_array().unwrap().len(), 3);
+    assert_eq!(probs[0]["id"], one["tokens"][0], "{one}");
+    assert!(probs[0]["top_logprobs"][0]["id"].is_u64(), "{one}");
     let content = one["content"].as_str().unwrap().to_string();
     assert!(!content.is_empty());
     // The ids are the text's: /detokenize gives it back.
@@ -96,6 +98,21 @@ fn props_slots_and_native_completion() {
     let (_, body) = call(addr, "POST", "/detokenize", &json!({"tokens": ids}));
     assert_eq!(json_of(&body)["content"], content.as_str());
     assert!(one["timings"]["prompt_ms"].as_f64().unwrap() > 0.0, "{one}");
+
+    // llama-server's logit_bias forms ban the greedy first token: by id
+    // in a list of pairs, by text in an object.
+    let first = one["tokens"][0].clone();
+    let first_text = probs[0]["token"].clone();
+    for bias in [
+        json!([[first, false]]),
+        json!({first_text.as_str().unwrap(): -100}),
+    ] {
+        let req = json!({"prompt": prompt, "n_predict": 2, "temperature": 0,
+                         "return_tokens": true, "logit_bias": bias});
+        let (status, body) = call(addr, "POST", "/completion", &req);
+        assert_eq!(status, 200, "{body}");
+        assert_ne!(json_of(&body)["tokens"][0], first, "{bias}: {body}");
+    }
 
     // /tokenize with pieces: each id with its text.
     let (_, body) = call(
@@ -142,6 +159,11 @@ fn props_slots_and_native_completion() {
         (json!({"n_predict": 2}), "prompt"),
         (json!({"prompt": "x", "n_probs": 99}), "n_probs"),
         (json!({"prompt": [999999999]}), "prompt"),
+        (json!({"prompt": "x", "logit_bias": [[1]]}), "logit_bias"),
+        (
+            json!({"prompt": "x", "post_sampling_probs": true}),
+            "post_sampling_probs",
+        ),
     ] {
         let (status, body) = call(addr, "POST", "/completion", &bad);
         assert_eq!(status, 400, "{bad}: {body}");

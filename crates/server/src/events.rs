@@ -30,14 +30,16 @@ pub enum Out {
 /// One token's log probability and its most likely alternatives.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenLogprob {
+    /// The token's id.
+    pub id: u32,
     /// The token's bytes (part of a character, for some tokens).
     pub bytes: Vec<u8>,
     /// Its log probability; none for a prompt's first token, which nothing
     /// before it predicts.
     pub logprob: Option<f32>,
-    /// The alternatives with theirs (bytes, log probability), most likely
-    /// first; none for a prompt's first token.
-    pub top: Option<Vec<(Vec<u8>, f32)>>,
+    /// The alternatives with theirs (id, bytes, log probability), most
+    /// likely first; none for a prompt's first token.
+    pub top: Option<Vec<(u32, Vec<u8>, f32)>>,
 }
 
 impl TokenLogprob {
@@ -45,15 +47,17 @@ impl TokenLogprob {
     pub fn new(tok: &Tokenizer, lp: &TokenLogprobs) -> TokenLogprob {
         let bytes = |id: u32| tok.decode_token(id).to_vec();
         TokenLogprob {
+            id: lp.token,
             bytes: bytes(lp.token),
             logprob: Some(lp.logprob),
-            top: Some(lp.top.iter().map(|&(id, l)| (bytes(id), l)).collect()),
+            top: Some(lp.top.iter().map(|&(id, l)| (id, bytes(id), l)).collect()),
         }
     }
 
     /// The entry of a prompt's first token: no log probability.
     pub fn unscored(tok: &Tokenizer, id: u32) -> TokenLogprob {
         TokenLogprob {
+            id,
             bytes: tok.decode_token(id).to_vec(),
             logprob: None,
             top: None,

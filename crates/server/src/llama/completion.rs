@@ -5,7 +5,7 @@
 //! `{"content", "stop": false}` with a last `"stop": true` object that
 //! carries the rest, as llama-server sends them (no `[DONE]`).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,6 +47,15 @@ pub struct NativeRequest {
     /// Alternatives reported per generated token.
     #[serde(default)]
     n_probs: Option<u32>,
+    /// llama-server's forms: `{"ID or text": bias}` or `[[ID or text,
+    /// bias], ...]`, a text standing for each of its tokens and `false`
+    /// for a ban.
+    #[serde(default)]
+    logit_bias: Option<Value>,
+    /// llama-server's probabilities after the sampler chain: refused, as
+    /// minfer reports them under the raw logits.
+    #[serde(default)]
+    post_sampling_probs: bool,
     /// Accepted for llama-server's clients: minfer always reuses a cached
     /// prefix, which changes no result.
     #[serde(default)]
@@ -66,7 +75,16 @@ struct Prepared {
 }
 
 fn prepare(served: &Served, req: &NativeRequest, default_max: usize) -> Result<Prepared, ApiError> {
+    if req.post_sampling_probs {
+        return Err(ApiError::unsupported(
+            "post_sampling_probs",
+            "probabilities are reported under the model's raw logits, before sampling",
+        ));
+    }
     let mut sampling = req.sampling.clone();
+    if let Some(bias) = &req.logit_bias {
+        sampling.logit_bias = Some(token_bias(served, bias)?);
+    }
     sampling.max_tokens = match req.n_predict {
         None => None,
         Some(n) if n < 0 => None,
@@ -133,6 +151,53 @@ fn prepare(served: &Served, req: &NativeRequest, default_max: usize) -> Result<P
     })
 }
 
+/// llama-server's `logit_bias` as ids (in text) and biases, the form the
+/// OpenAI routes take.
+fn token_bias(served: &Served, v: &Value) -> Result<HashMap<String, f32>, ApiError> {
+    let bad = || {
+        ApiError::bad_param(
+            "logit_bias",
+            "logit_bias must map token ids or texts to a bias (a number, or false for a ban), \
+             as an object or a list of [token, bias] pairs",
+        )
+    };
+    let pairs: Vec<(Value, &Value)> = match v {
+        Value::Null => Vec::new(),
+        Value::Object(m) => m.iter().map(|(k, b)| (json!(k), b)).collect(),
+        Value::Array(list) => list
+            .iter()
+            .map(|p| match p.as_array().map(Vec::as_slice) {
+                Some([k, b]) => Ok((k.clone(), b)),
+                _ => Err(bad()),
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err(bad()),
+    };
+    let mut out = HashMap::new();
+    for (k, b) in pairs {
+        let bias = match b {
+            Value::Bool(false) => -100.0,
+            Value::Number(n) => n.as_f64().ok_or_else(bad)? as f32,
+            _ => return Err(bad()),
+        };
+        let ids: Vec<u32> = match &k {
+            Value::Number(n) => vec![n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(bad)?],
+            Value::String(t) => match t.parse::<u32>() {
+                Ok(id) => vec![id],
+                Err(_) => served.loaded.tokenizer().encode(t, false, false),
+            },
+            _ => return Err(bad()),
+        };
+        for id in ids {
+            out.insert(id.to_string(), bias);
+        }
+    }
+    Ok(out)
+}
+
 /// llama-server's name for how a generation ended.
 fn stop_type(reason: StopReason) -> &'static str {
     match reason {
@@ -143,17 +208,19 @@ fn stop_type(reason: StopReason) -> &'static str {
     }
 }
 
-/// One token's entry of `completion_probabilities`.
+/// One token's entry of `completion_probabilities`, with its ids, as
+/// llama-server's.
 fn token_probs(lp: &TokenLogprob) -> Value {
+    let one = |id: u32, bytes: &[u8], l: Option<f32>| json!({"id": id, "token": String::from_utf8_lossy(bytes), "bytes": bytes, "logprob": l});
+    let mut v = one(lp.id, &lp.bytes, lp.logprob);
     let top: Vec<Value> = lp
         .top
         .iter()
         .flatten()
-        .map(|(bytes, l)| {
-            json!({"token": String::from_utf8_lossy(bytes), "bytes": bytes, "logprob": l})
-        })
+        .map(|(id, bytes, l)| one(*id, bytes, Some(*l)))
         .collect();
-    json!({"token": lp.text(), "bytes": lp.bytes, "logprob": lp.logprob, "top_logprobs": top})
+    v["top_logprobs"] = json!(top);
+    v
 }
 
 /// What one choice's answer has gathered so far, and when.

@@ -21,7 +21,7 @@ pub fn entry(lp: &TokenLogprob) -> Value {
     };
     let mut e = one(&lp.bytes, lp.logprob);
     e["top_logprobs"] = match &lp.top {
-        Some(top) => top.iter().map(|(b, l)| one(b, Some(*l))).collect(),
+        Some(top) => top.iter().map(|(_, b, l)| one(b, Some(*l))).collect(),
         None => Value::Null,
     };
     e
@@ -53,7 +53,7 @@ pub fn legacy(entries: &[TokenLogprob], offset: &mut usize) -> Value {
             None => tops.push(Value::Null),
             Some(list) => {
                 let mut top = serde_json::Map::new();
-                for (bytes, l) in list {
+                for (_, bytes, l) in list {
                     top.insert(String::from_utf8_lossy(bytes).into_owned(), json!(l));
                 }
                 tops.push(Value::Object(top));
