@@ -1,5 +1,6 @@
 //! llama-server's own endpoints through `minfer serve`: `/props`,
-//! `/slots` (and `--no-slots`), `/tokenize` with pieces, the chat page (and
+//! `/slots` (and `--no-slots`), `/tokenize` with pieces, `/apply-template`
+//! and assistant prefill, the chat page (and
 //! `--no-ui`), and the native `/completion`, whole and streamed, with
 //! llama-server's field names. The same text comes out of
 //! `/completion` as out of `/v1/completions` for the same greedy request.
@@ -113,6 +114,36 @@ fn props_slots_and_native_completion() {
         assert_eq!(status, 200, "{body}");
         assert_ne!(json_of(&body)["tokens"][0], first, "{bias}: {body}");
     }
+
+    // /apply-template: the prompt of a chat; a last assistant message is
+    // continued, in the chat route too (the same greedy text as
+    // /completion of that prompt).
+    let chat = json!([{"role": "user", "content": "Name a colour."}]);
+    let (status, body) = call(addr, "POST", "/apply-template", &json!({"messages": chat}));
+    assert_eq!(status, 200, "{body}");
+    let opened = json_of(&body)["prompt"].as_str().unwrap().to_string();
+    assert!(opened.ends_with("<|im_start|>assistant\n"), "{opened}");
+    let prefilled = json!([{"role": "user", "content": "Name a colour."},
+                           {"role": "assistant", "content": "My favourite colour is"}]);
+    let (_, body) = call(
+        addr,
+        "POST",
+        "/apply-template",
+        &json!({"messages": prefilled}),
+    );
+    let prompt2 = json_of(&body)["prompt"].as_str().unwrap().to_string();
+    assert_eq!(prompt2, format!("{opened}My favourite colour is"));
+    let creq = json!({"messages": prefilled, "max_tokens": 6, "temperature": 0});
+    let (status, body) = call(addr, "POST", "/v1/chat/completions", &creq);
+    assert_eq!(status, 200, "{body}");
+    let continued = json_of(&body)["choices"][0]["message"]["content"].clone();
+    let creq = json!({"prompt": prompt2, "n_predict": 6, "temperature": 0});
+    let (_, body) = call(addr, "POST", "/completion", &creq);
+    assert_eq!(json_of(&body)["content"], continued, "{body}");
+    let creq = json!({"messages": prefilled, "max_tokens": 2,
+                     "continue_final_message": true, "add_generation_prompt": true});
+    let (status, body) = call(addr, "POST", "/v1/chat/completions", &creq);
+    assert_eq!(status, 400, "{body}");
 
     // /tokenize with pieces: each id with its text.
     let (_, body) = call(

@@ -60,6 +60,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/props", get(llama::props))
         .route("/slots", get(llama::slots))
         .route("/completion", post(llama::completion))
+        .route("/apply-template", post(llama::apply_template))
         .fallback(fallback)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard));

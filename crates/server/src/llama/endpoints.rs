@@ -11,7 +11,8 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::http::{parse, read_body, ApiError};
+use crate::http::{parse, parse_off_thread, read_body, ApiError};
+use crate::openai::request::ChatRequest;
 use crate::state::Shared;
 
 type St = State<Arc<Shared>>;
@@ -107,4 +108,15 @@ pub async fn detokenize(State(shared): St, body: Body) -> Result<Response, ApiEr
     }
     let bytes = tok.decode(&req.tokens, true);
     Ok(Json(json!({"content": String::from_utf8_lossy(&bytes)})).into_response())
+}
+
+/// `POST /apply-template`: the prompt a chat request's messages make with
+/// the server's template (a last assistant message continued), unrun.
+pub async fn apply_template(State(shared): St, body: Body) -> Result<Response, ApiError> {
+    let prompt = parse_off_thread(&shared, body, |s, req: ChatRequest| {
+        let (text, _, _) = crate::openai::chat::rendered(s.served()?, &req)?;
+        Ok(text)
+    })
+    .await?;
+    Ok(Json(json!({ "prompt": prompt })).into_response())
 }

@@ -1,6 +1,7 @@
 //! llama-server's own endpoints, kept for the clients and tools written
 //! against it: `/health`, `/metrics`, `/tokenize`, `/detokenize`,
-//! `/props`, `/slots`, the native `/completion`, and the chat page at `/`.
+//! `/props`, `/slots`, `/apply-template`, the native `/completion`, and
+//! the chat page at `/`.
 
 mod completion;
 mod endpoints;
@@ -8,6 +9,6 @@ mod page;
 mod props;
 
 pub use completion::completion;
-pub use endpoints::{detokenize, health, metrics, tokenize};
+pub use endpoints::{apply_template, detokenize, health, metrics, tokenize};
 pub use page::index;
 pub use props::{props, slots};

@@ -305,6 +305,8 @@ fn chat_request(
         parallel_tool_calls: None,
         reasoning_format: th.reasoning_format,
         chat_template_kwargs: th.kwargs,
+        add_generation_prompt: None,
+        continue_final_message: None,
         refused: Refused::default(),
         sampling,
     })

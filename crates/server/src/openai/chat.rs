@@ -134,17 +134,70 @@ fn tools_in_system(msgs: &Value, tools: &Tools) -> Value {
     Value::Array(list)
 }
 
+/// The text of a last assistant message that the answer continues
+/// (llama-server's assistant prefill, vLLM's `continue_final_message`):
+/// the prompt is the conversation before it, opened for the assistant,
+/// then this text. `None` when the last message is not a plain assistant
+/// text, or when the request asks for neither.
+///
+/// # Errors
+/// A 400 when `add_generation_prompt` and `continue_final_message` are
+/// both set, as llama-server and vLLM refuse them.
+fn prefill(req: &ChatRequest, msgs: &Value) -> Result<Option<String>, ApiError> {
+    let cont = req.continue_final_message.unwrap_or(false);
+    if cont && req.add_generation_prompt == Some(true) {
+        return Err(ApiError::bad_param(
+            "continue_final_message",
+            "continue_final_message and add_generation_prompt cannot both be true",
+        ));
+    }
+    let last = msgs.as_array().and_then(|l| l.last());
+    let text = last
+        .filter(|m| m["role"] == "assistant" && m.get("tool_calls").is_none())
+        .and_then(|m| m["content"].as_str())
+        .filter(|t| !t.is_empty());
+    if cont && text.is_none() {
+        return Err(ApiError::bad_param(
+            "continue_final_message",
+            "continue_final_message needs a last assistant message with text",
+        ));
+    }
+    Ok(text.map(str::to_string))
+}
+
 /// Renders `msgs` with `t`; a template that refuses system messages after
-/// the first turn gets them joined into one system prompt instead.
-fn render(t: &ChatTemplate, msgs: &Value, tools: Option<&Value>) -> Result<String, ApiError> {
-    let first = t.render_json(msgs, tools, true);
+/// the first turn gets them joined into one system prompt instead. A last
+/// assistant message with text is continued (see [`prefill`]).
+fn render(
+    t: &ChatTemplate,
+    msgs: &Value,
+    tools: Option<&Value>,
+    req: &ChatRequest,
+) -> Result<String, ApiError> {
+    if let Some(text) = prefill(req, msgs)? {
+        let mut before = msgs.clone();
+        if let Some(list) = before.as_array_mut() {
+            list.pop();
+        }
+        return Ok(render_turns(t, &before, tools, true)? + &text);
+    }
+    render_turns(t, msgs, tools, req.add_generation_prompt.unwrap_or(true))
+}
+
+fn render_turns(
+    t: &ChatTemplate,
+    msgs: &Value,
+    tools: Option<&Value>,
+    open: bool,
+) -> Result<String, ApiError> {
+    let first = t.render_json(msgs, tools, open);
     let late_system = msgs
         .as_array()
         .is_some_and(|l| l.iter().skip(1).any(|m| m["role"] == "system"));
     match first {
         Ok(text) => Ok(text),
         Err(_) if late_system => t
-            .render_json(&fold_system(msgs), tools, true)
+            .render_json(&fold_system(msgs), tools, open)
             .map_err(|e| ApiError::bad_param("messages", e.to_string())),
         Err(e) => Err(ApiError::bad_param("messages", e.to_string())),
     }
@@ -161,15 +214,15 @@ fn syntax_for(served: &Served, use_tools: Option<&Tools>) -> Option<Syntax> {
     }
 }
 
-/// Renders, tokenizes and configures `req` for `served`; `limit` is the
-/// most choices a request may ask for.
+/// The prompt text of `req` for `served` (what `/apply-template`
+/// answers), with the request's functions and its `tool_choice`.
 ///
 /// # Errors
 /// A 400 naming the field at fault.
-pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepared, ApiError> {
-    req.refused.check()?;
-    let n = req.sampling.choices(limit)?;
-    let mut cfg = req.sampling.to_config(served.default_max)?;
+pub fn rendered(
+    served: &Served,
+    req: &ChatRequest,
+) -> Result<(String, Option<Tools>, Choice), ApiError> {
     let mut msgs = messages(req)?;
     let tools = match &req.tools {
         Some(t) if !t.is_empty() => Some(Tools::parse(t)?).filter(|t| !t.functions.is_empty()),
@@ -192,11 +245,9 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
             ),
         )
     })?;
-    let ab = &served.abilities;
     let use_tools = tools.as_ref().filter(|_| choice != Choice::None);
-    let syntax = syntax_for(served, use_tools);
     let template_tools = match use_tools {
-        Some(t) if !ab.tools => {
+        Some(t) if !served.abilities.tools => {
             msgs = tools_in_system(&msgs, t);
             None
         }
@@ -217,7 +268,23 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
             &with_vars
         }
     };
-    let text = render(t, &msgs, template_tools)?;
+    let text = render(t, &msgs, template_tools, req)?;
+    Ok((text, tools, choice))
+}
+
+/// Renders, tokenizes and configures `req` for `served`; `limit` is the
+/// most choices a request may ask for.
+///
+/// # Errors
+/// A 400 naming the field at fault.
+pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepared, ApiError> {
+    req.refused.check()?;
+    let n = req.sampling.choices(limit)?;
+    let mut cfg = req.sampling.to_config(served.default_max)?;
+    let (text, tools, choice) = rendered(served, req)?;
+    let ab = &served.abilities;
+    let use_tools = tools.as_ref().filter(|_| choice != Choice::None);
+    let syntax = syntax_for(served, use_tools);
     let tail = text.trim_end();
     let in_thinking = ab.thinking && tail.ends_with("<think>");
     // The model may think first unless the prompt already closed the block.

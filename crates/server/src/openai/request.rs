@@ -222,6 +222,14 @@ pub struct ChatRequest {
     /// Extra chat template variables (e.g. `enable_thinking`).
     #[serde(default)]
     pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Whether the prompt ends with the assistant's opening (default:
+    /// yes); `false` with a last assistant message continues it.
+    #[serde(default)]
+    pub add_generation_prompt: Option<bool>,
+    /// vLLM's and transformers' name for continuing a last assistant
+    /// message (which minfer does anyway, as llama-server does).
+    #[serde(default)]
+    pub continue_final_message: Option<bool>,
     /// Fields this server does not serve, refused by name.
     #[serde(flatten)]
     pub refused: Refused,
