@@ -43,6 +43,7 @@ RENAMED = {
     "-n": "-n",
     "--api-key": "--api-key",
     "--alias": "--alias",
+    "--tags": "--tags",
     "--chat-template": "--chat-template",
     "--chat-template-file": "--chat-template-file",
     "--cors-origins": "--cors-origins",

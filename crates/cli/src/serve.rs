@@ -54,9 +54,15 @@ pub struct Args {
     #[arg(long = "sse-keepalive", default_value_t = 5.0, value_parser = parse_secs)]
     keep_alive: f64,
     /// The model id `/v1/models` lists and responses name (default: the
-    /// model's name or file stem).
+    /// model's name or file stem). Several, comma-separated, are all
+    /// names of the model, the first in sorted order its id (as
+    /// llama-server's `--alias`).
     #[arg(long)]
     alias: Option<String>,
+    /// Labels `/v1/models` lists for the model (comma-separated), as
+    /// llama-server's `--tags`.
+    #[arg(long, value_delimiter = ',')]
+    tags: Vec<String>,
     /// Answer 404 to requests whose `model` is not this model's id or
     /// alias (by default any name, or none, means the one model served).
     #[arg(long = "strict-model")]
@@ -140,6 +146,7 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         // -1 and 0 both mean no limit.
         n_predict: usize::try_from(args.n_predict).unwrap_or(0),
         alias: args.alias,
+        tags: args.tags,
         strict_model: args.strict_model,
         slots: !args.no_slots,
         ui: !args.no_ui,

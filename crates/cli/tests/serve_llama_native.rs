@@ -206,7 +206,26 @@ fn props_slots_and_native_completion() {
     assert!(page.contains("<!doctype html>"));
     drop(server);
 
-    let server = Server::start(&model, home.path(), &["-c", "512", "--no-slots", "--no-ui"]);
+    let server = Server::start(
+        &model,
+        home.path(),
+        &[
+            "-c",
+            "512",
+            "--no-slots",
+            "--no-ui",
+            "--alias",
+            "b-name,a-name",
+            "--tags",
+            "chat,small",
+        ],
+    );
+    // Several --alias names: all listed, the first in sorted order the id.
+    let (_, body) = call(&server.addr, "GET", "/v1/models", &Value::Null);
+    let m = &json_of(&body)["data"][0];
+    assert_eq!(m["id"], "a-name", "{m}");
+    assert_eq!(m["aliases"], json!(["a-name", "b-name"]), "{m}");
+    assert_eq!(m["tags"], json!(["chat", "small"]), "{m}");
     let (status, body) = call(&server.addr, "GET", "/slots", &Value::Null);
     assert_eq!(status, 501, "{body}");
     let (status, _) = call(&server.addr, "GET", "/", &Value::Null);

@@ -28,8 +28,12 @@ pub struct ServerConfig {
     /// (llama-server's `--n-predict`); 0: until the model stops or the
     /// context is full.
     pub n_predict: usize,
-    /// The id `/v1/models` lists (default: the model's name or file stem).
+    /// The id `/v1/models` lists (default: the model's name or file stem);
+    /// several, comma-separated, are all names of the model, the first in
+    /// sorted order its id.
     pub alias: Option<String>,
+    /// Labels `/v1/models` lists for the model.
+    pub tags: Vec<String>,
     /// Refuse requests whose `model` is not this model's id or alias
     /// (otherwise any name is the one model served).
     pub strict_model: bool,

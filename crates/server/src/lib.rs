@@ -321,14 +321,30 @@ fn load(
             .map_err(|e| ServeError::Config(e.to_string()))?;
         sched.set_speculation(Some(spec));
     }
-    let id = cfg.alias.clone().unwrap_or_else(|| model_id(&cfg.model));
+    // llama-server keeps its aliases in a sorted set: the first is the id.
+    let given: std::collections::BTreeSet<String> = cfg
+        .alias
+        .iter()
+        .flat_map(|a| a.split(','))
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect();
+    let given: Vec<String> = given.into_iter().collect();
+    let id = given
+        .first()
+        .cloned()
+        .unwrap_or_else(|| model_id(&cfg.model));
     let mut aliases = vec![cfg.model.clone(), loaded.name(), model_id(&cfg.model)];
+    aliases.extend(given.iter().cloned());
     aliases.retain(|a| a != &id);
+    aliases.sort();
     aliases.dedup();
     let served = Served {
         loaded: Arc::new(loaded),
         id,
         aliases,
+        named: (given, cfg.tags.clone()),
         template,
         abilities,
         strict_model: cfg.strict_model,

@@ -24,6 +24,9 @@ pub struct Served {
     /// Other names a request may use: the spec as given and the model's
     /// own name.
     pub aliases: Vec<String>,
+    /// The names given with `--alias`, and the `--tags`, which
+    /// `/v1/models` lists.
+    pub named: (Vec<String>, Vec<String>),
     /// The chat template in use: `--chat-template` or the model's own.
     pub template: Option<ChatTemplate>,
     /// What the template knows beyond plain turns.

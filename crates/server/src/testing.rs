@@ -26,6 +26,7 @@ pub async fn loading_server(key: Option<&str>, strict_model: bool) -> (String, R
         keep_alive: Duration::from_secs(5),
         n_predict: 0,
         alias: None,
+        tags: Vec::new(),
         strict_model,
         slots: true,
         ui: true,

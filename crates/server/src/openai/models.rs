@@ -11,12 +11,21 @@ use crate::http::ApiError;
 use crate::state::{Served, Shared};
 
 fn model_object(served: &Served) -> serde_json::Value {
-    json!({
+    let mut v = json!({
         "id": served.id,
         "object": "model",
         "created": 0,
         "owned_by": "minfer",
-    })
+    });
+    // llama-server's fields, for the names given with --alias and --tags.
+    let (aliases, tags) = &served.named;
+    if !aliases.is_empty() {
+        v["aliases"] = json!(aliases);
+    }
+    if !tags.is_empty() {
+        v["tags"] = json!(tags);
+    }
+    v
 }
 
 /// `GET /v1/models`.
