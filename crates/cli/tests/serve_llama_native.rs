@@ -181,6 +181,18 @@ fn props_slots_and_native_completion() {
         .collect();
     assert_eq!(streamed, content);
 
+    // llama-server's other prompt forms: ids, `{"prompt_string"}`, and a
+    // list of both, each the same greedy text.
+    let (_, body) = call(addr, "POST", "/tokenize", &json!({"content": prompt}));
+    let ids = json_of(&body)["tokens"].clone();
+    let forms = json!([ids, {"prompt_string": prompt}]);
+    let req = json!({"prompt": forms, "n_predict": 8, "temperature": 0});
+    let (status, body) = call(addr, "POST", "/completion", &req);
+    assert_eq!(status, 200, "{body}");
+    for answer in json_of(&body).as_array().unwrap() {
+        assert_eq!(answer["content"], content.as_str(), "{body}");
+    }
+
     // A list of prompts: one answer each; bad fields are named.
     let req = json!({"prompt": ["Hello", "Hi there"], "n_predict": 2, "temperature": 0});
     let (status, body) = call(addr, "POST", "/completion", &req);
@@ -190,6 +202,11 @@ fn props_slots_and_native_completion() {
         (json!({"n_predict": 2}), "prompt"),
         (json!({"prompt": "x", "n_probs": 99}), "n_probs"),
         (json!({"prompt": [999999999]}), "prompt"),
+        (
+            json!({"prompt": {"prompt_string": "x", "multimodal_data": ["AA=="]}}),
+            "prompt",
+        ),
+        (json!({"prompt": [true]}), "prompt"),
         (json!({"prompt": "x", "logit_bias": [[1]]}), "logit_bias"),
         (
             json!({"prompt": "x", "post_sampling_probs": true}),

@@ -22,7 +22,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::events::{Finish, Generated, Out, TokenLogprob};
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
-use crate::openai::request::{Prompt, Sampling};
+use crate::openai::request::Sampling;
 use crate::openai::sampling::check_vocab;
 use crate::state::{Served, Shared, Ticket};
 use crate::worker::Part;
@@ -34,9 +34,9 @@ const MAX_N_PROBS: u32 = 20;
 /// sampling fields it shares with the OpenAI routes.
 #[derive(Debug, Deserialize)]
 pub struct NativeRequest {
-    /// The prompt: text, token ids, or a list of either.
+    /// The prompt, in any of llama-server's forms (see [`prompt_ids`]).
     #[serde(default)]
-    prompt: Option<Prompt>,
+    prompt: Option<Value>,
     /// Answer with the generated token ids too (`tokens`).
     #[serde(default)]
     return_tokens: bool,
@@ -111,34 +111,17 @@ fn prepare(served: &Served, req: &NativeRequest, default_max: usize) -> Result<P
     check_vocab(&cfg, served)?;
     let tok = served.loaded.tokenizer();
     let n_vocab = tok.n_vocab();
-    let prompts: Vec<(String, Vec<u32>)> = match &req.prompt {
-        None => return Err(ApiError::bad_param("prompt", "prompt is required")),
-        Some(Prompt::Text(t)) => vec![(t.clone(), served.loaded.tokenize(t))],
-        Some(Prompt::Batch(v)) => v
-            .iter()
-            .map(|t| (t.clone(), served.loaded.tokenize(t)))
-            .collect(),
-        Some(Prompt::Tokens(ids)) => vec![(String::new(), ids.clone())],
-        Some(Prompt::TokenBatch(v)) => v.iter().map(|ids| (String::new(), ids.clone())).collect(),
-    };
-    if prompts.is_empty() {
-        return Err(ApiError::bad_param("prompt", "the prompt list is empty"));
-    }
+    let prompts = prompt_ids(served, req.prompt.as_ref())?;
     let mut parts = Vec::with_capacity(prompts.len());
     let mut texts = Vec::with_capacity(prompts.len());
-    for (text, ids) in prompts {
+    for ids in prompts {
         if let Some(bad) = ids.iter().find(|&&t| t as usize >= n_vocab) {
             return Err(ApiError::bad_param(
                 "prompt",
                 format!("token id {bad} is outside the vocabulary of {n_vocab} tokens"),
             ));
         }
-        let shown = if text.is_empty() {
-            String::from_utf8_lossy(&tok.decode(&ids, false)).into_owned()
-        } else {
-            text
-        };
-        texts.push(shown);
+        texts.push(String::from_utf8_lossy(&tok.decode(&ids, true)).into_owned());
         parts.push(Part {
             prompt: ids,
             cfgs: vec![cfg.clone()],
@@ -149,6 +132,65 @@ fn prepare(served: &Served, req: &NativeRequest, default_max: usize) -> Result<P
         prompts: texts,
         cfg,
     })
+}
+
+/// The token ids of each prompt of llama-server's `prompt`: a string; a
+/// list of token ids; a list mixing ids and strings (one prompt: the
+/// strings tokenized in place, only the first with the model's BOS rule);
+/// `{"prompt_string": …}`; or a list of any of these that holds no bare
+/// number (one prompt each).
+///
+/// # Errors
+/// A 400 naming `prompt` for anything else, an empty list, or
+/// `multimodal_data` (minfer reads text only).
+fn prompt_ids(served: &Served, v: Option<&Value>) -> Result<Vec<Vec<u32>>, ApiError> {
+    let bad = |why: &str| ApiError::bad_param("prompt", why.to_string());
+    let v = v.ok_or_else(|| bad("prompt is required"))?;
+    let has_number = |v: &Value| v.as_array().is_some_and(|l| l.iter().any(Value::is_number));
+    let prompts: Vec<&Value> = match v {
+        Value::Array(list) if !has_number(v) => list.iter().collect(),
+        other => vec![other],
+    };
+    if prompts.is_empty() {
+        return Err(bad("the prompt list is empty"));
+    }
+    prompts
+        .into_iter()
+        .map(|p| match p {
+            Value::Object(o) => {
+                if o.contains_key("multimodal_data") {
+                    return Err(bad("multimodal_data is not supported: minfer reads text"));
+                }
+                let inner = o.get("prompt_string").ok_or_else(|| {
+                    bad("a prompt object needs `prompt_string`")
+                })?;
+                mixed_ids(served, inner).ok_or_else(|| bad("prompt_string must be text or a list of ids and texts"))
+            }
+            other => mixed_ids(served, other).ok_or_else(|| {
+                bad("prompt elements must be texts, lists of token ids (with texts among them), or {\"prompt_string\": …} objects")
+            }),
+        })
+        .collect()
+}
+
+/// One prompt of text and ids; `None` for another kind of value.
+fn mixed_ids(served: &Served, v: &Value) -> Option<Vec<u32>> {
+    let tok = served.loaded.tokenizer();
+    match v {
+        Value::String(t) => Some(served.loaded.tokenize(t)),
+        Value::Array(list) => {
+            let mut ids = Vec::new();
+            for (i, e) in list.iter().enumerate() {
+                match e {
+                    Value::String(t) => ids.extend(tok.encode(t, i == 0, true)),
+                    Value::Number(n) => ids.push(u32::try_from(n.as_u64()?).ok()?),
+                    _ => return None,
+                }
+            }
+            Some(ids)
+        }
+        _ => None,
+    }
 }
 
 /// llama-server's `logit_bias` as ids (in text) and biases, the form the
