@@ -132,6 +132,16 @@ fn props_slots_and_native_completion() {
         &json!({"messages": prefilled}),
     );
     let prompt2 = json_of(&body)["prompt"].as_str().unwrap().to_string();
+    // The chat's token count is its prompt's.
+    let (_, body) = call(
+        addr,
+        "POST",
+        "/v1/chat/completions/input_tokens",
+        &json!({"messages": prefilled}),
+    );
+    let (_, toks) = call(addr, "POST", "/tokenize", &json!({"content": prompt2}));
+    let n = json_of(&toks)["tokens"].as_array().unwrap().len();
+    assert_eq!(json_of(&body)["input_tokens"], n, "{body}");
     assert_eq!(prompt2, format!("{opened}My favourite colour is"));
     let creq = json!({"messages": prefilled, "max_tokens": 6, "temperature": 0});
     let (status, body) = call(addr, "POST", "/v1/chat/completions", &creq);

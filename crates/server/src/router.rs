@@ -34,6 +34,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
                 &format!("{prefix}/messages/count_tokens"),
                 post(anthropic::count_tokens),
             )
+            .route(
+                &format!("{prefix}/chat/completions/input_tokens"),
+                post(llama::chat_input_tokens),
+            )
             .route(&format!("{prefix}/responses"), post(responses::responses))
             .route(
                 &format!("{prefix}/embeddings"),

@@ -120,3 +120,16 @@ pub async fn apply_template(State(shared): St, body: Body) -> Result<Response, A
     .await?;
     Ok(Json(json!({ "prompt": prompt })).into_response())
 }
+
+/// `POST /chat/completions/input_tokens`: how many tokens a chat
+/// request's prompt takes, unrun (llama-server's counterpart of
+/// Anthropic's `count_tokens`).
+pub async fn chat_input_tokens(State(shared): St, body: Body) -> Result<Response, ApiError> {
+    let n = parse_off_thread(&shared, body, |s, req: ChatRequest| {
+        let served = s.served()?;
+        let (text, _, _) = crate::openai::chat::rendered(served, &req)?;
+        Ok(served.loaded.tokenize(&text).len())
+    })
+    .await?;
+    Ok(Json(json!({ "input_tokens": n })).into_response())
+}

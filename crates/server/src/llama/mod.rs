@@ -9,6 +9,6 @@ mod page;
 mod props;
 
 pub use completion::completion;
-pub use endpoints::{apply_template, detokenize, health, metrics, tokenize};
+pub use endpoints::{apply_template, chat_input_tokens, detokenize, health, metrics, tokenize};
 pub use page::index;
 pub use props::{props, slots};
