@@ -16,6 +16,9 @@ use crate::{anthropic, ollama};
 
 /// The endpoint a path is counted under in `/metrics`.
 fn endpoint(path: &str) -> String {
+    if path == "/completions" || path == "/completion" {
+        return "/completion".to_string();
+    }
     let p = path.strip_prefix("/v1").unwrap_or(path);
     match p {
         "/chat/completions"
@@ -25,7 +28,12 @@ fn endpoint(path: &str) -> String {
         | "/messages/count_tokens"
         | "/responses"
         | "/embeddings" => format!("/v1{p}"),
-        "/health" | "/metrics" | "/tokenize" | "/detokenize" if p == path => p.to_string(),
+        "/health" | "/metrics" | "/tokenize" | "/detokenize" | "/props" | "/slots"
+        | "/apply-template"
+            if p == path =>
+        {
+            p.to_string()
+        }
         _ if p == path && ollama::PATHS.contains(&p) => p.to_string(),
         "/api/embed" | "/api/embeddings" if p == path => p.to_string(),
         _ if p.starts_with("/models/") => "/v1/models/{id}".to_string(),

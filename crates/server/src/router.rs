@@ -13,7 +13,8 @@ use crate::{anthropic, llama, ollama, openai, responses};
 /// The router with every endpoint, authentication, CORS and request
 /// counting. Every OpenAI route is served with and without the `/v1`
 /// prefix, as llama-server does, for clients configured with a bare base
-/// URL. Ollama's paths answer a wrong method, and any other path under
+/// URL, except `/completions`, which is llama-server's native completion
+/// there, as in llama-server. Ollama's paths answer a wrong method, and any other path under
 /// `/api/`, in Ollama's shape.
 pub fn router(shared: Arc<Shared>) -> Router {
     let mut r = Router::new();
@@ -22,10 +23,6 @@ pub fn router(shared: Arc<Shared>) -> Router {
             .route(
                 &format!("{prefix}/chat/completions"),
                 post(openai::chat::handle),
-            )
-            .route(
-                &format!("{prefix}/completions"),
-                post(openai::completion::handle),
             )
             .route(&format!("{prefix}/models"), get(openai::models::list))
             .route(&format!("{prefix}/models/{{id}}"), get(openai::models::one))
@@ -55,6 +52,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/{*rest}", any(ollama::unknown))
         .route("/api/embed", post(ollama::embed))
         .route("/api/embeddings", post(ollama::embeddings));
+    r = r.route("/v1/completions", post(openai::completion::handle));
     let ui = shared.cfg.ui;
     let r = r
         .route("/health", get(llama::health))
@@ -64,6 +62,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/props", get(llama::props))
         .route("/slots", get(llama::slots))
         .route("/completion", post(llama::completion))
+        .route("/completions", post(llama::completion))
         .route("/apply-template", post(llama::apply_template))
         .fallback(fallback)
         .method_not_allowed_fallback(wrong_method)

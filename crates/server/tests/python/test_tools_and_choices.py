@@ -269,13 +269,16 @@ def test_validation_names_and_routes(tools_url, tools_model):
         body = {"messages": ASK, "max_tokens": 2, **extra}
         status, r = http(tools_url + "/v1/chat/completions", json.dumps(body))
         assert status == 200 and r["model"] == tools_model
-    # Every OpenAI route also without /v1.
+    # The OpenAI routes also without /v1, but for `/completions`, which is
+    # llama-server's native completion there, as in llama-server.
     status, r = http(tools_url + "/chat/completions", json.dumps({"messages": ASK, "max_tokens": 2}))
     assert status == 200 and r["object"] == "chat.completion"
     status, r = http(tools_url + "/models")
     assert status == 200 and r["data"][0]["id"] == tools_model
-    status, r = http(tools_url + "/completions", json.dumps({"prompt": "a", "max_tokens": 1}))
+    status, r = http(tools_url + "/v1/completions", json.dumps({"prompt": "a", "max_tokens": 1}))
     assert status == 200 and r["object"] == "text_completion"
+    status, r = http(tools_url + "/completions", json.dumps({"prompt": "a", "n_predict": 1}))
+    assert status == 200 and r["stop"] is True and r["tokens_predicted"] == 1
 
 
 def test_cors_alias_and_preflight(think_url, think_model, tools_url):
