@@ -48,7 +48,7 @@ fn events(body: &str) -> Vec<Value> {
 }
 
 #[test]
-fn props_slots_and_native_completion() {
+fn props_slots_names_and_switches() {
     let Some(model) = require_model(SMOLLM) else {
         return;
     };
@@ -73,6 +73,46 @@ fn props_slots_and_native_completion() {
     assert_eq!(slots.as_array().unwrap().len(), 2, "{slots}");
     assert_eq!(slots[1]["id"], 1);
     assert_eq!(slots[0]["is_processing"], false);
+    drop(server);
+
+    let server = Server::start(
+        &model,
+        home.path(),
+        &[
+            "-c",
+            "512",
+            "--no-slots",
+            "--no-ui",
+            "--alias",
+            "b-name,a-name",
+            "--tags",
+            "chat,small",
+        ],
+    );
+    // Several --alias names: all listed, the first in sorted order the id.
+    let (_, body) = call(&server.addr, "GET", "/v1/models", &Value::Null);
+    let m = &json_of(&body)["data"][0];
+    assert_eq!(m["id"], "a-name", "{m}");
+    assert_eq!(m["aliases"], json!(["a-name", "b-name"]), "{m}");
+    assert_eq!(m["tags"], json!(["chat", "small"]), "{m}");
+    let (status, body) = call(&server.addr, "GET", "/slots", &Value::Null);
+    assert_eq!(status, 501, "{body}");
+    let (status, _) = call(&server.addr, "GET", "/", &Value::Null);
+    assert_eq!(status, 404);
+    assert!(json_of(&body)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("--no-slots"));
+}
+
+#[test]
+fn native_completion_whole_and_streamed() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(&model, home.path(), &["-c", "512", "--np", "2"]);
+    let addr = server.addr.as_str();
 
     let prompt = "I believe the meaning of life is";
     let req = json!({"prompt": prompt, "n_predict": 8, "temperature": 0, "n_probs": 3,
@@ -114,6 +154,36 @@ fn props_slots_and_native_completion() {
         assert_eq!(status, 200, "{body}");
         assert_ne!(json_of(&body)["tokens"][0], first, "{bias}: {body}");
     }
+    // The OpenAI route gives the same greedy text.
+    let oai = json!({"prompt": prompt, "max_tokens": 8, "temperature": 0});
+    let (_, body) = call(addr, "POST", "/v1/completions", &oai);
+    assert_eq!(json_of(&body)["choices"][0]["text"], content.as_str());
+
+    // Streamed: pieces with `stop: false`, then one `stop: true` object.
+    let mut req = req.clone();
+    req["stream"] = json!(true);
+    let (status, body) = call(addr, "POST", "/completion", &req);
+    assert_eq!(status, 200, "{body}");
+    let evs = events(&body);
+    let (last, pieces) = evs.split_last().unwrap();
+    assert!(pieces.iter().all(|e| e["stop"] == false), "{body}");
+    assert_eq!(last["stop"], true, "{body}");
+    assert_eq!(last["timings"]["predicted_n"], 8, "{last}");
+    let streamed: String = pieces
+        .iter()
+        .map(|e| e["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, content);
+}
+
+#[test]
+fn apply_template_prefill_and_token_count() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(&model, home.path(), &["-c", "512", "--np", "2"]);
+    let addr = server.addr.as_str();
 
     // /apply-template: the prompt of a chat; a last assistant message is
     // continued, in the chat route too (the same greedy text as
@@ -154,42 +224,21 @@ fn props_slots_and_native_completion() {
                      "continue_final_message": true, "add_generation_prompt": true});
     let (status, body) = call(addr, "POST", "/v1/chat/completions", &creq);
     assert_eq!(status, 400, "{body}");
+}
 
-    // /tokenize with pieces: each id with its text.
-    let (_, body) = call(
-        addr,
-        "POST",
-        "/tokenize",
-        &json!({"content": "Hello world", "with_pieces": true}),
-    );
-    let pieces = json_of(&body)["tokens"].as_array().unwrap().clone();
-    let joined: String = pieces
-        .iter()
-        .map(|p| p["piece"].as_str().unwrap())
-        .collect();
-    assert_eq!(joined, "Hello world", "{pieces:?}");
-    assert!(pieces.iter().all(|p| p["id"].is_u64()));
-
-    // The OpenAI route gives the same greedy text.
-    let oai = json!({"prompt": prompt, "max_tokens": 8, "temperature": 0});
-    let (_, body) = call(addr, "POST", "/v1/completions", &oai);
-    assert_eq!(json_of(&body)["choices"][0]["text"], content.as_str());
-
-    // Streamed: pieces with `stop: false`, then one `stop: true` object.
-    let mut req = req.clone();
-    req["stream"] = json!(true);
-    let (status, body) = call(addr, "POST", "/completion", &req);
-    assert_eq!(status, 200, "{body}");
-    let evs = events(&body);
-    let (last, pieces) = evs.split_last().unwrap();
-    assert!(pieces.iter().all(|e| e["stop"] == false), "{body}");
-    assert_eq!(last["stop"], true, "{body}");
-    assert_eq!(last["timings"]["predicted_n"], 8, "{last}");
-    let streamed: String = pieces
-        .iter()
-        .map(|e| e["content"].as_str().unwrap())
-        .collect();
-    assert_eq!(streamed, content);
+#[test]
+fn prompt_forms_errors_pieces_metrics_and_page() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(&model, home.path(), &["-c", "512", "--np", "2"]);
+    let addr = server.addr.as_str();
+    let prompt = "I believe the meaning of life is";
+    let req = json!({"prompt": prompt, "n_predict": 8, "temperature": 0, "n_probs": 3,
+                     "return_tokens": true});
+    let (_, body) = call(addr, "POST", "/completion", &req);
+    let content = json_of(&body)["content"].as_str().unwrap().to_string();
 
     // llama-server's other prompt forms: ids, `{"prompt_string"}`, and a
     // list of both, each the same greedy text.
@@ -228,37 +277,38 @@ fn props_slots_and_native_completion() {
         assert_eq!(json_of(&body)["error"]["param"], field, "{body}");
     }
 
+    // /tokenize with pieces: each id with its text.
+    let (_, body) = call(
+        addr,
+        "POST",
+        "/tokenize",
+        &json!({"content": "Hello world", "with_pieces": true}),
+    );
+    let pieces = json_of(&body)["tokens"].as_array().unwrap().clone();
+    let joined: String = pieces
+        .iter()
+        .map(|p| p["piece"].as_str().unwrap())
+        .collect();
+    assert_eq!(joined, "Hello world", "{pieces:?}");
+    assert!(pieces.iter().all(|p| p["id"].is_u64()));
+
+    // llama-server's metric names, counting what was answered.
+    let mut conn = send(addr, "GET", "/metrics", "");
+    let mut metrics = String::new();
+    conn.read_to_string(&mut metrics).unwrap();
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(metrics
+        .to_ascii_lowercase()
+        .contains("process-start-time-unix: "));
+    let predicted: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("llamacpp:tokens_predicted_total "))
+        .unwrap_or_else(|| panic!("{metrics}"))
+        .parse()
+        .unwrap();
+    assert!(predicted >= 8.0, "{metrics}");
+
     let (status, page) = call(addr, "GET", "/", &Value::Null);
     assert_eq!(status, 200);
     assert!(page.contains("<!doctype html>"));
-    drop(server);
-
-    let server = Server::start(
-        &model,
-        home.path(),
-        &[
-            "-c",
-            "512",
-            "--no-slots",
-            "--no-ui",
-            "--alias",
-            "b-name,a-name",
-            "--tags",
-            "chat,small",
-        ],
-    );
-    // Several --alias names: all listed, the first in sorted order the id.
-    let (_, body) = call(&server.addr, "GET", "/v1/models", &Value::Null);
-    let m = &json_of(&body)["data"][0];
-    assert_eq!(m["id"], "a-name", "{m}");
-    assert_eq!(m["aliases"], json!(["a-name", "b-name"]), "{m}");
-    assert_eq!(m["tags"], json!(["chat", "small"]), "{m}");
-    let (status, body) = call(&server.addr, "GET", "/slots", &Value::Null);
-    assert_eq!(status, 501, "{body}");
-    let (status, _) = call(&server.addr, "GET", "/", &Value::Null);
-    assert_eq!(status, 404);
-    assert!(json_of(&body)["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("--no-slots"));
 }
