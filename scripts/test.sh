@@ -89,7 +89,23 @@ install_agents() {
     target/agents/llm/bin/pip install -q llm==0.36 || return 1
     # Open WebUI (crates/cli/tests/open_webui.rs).
     python3 -m venv target/agents/open-webui || return 1
-    target/agents/open-webui/bin/pip install -q open-webui==0.12.4
+    target/agents/open-webui/bin/pip install -q open-webui==0.12.4 || return 1
+    # llama.cpp's own server test suite, from the llama-cpp-python sdist
+    # (crates/cli/tests/server_suite.rs), in a venv with its requirements.
+    # (&&: errexit does not hold inside a function called as a condition.)
+    local suite=target/agents/llama-suite
+    local tests=llama_cpp_python-0.3.36/vendor/llama.cpp/tools/server/tests
+    mkdir -p "$suite" && python3 -m venv "$suite/venv" \
+        && "$suite/venv/bin/pip" install -q scikit-build-core==1.1.2 cmake==4.4.5 ninja || return 1
+    # pip prepares the sdist's metadata while downloading it, which needs
+    # its build backend and cmake at hand.
+    [ -f "$suite/llama_cpp_python-0.3.36.tar.gz" ] || "$suite/venv/bin/pip" download --no-deps \
+        --no-binary llama-cpp-python --no-build-isolation llama-cpp-python==0.3.36 \
+        -d "$suite" -q || return 1
+    # The tests read chat templates from llama.cpp's models/templates.
+    tar xzf "$suite/llama_cpp_python-0.3.36.tar.gz" -C "$suite" "$tests" \
+        llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates \
+        && "$suite/venv/bin/pip" install -q -r "$suite/$tests/requirements.txt" pytest-timeout==2.4.0
 }
 mkdir -p target/agents
 rm -f target/agents/installed

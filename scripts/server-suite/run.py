@@ -5,7 +5,7 @@ results per test file.
 
     python3 scripts/server-suite/run.py --engine minfer|llama --bin BINARY
         --suite DIR/tools/server/tests --model FILE [--out DIR] [--files F...]
-        [--timeout SECONDS]
+        [--timeout SECONDS] [--port PORT] [--expect FILE] [--write-expected FILE]
 
 DIR is llama.cpp's tree from the llama-cpp-python==0.3.36 sdist
 (`vendor/llama.cpp`); `scripts/server-suite/suite.sh` fetches it and
@@ -16,6 +16,10 @@ maps llama-server's flags to minfer's and every model to MODEL. Prints a
 table of passed / failed / skipped per file, with the files that are out of
 scope for minfer (and why) marked, and writes it as JSON to
 OUT/summary.json.
+
+--expect FILE makes it a check: every test id listed there (one per line,
+`file::test[params]`, `#` comments) must pass, else it exits 1 naming the
+ones that did not. --write-expected FILE writes the ids that passed.
 """
 
 import argparse
@@ -43,8 +47,8 @@ OUT_OF_SCOPE = {
 }
 
 
-def counts(xml_path: Path) -> dict:
-    out = {"passed": 0, "failed": 0, "skipped": 0}
+def counts(xml_path: Path, file: str) -> dict:
+    out = {"passed": 0, "failed": 0, "skipped": 0, "passed_ids": []}
     if not xml_path.exists():
         return out
     for case in ET.parse(xml_path).getroot().iter("testcase"):
@@ -55,6 +59,7 @@ def counts(xml_path: Path) -> dict:
             out["failed"] += 1
         else:
             out["passed"] += 1
+            out["passed_ids"].append(f"{file}::{case.get('name')}")
     return out
 
 
@@ -67,6 +72,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("target/server-suite"))
     ap.add_argument("--files", nargs="*")
     ap.add_argument("--timeout", type=int, default=60)
+    ap.add_argument("--port", type=int, default=8080, help="where the servers listen")
+    ap.add_argument("--expect", type=Path)
+    ap.add_argument("--write-expected", type=Path)
     a = ap.parse_args()
     out = (a.out / a.engine).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -78,6 +86,7 @@ def main() -> int:
         "SUITE_BIN": str(Path(a.bin).resolve()),
         "SUITE_MODEL": str(Path(a.model).resolve()),
         "LLAMA_CACHE": str(out / "cache"),
+        "PORT": str(a.port),
     }
     rows = {}
     for f in files:
@@ -89,7 +98,7 @@ def main() -> int:
                  f"--timeout={a.timeout}", f"--junitxml={xml}"],
                 cwd=a.suite, env=env, stdout=log, stderr=subprocess.STDOUT, check=False,
             )
-        rows[f] = counts(xml)
+        rows[f] = counts(xml, f)
         rows[f]["out_of_scope"] = OUT_OF_SCOPE.get(f)
         print(f"{f:34} {rows[f]['passed']:4} passed {rows[f]['failed']:4} failed "
               f"{rows[f]['skipped']:4} skipped{'  (out of scope)' if rows[f]['out_of_scope'] else ''}",
@@ -99,6 +108,18 @@ def main() -> int:
              for k in ("passed", "failed", "skipped")}
     print(f"all: {total}; in scope: {scope}")
     (out / "summary.json").write_text(json.dumps({"files": rows, "all": total, "in_scope": scope}, indent=1))
+    passed = {i for r in rows.values() for i in r["passed_ids"]}
+    if a.write_expected:
+        a.write_expected.write_text("".join(f"{i}\n" for i in sorted(passed)))
+    if a.expect:
+        want = [l.strip() for l in a.expect.read_text().splitlines()
+                if l.strip() and not l.startswith("#")]
+        want = [w for w in want if w.split("::")[0] in files]
+        lost = [w for w in want if w not in passed]
+        if lost:
+            print(f"{len(lost)} of the {len(want)} expected tests did not pass:", *lost, sep="\n  ")
+            return 1
+        print(f"all {len(want)} expected tests passed")
     return 0
 
 
