@@ -7,26 +7,14 @@
 
 mod common;
 
-use std::io::Read;
-use std::time::Duration;
-
-use common::server::{send, Server};
+use common::server::{exchange, Server};
 use minfer_testutil::{repo_model, workspace_root};
 use serde_json::{json, Value};
 
 /// One JSON request over a fresh connection; returns (status, body).
 fn post(addr: &str, path: &str, body: &Value) -> (u16, Value) {
-    let mut s = send(addr, "POST", path, &body.to_string());
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    let json = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let (status, text) = exchange(addr, "POST", path, &body.to_string());
+    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     (status, json)
 }
 

@@ -8,30 +8,27 @@
 mod common;
 
 use std::io::Read;
-use std::time::Duration;
 
-use common::server::{send, Server};
+use common::server::{exchange, send, Server};
 use minfer_testutil::{require_model, SMOLLM};
 use serde_json::{json, Value};
 
-/// One request over a fresh connection: (status, body text).
+/// One request (no body for `Value::Null`): (status, body text).
 fn call(addr: &str, method: &str, path: &str, body: &Value) -> (u16, String) {
     let text = if body.is_null() {
         String::new()
     } else {
         body.to_string()
     };
-    let mut s = send(addr, method, path, &text);
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, body.to_string())
+    exchange(addr, method, path, &text)
+}
+
+/// A server of SmolLM2 with `-np 2`, or `None` (a recorded skip).
+fn smollm_server(args: &[&str]) -> Option<(tempfile::TempDir, Server)> {
+    let model = require_model(SMOLLM)?;
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(&model, home.path(), args);
+    Some((home, server))
 }
 
 fn json_of(body: &str) -> Value {
@@ -49,11 +46,9 @@ fn events(body: &str) -> Vec<Value> {
 
 #[test]
 fn props_slots_names_and_switches() {
-    let Some(model) = require_model(SMOLLM) else {
+    let Some((_home, server)) = smollm_server(&["-c", "512", "--np", "2"]) else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let server = Server::start(&model, home.path(), &["-c", "512", "--np", "2"]);
     let addr = server.addr.as_str();
 
     let (status, body) = call(addr, "GET", "/props", &Value::Null);
@@ -75,20 +70,18 @@ fn props_slots_names_and_switches() {
     assert_eq!(slots[0]["is_processing"], false);
     drop(server);
 
-    let server = Server::start(
-        &model,
-        home.path(),
-        &[
-            "-c",
-            "512",
-            "--no-slots",
-            "--no-ui",
-            "--alias",
-            "b-name,a-name",
-            "--tags",
-            "chat,small",
-        ],
-    );
+    let Some((_home, server)) = smollm_server(&[
+        "-c",
+        "512",
+        "--no-slots",
+        "--no-ui",
+        "--alias",
+        "b-name,a-name",
+        "--tags",
+        "chat,small",
+    ]) else {
+        return;
+    };
     // Several --alias names: all listed, the first in sorted order the id.
     let (_, body) = call(&server.addr, "GET", "/v1/models", &Value::Null);
     let m = &json_of(&body)["data"][0];
@@ -107,11 +100,9 @@ fn props_slots_names_and_switches() {
 
 #[test]
 fn native_completion_whole_and_streamed() {
-    let Some(model) = require_model(SMOLLM) else {
+    let Some((_home, server)) = smollm_server(&["-c", "512", "--np", "2"]) else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let server = Server::start(&model, home.path(), &["-c", "512", "--np", "2"]);
     let addr = server.addr.as_str();
 
     let prompt = "I believe the meaning of life is";
@@ -178,11 +169,9 @@ fn native_completion_whole_and_streamed() {
 
 #[test]
 fn apply_template_prefill_and_token_count() {
-    let Some(model) = require_model(SMOLLM) else {
+    let Some((_home, server)) = smollm_server(&["-c", "512", "--np", "2"]) else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let server = Server::start(&model, home.path(), &["-c", "512", "--np", "2"]);
     let addr = server.addr.as_str();
 
     // /apply-template: the prompt of a chat; a last assistant message is
@@ -228,11 +217,9 @@ fn apply_template_prefill_and_token_count() {
 
 #[test]
 fn prompt_forms_errors_pieces_metrics_and_page() {
-    let Some(model) = require_model(SMOLLM) else {
+    let Some((_home, server)) = smollm_server(&["-c", "512", "--np", "2"]) else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let server = Server::start(&model, home.path(), &["-c", "512", "--np", "2"]);
     let addr = server.addr.as_str();
     let prompt = "I believe the meaning of life is";
     let req = json!({"prompt": prompt, "n_predict": 8, "temperature": 0, "n_probs": 3,

@@ -121,3 +121,18 @@ pub fn send(addr: &str, method: &str, path: &str, body: &str) -> TcpStream {
     .unwrap();
     s
 }
+
+/// One request over a fresh connection, read to its end: (status, body).
+pub fn exchange(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = send(addr, method, path, body);
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut s, &mut out).unwrap();
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
+}
