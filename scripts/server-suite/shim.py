@@ -44,6 +44,8 @@ RENAMED = {
     "--api-key": "--api-key",
     "--alias": "--alias",
     "--tags": "--tags",
+    "--temp": "--temp",
+    "--seed": "--seed",
     "--chat-template": "--chat-template",
     "--chat-template-file": "--chat-template-file",
     "--cors-origins": "--cors-origins",

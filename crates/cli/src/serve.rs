@@ -63,6 +63,15 @@ pub struct Args {
     /// llama-server's `--tags`.
     #[arg(long, value_delimiter = ',')]
     tags: Vec<String>,
+    /// The temperature of a request that sets none (llama-server's
+    /// `--temp`; default llama.cpp's 0.8).
+    #[arg(long = "temp", alias = "temperature", value_parser = parse_temp)]
+    temp: Option<f32>,
+    /// The seed of a request that sets none, so that the same request
+    /// gives the same answer (llama-server's `--seed`; -1 or none: a
+    /// fresh seed per request).
+    #[arg(long = "seed", allow_negative_numbers = true)]
+    seed: Option<i64>,
     /// Answer 404 to requests whose `model` is not this model's id or
     /// alias (by default any name, or none, means the one model served).
     #[arg(long = "strict-model")]
@@ -147,6 +156,8 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         n_predict: usize::try_from(args.n_predict).unwrap_or(0),
         alias: args.alias,
         tags: args.tags,
+        temp: args.temp,
+        seed: args.seed.filter(|&s| s >= 0),
         strict_model: args.strict_model,
         slots: !args.no_slots,
         ui: !args.no_ui,
@@ -179,5 +190,13 @@ mod tests {
         assert!(parse_size("0").is_err());
         assert!(parse_size("lots").is_err());
         assert!(parse_size("3 parsecs").is_err());
+    }
+}
+
+/// A temperature between 0 and 2, as the APIs take it.
+fn parse_temp(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
+        _ => Err(format!("`{s}` is not a temperature between 0 and 2")),
     }
 }

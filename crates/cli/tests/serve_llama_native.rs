@@ -79,9 +79,24 @@ fn props_slots_names_and_switches() {
         "b-name,a-name",
         "--tags",
         "chat,small",
+        "--seed",
+        "7",
+        "--temp",
+        "1.5",
     ]) else {
         return;
     };
+    // --seed and --temp: a request that sets neither samples the same way
+    // each time.
+    let (_, body) = call(&server.addr, "GET", "/props", &Value::Null);
+    let params = &json_of(&body)["default_generation_settings"]["params"];
+    assert_eq!(params["seed"], 7, "{params}");
+    assert_eq!(params["temperature"], 1.5, "{params}");
+    let req = json!({"prompt": "Once upon a time", "n_predict": 12});
+    let (_, a) = call(&server.addr, "POST", "/completion", &req);
+    let (_, b) = call(&server.addr, "POST", "/completion", &req);
+    assert_eq!(json_of(&a)["content"], json_of(&b)["content"]);
+    assert_eq!(json_of(&a)["generation_settings"]["seed"], 7);
     // Several --alias names: all listed, the first in sorted order the id.
     let (_, body) = call(&server.addr, "GET", "/v1/models", &Value::Null);
     let m = &json_of(&body)["data"][0];

@@ -34,6 +34,11 @@ pub struct ServerConfig {
     pub alias: Option<String>,
     /// Labels `/v1/models` lists for the model.
     pub tags: Vec<String>,
+    /// The temperature a request that sets none gets (`--temp`).
+    pub temp: Option<f32>,
+    /// The seed a request that sets none gets (`--seed`; none: a fresh
+    /// one per request).
+    pub seed: Option<i64>,
     /// Refuse requests whose `model` is not this model's id or alias
     /// (otherwise any name is the one model served).
     pub strict_model: bool,

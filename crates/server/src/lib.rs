@@ -47,6 +47,7 @@ mod guard;
 mod http;
 mod llama;
 mod metrics;
+mod metrics_llama;
 mod ollama;
 mod openai;
 mod output;
@@ -187,6 +188,11 @@ pub async fn run(
     }
     let addr = listener.local_addr()?;
     let metrics = Arc::new(Metrics::default());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    metrics.started_unix.store(
+        now.map_or(0, |d| d.as_secs()),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
     let shared = Arc::new(Shared::new(cfg.clone(), cmd_tx, metrics.clone()));
     let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel();
@@ -349,6 +355,7 @@ fn load(
         abilities,
         strict_model: cfg.strict_model,
         default_max: cfg.n_predict,
+        defaults: (cfg.temp, cfg.seed),
     };
     Ok((served, sched))
 }

@@ -49,9 +49,20 @@ pub struct Metrics {
     /// Checks of guesses: one per generation per step that had some.
     pub spec_checks: AtomicU64,
     step_buckets: [AtomicU64; STEP_BUCKETS.len()],
-    step_count: AtomicU64,
+    pub(crate) step_count: AtomicU64,
     /// Sum of step times in microseconds.
     step_micros: AtomicU64,
+    /// Sum over steps of the requests running in each.
+    pub(crate) step_busy: AtomicU64,
+    /// Microseconds of finished generations' prompts, as the engine
+    /// timed them.
+    pub prefill_micros: AtomicU64,
+    /// Microseconds of finished generations' decoding.
+    pub decode_micros: AtomicU64,
+    /// The most tokens (prompt and answer) one finished generation held.
+    pub tokens_max: AtomicU64,
+    /// When the server started, in Unix seconds.
+    pub started_unix: AtomicU64,
     /// The prompt cache's tiers, as of the last step.
     pub prompt_cache: Mutex<minfer_engine::PromptCacheStats>,
 }
@@ -63,8 +74,9 @@ impl Metrics {
         *m.entry((endpoint.to_string(), status)).or_default() += 1;
     }
 
-    /// Records one engine step's wall time.
-    pub fn observe_step(&self, secs: f64) {
+    /// Records one engine step's wall time and the requests it ran.
+    pub fn observe_step(&self, secs: f64, busy: usize) {
+        self.step_busy.fetch_add(busy as u64, Relaxed);
         for (b, &le) in self.step_buckets.iter().zip(STEP_BUCKETS.iter()) {
             if secs <= le {
                 b.fetch_add(1, Relaxed);
@@ -172,6 +184,7 @@ impl Metrics {
             );
         }
         self.render_gateway(&mut s);
+        self.render_llamacpp(&mut s);
         self.render_spec(&mut s);
         self.render_prompt_cache(&mut s);
         let name = "minfer_step_seconds";
@@ -478,8 +491,8 @@ mod tests {
         m.request("/v1/chat/completions", 200);
         m.request("/v1/chat/completions", 200);
         m.request("/v1/models", 401);
-        m.observe_step(0.003);
-        m.observe_step(0.2);
+        m.observe_step(0.003, 1);
+        m.observe_step(0.2, 2);
         m.completion_tokens.fetch_add(5, Relaxed);
         let t = m.render();
         assert!(

@@ -36,9 +36,24 @@ pub struct Served {
     pub strict_model: bool,
     /// The limit of an answer whose request sets none (0: no limit).
     pub default_max: usize,
+    /// The temperature and seed a request that sets none gets (`--temp`,
+    /// `--seed`; none: llama.cpp's 0.8 and a fresh seed per request).
+    pub defaults: (Option<f32>, Option<i64>),
 }
 
 impl Served {
+    /// `s` with the server's `--temp` and `--seed` where the request set
+    /// none.
+    pub fn with_defaults(
+        &self,
+        s: &crate::openai::request::Sampling,
+    ) -> crate::openai::request::Sampling {
+        let mut s = s.clone();
+        s.temperature = s.temperature.or(self.defaults.0);
+        s.seed = s.seed.or(self.defaults.1);
+        s
+    }
+
     /// Checks a request's `model` field (any name passes unless
     /// `--strict-model`).
     ///

@@ -27,6 +27,8 @@ pub async fn loading_server(key: Option<&str>, strict_model: bool) -> (String, R
         n_predict: 0,
         alias: None,
         tags: Vec::new(),
+        temp: None,
+        seed: None,
         strict_model,
         slots: true,
         ui: true,

@@ -367,7 +367,8 @@ impl Worker {
     fn step(&mut self) {
         let t = Instant::now();
         let failure = self.sched.step().err();
-        self.metrics.observe_step(t.elapsed().as_secs_f64());
+        self.metrics
+            .observe_step(t.elapsed().as_secs_f64(), self.running.len());
         let sp = self.sched.spec_stats();
         self.metrics.spec_drafted.store(sp.drafted, Relaxed);
         self.metrics.spec_accepted.store(sp.accepted, Relaxed);
@@ -517,6 +518,15 @@ impl Relay<'_> {
         self.metrics
             .completion_tokens
             .fetch_add(stats.generated_tokens as u64, Relaxed);
+        let m = self.metrics;
+        m.prefill_micros
+            .fetch_add((stats.prefill_secs * 1e6) as u64, Relaxed);
+        m.decode_micros
+            .fetch_add((stats.decode_secs * 1e6) as u64, Relaxed);
+        m.tokens_max.fetch_max(
+            (stats.prompt_tokens + stats.generated_tokens) as u64,
+            Relaxed,
+        );
         if let Some(t0) = self.t_trace {
             let n = stats.generated_tokens as u64;
             trace::track_span(self.id as u32, "request", t0, n);

@@ -81,7 +81,7 @@ fn prepare(served: &Served, req: &NativeRequest, default_max: usize) -> Result<P
             "probabilities are reported under the model's raw logits, before sampling",
         ));
     }
-    let mut sampling = req.sampling.clone();
+    let mut sampling = served.with_defaults(&req.sampling);
     if let Some(bias) = &req.logit_bias {
         sampling.logit_bias = Some(token_bias(served, bias)?);
     }
@@ -346,6 +346,7 @@ impl Answer {
         let prompt_n = f.prompt_tokens - f.cached_tokens.min(f.prompt_tokens);
         let per = |n: usize, ms: f64| if ms > 0.0 { n as f64 / ms * 1e3 } else { 0.0 };
         let per_token = |n: usize, ms: f64| if n > 0 { ms / n as f64 } else { 0.0 };
+        let steps = f.completion_tokens.saturating_sub(1);
         let mut v = json!({
             "index": k,
             "content": content,
@@ -370,8 +371,10 @@ impl Answer {
                 "prompt_per_second": per(prompt_n, prompt_ms),
                 "predicted_n": f.completion_tokens,
                 "predicted_ms": predicted_ms,
-                "predicted_per_token_ms": per_token(f.completion_tokens, predicted_ms),
-                "predicted_per_second": per(f.completion_tokens, predicted_ms),
+                // The first token comes with the prompt's last batch: the
+                // rate is over the decode steps after it, as llama-server's.
+                "predicted_per_token_ms": per_token(steps, predicted_ms),
+                "predicted_per_second": per(steps, predicted_ms),
             },
         });
         if self.cfg.logprobs.is_some() && content.len() == c.text.len() {

@@ -60,10 +60,25 @@ pub async fn health(State(shared): St) -> Response {
         .into_response()
 }
 
-/// `GET /metrics`: Prometheus' text format.
+/// `GET /metrics`: Prometheus' text format, with the server's start
+/// time in a header as llama-server sends it.
 pub async fn metrics(State(shared): St) -> Response {
+    let started = shared
+        .metrics
+        .started_unix
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .to_string();
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [
+            (
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4".to_string(),
+            ),
+            (
+                header::HeaderName::from_static("process-start-time-unix"),
+                started,
+            ),
+        ],
         shared.metrics.render(),
     )
         .into_response()

@@ -16,9 +16,10 @@ use crate::state::{Served, Shared};
 type St = State<Arc<Shared>>;
 
 /// The sampling settings a request gets when it sets none, as
-/// llama-server's `params` object names them (the ones minfer has). The
-/// seed is drawn per request unless the request sets one: -1.
-fn default_params(shared: &Shared) -> Value {
+/// llama-server's `params` object names them (the ones minfer has): the
+/// server's `--temp` and `--seed`, else llama.cpp's defaults (seed -1: a
+/// fresh one per request).
+fn default_params(shared: &Shared, served: &Served) -> Value {
     let n_predict = match shared.cfg.n_predict {
         0 => -1,
         n => n as i64,
@@ -26,8 +27,8 @@ fn default_params(shared: &Shared) -> Value {
     let s = minfer_engine::SamplingParams::default();
     json!({
         "n_predict": n_predict,
-        "seed": -1,
-        "temperature": s.temp,
+        "seed": served.defaults.1.unwrap_or(-1),
+        "temperature": served.defaults.0.unwrap_or(s.temp),
         "top_k": s.top_k,
         "top_p": s.top_p,
         "min_p": s.min_p,
@@ -58,7 +59,7 @@ pub async fn props(State(shared): St) -> Result<Response, ApiError> {
     Ok(Json(json!({
         "default_generation_settings": {
             "n_ctx": slot_n_ctx(&shared),
-            "params": default_params(&shared),
+            "params": default_params(&shared, served),
         },
         "total_slots": shared.cfg.n_parallel,
         "model_alias": served.id,

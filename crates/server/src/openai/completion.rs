@@ -78,7 +78,7 @@ pub fn prepare(
     limit: usize,
 ) -> Result<Prepared, ApiError> {
     let logprobs = legacy_logprobs(&req.sampling)?;
-    let mut sampling = req.sampling.clone();
+    let mut sampling = served.with_defaults(&req.sampling);
     sampling.logprobs = None;
     sampling.top_logprobs = None;
     let mut cfg = sampling.to_config(DEFAULT_MAX)?;
