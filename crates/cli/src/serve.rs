@@ -178,6 +178,14 @@ pub fn run(store: Store, args: Args) -> Result<()> {
 /// The prompt length of the prefill graph `--dump-graph` shows.
 const DUMP_PROMPT_TOKENS: usize = 32;
 
+/// A temperature between 0 and 2, as the APIs take it.
+fn parse_temp(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
+        _ => Err(format!("`{s}` is not a temperature between 0 and 2")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,13 +198,5 @@ mod tests {
         assert!(parse_size("0").is_err());
         assert!(parse_size("lots").is_err());
         assert!(parse_size("3 parsecs").is_err());
-    }
-}
-
-/// A temperature between 0 and 2, as the APIs take it.
-fn parse_temp(s: &str) -> Result<f32, String> {
-    match s.parse::<f32>() {
-        Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
-        _ => Err(format!("`{s}` is not a temperature between 0 and 2")),
     }
 }
