@@ -56,12 +56,9 @@ pub struct NativeRequest {
     /// minfer reports them under the raw logits.
     #[serde(default)]
     post_sampling_probs: bool,
-    /// Accepted for llama-server's clients: minfer always reuses a cached
-    /// prefix, which changes no result.
-    #[serde(default)]
-    #[allow(dead_code)]
-    cache_prompt: Option<bool>,
-    /// Everything else.
+    /// Everything else. Fields of llama-server's that change no result
+    /// here (`cache_prompt`: minfer always reuses a cached prefix; `id_slot`)
+    /// are read and left.
     #[serde(flatten)]
     sampling: Sampling,
 }
