@@ -157,7 +157,7 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         alias: args.alias,
         tags: args.tags,
         temp: args.temp,
-        seed: args.seed.filter(|&s| s >= 0),
+        seed: args.seed.and_then(|s| u64::try_from(s).ok()),
         strict_model: args.strict_model,
         slots: !args.no_slots,
         ui: !args.no_ui,

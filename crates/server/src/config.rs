@@ -38,7 +38,7 @@ pub struct ServerConfig {
     pub temp: Option<f32>,
     /// The seed a request that sets none gets (`--seed`; none: a fresh
     /// one per request).
-    pub seed: Option<i64>,
+    pub seed: Option<u64>,
     /// Refuse requests whose `model` is not this model's id or alias
     /// (otherwise any name is the one model served).
     pub strict_model: bool,

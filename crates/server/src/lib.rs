@@ -354,8 +354,11 @@ fn load(
         template,
         abilities,
         strict_model: cfg.strict_model,
-        default_max: cfg.n_predict,
-        defaults: (cfg.temp, cfg.seed),
+        defaults: openai::sampling::RequestDefaults {
+            max_tokens: cfg.n_predict,
+            temp: cfg.temp,
+            seed: cfg.seed,
+        },
     };
     Ok((served, sched))
 }

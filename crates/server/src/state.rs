@@ -12,6 +12,7 @@ use crate::config::ServerConfig;
 use crate::events::Out;
 use crate::http::{ApiError, Cors};
 use crate::metrics::Metrics;
+use crate::openai::sampling::RequestDefaults;
 use crate::template::Abilities;
 use crate::worker::{Cmd, Job, Part};
 
@@ -34,26 +35,12 @@ pub struct Served {
     /// Whether a request's `model` must name this model (otherwise any
     /// name, or none, is this model, as llama-server allows).
     pub strict_model: bool,
-    /// The limit of an answer whose request sets none (0: no limit).
-    pub default_max: usize,
-    /// The temperature and seed a request that sets none gets (`--temp`,
-    /// `--seed`; none: llama.cpp's 0.8 and a fresh seed per request).
-    pub defaults: (Option<f32>, Option<i64>),
+    /// What a request gets for the limit, temperature and seed it does
+    /// not set (`-n`, `--temp`, `--seed`).
+    pub defaults: RequestDefaults,
 }
 
 impl Served {
-    /// `s` with the server's `--temp` and `--seed` where the request set
-    /// none.
-    pub fn with_defaults(
-        &self,
-        s: &crate::openai::request::Sampling,
-    ) -> crate::openai::request::Sampling {
-        let mut s = s.clone();
-        s.temperature = s.temperature.or(self.defaults.0);
-        s.seed = s.seed.or(self.defaults.1);
-        s
-    }
-
     /// Checks a request's `model` field (any name passes unless
     /// `--strict-model`).
     ///

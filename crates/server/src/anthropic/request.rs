@@ -408,7 +408,10 @@ mod tests {
         assert_eq!(r.tool_choice.unwrap()["function"]["name"], "get_weather");
         assert_eq!(r.parallel_tool_calls, Some(false));
         assert_eq!(r.chat_template_kwargs.unwrap()["enable_thinking"], false);
-        let c = r.sampling.to_config(0).unwrap();
+        let c = r
+            .sampling
+            .to_config(crate::openai::sampling::RequestDefaults::max(0))
+            .unwrap();
         assert_eq!((c.max_tokens, c.stop.len(), c.sampler.top_k), (9, 1, 5));
     }
 

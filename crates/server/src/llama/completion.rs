@@ -71,14 +71,14 @@ struct Prepared {
     cfg: GenerateConfig,
 }
 
-fn prepare(served: &Served, req: &NativeRequest, default_max: usize) -> Result<Prepared, ApiError> {
+fn prepare(served: &Served, req: &NativeRequest) -> Result<Prepared, ApiError> {
     if req.post_sampling_probs {
         return Err(ApiError::unsupported(
             "post_sampling_probs",
             "probabilities are reported under the model's raw logits, before sampling",
         ));
     }
-    let mut sampling = served.with_defaults(&req.sampling);
+    let mut sampling = req.sampling.clone();
     if let Some(bias) = &req.logit_bias {
         sampling.logit_bias = Some(token_bias(served, bias)?);
     }
@@ -93,7 +93,7 @@ fn prepare(served: &Served, req: &NativeRequest, default_max: usize) -> Result<P
         }
         Some(n) => Some(n as u64),
     };
-    let mut cfg = sampling.to_config(default_max)?;
+    let mut cfg = sampling.to_config(served.defaults)?;
     let n_probs = req.n_probs.unwrap_or(0);
     if n_probs > MAX_N_PROBS {
         return Err(ApiError::bad_param(
@@ -508,12 +508,11 @@ pub async fn completion(
     State(shared): State<Arc<Shared>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let default_max = shared.cfg.n_predict;
     let (streams, return_tokens, prep) =
         parse_off_thread(&shared, body, move |s, req: NativeRequest| {
             let served = s.served()?;
             served.check_model(&req.sampling.model)?;
-            let prep = prepare(served, &req, default_max)?;
+            let prep = prepare(served, &req)?;
             if req.sampling.stream && prep.parts.len() > 1 {
                 return Err(ApiError::bad_param(
                     "stream",

@@ -19,16 +19,16 @@ type St = State<Arc<Shared>>;
 /// llama-server's `params` object names them (the ones minfer has): the
 /// server's `--temp` and `--seed`, else llama.cpp's defaults (seed -1: a
 /// fresh one per request).
-fn default_params(shared: &Shared, served: &Served) -> Value {
-    let n_predict = match shared.cfg.n_predict {
+fn default_params(served: &Served) -> Value {
+    let n_predict = match served.defaults.max_tokens {
         0 => -1,
         n => n as i64,
     };
     let s = minfer_engine::SamplingParams::default();
     json!({
         "n_predict": n_predict,
-        "seed": served.defaults.1.unwrap_or(-1),
-        "temperature": served.defaults.0.unwrap_or(s.temp),
+        "seed": served.defaults.seed.map_or(-1, |s| s as i64),
+        "temperature": served.defaults.temp.unwrap_or(s.temp),
         "top_k": s.top_k,
         "top_p": s.top_p,
         "min_p": s.min_p,
@@ -59,7 +59,7 @@ pub async fn props(State(shared): St) -> Result<Response, ApiError> {
     Ok(Json(json!({
         "default_generation_settings": {
             "n_ctx": slot_n_ctx(&shared),
-            "params": default_params(&shared, served),
+            "params": default_params(served),
         },
         "total_slots": shared.cfg.n_parallel,
         "model_alias": served.id,

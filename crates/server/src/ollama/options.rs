@@ -165,7 +165,9 @@ mod tests {
         assert_eq!(s.extra.min_p, Some(MIN_P));
         assert_eq!(s.extra.repeat_last_n, Some(2048));
         assert_eq!(s.seed, Some(42));
-        let mut cfg = s.to_config(0).unwrap();
+        let mut cfg = s
+            .to_config(crate::openai::sampling::RequestDefaults::max(0))
+            .unwrap();
         o.finish(&mut cfg);
         assert_eq!(cfg.max_tokens, 5);
         assert_eq!(cfg.stop.len(), 5);
@@ -188,7 +190,9 @@ mod tests {
         let o = Options::parse(Some(&json!({"num_predict": -1, "seed": -1}))).unwrap();
         let s = o.sampling("m", 512);
         assert_eq!(s.seed, None);
-        let mut cfg = s.to_config(16).unwrap();
+        let mut cfg = s
+            .to_config(crate::openai::sampling::RequestDefaults::max(16))
+            .unwrap();
         o.finish(&mut cfg);
         assert_eq!(cfg.max_tokens, 0);
     }

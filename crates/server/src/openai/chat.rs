@@ -280,9 +280,7 @@ pub fn rendered(
 pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepared, ApiError> {
     req.refused.check()?;
     let n = req.sampling.choices(limit)?;
-    let mut cfg = served
-        .with_defaults(&req.sampling)
-        .to_config(served.default_max)?;
+    let mut cfg = req.sampling.to_config(served.defaults)?;
     let (text, tools, choice) = rendered(served, req)?;
     let ab = &served.abilities;
     let use_tools = tools.as_ref().filter(|_| choice != Choice::None);

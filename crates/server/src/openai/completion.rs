@@ -11,7 +11,7 @@ use axum::response::Response;
 use super::handle::{answer, prepared};
 use super::render::Api;
 use super::request::{CompletionRequest, Prompt, Sampling};
-use super::sampling::check_vocab;
+use super::sampling::{check_vocab, RequestDefaults};
 use crate::http::{Admission, ApiError};
 use crate::state::{Served, Shared};
 use crate::worker::Part;
@@ -78,10 +78,13 @@ pub fn prepare(
     limit: usize,
 ) -> Result<Prepared, ApiError> {
     let logprobs = legacy_logprobs(&req.sampling)?;
-    let mut sampling = served.with_defaults(&req.sampling);
+    let mut sampling = req.sampling.clone();
     sampling.logprobs = None;
     sampling.top_logprobs = None;
-    let mut cfg = sampling.to_config(DEFAULT_MAX)?;
+    let mut cfg = sampling.to_config(RequestDefaults {
+        max_tokens: DEFAULT_MAX,
+        ..served.defaults
+    })?;
     cfg.logprobs = logprobs;
     check_vocab(&cfg, served)?;
     let n = sampling.choices(limit)?;

@@ -12,6 +12,30 @@ use super::request::{Extra, Sampling, Stop};
 use crate::http::ApiError;
 use crate::state::Served;
 
+/// What a request gets for the fields it does not set: the server's `-n`
+/// (0: no limit), `--temp` and `--seed` (none: llama.cpp's temperature
+/// and a fresh seed per request).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RequestDefaults {
+    /// The most tokens of an answer.
+    pub max_tokens: usize,
+    /// The temperature.
+    pub temp: Option<f32>,
+    /// The seed.
+    pub seed: Option<u64>,
+}
+
+#[cfg(test)]
+impl RequestDefaults {
+    /// Only a token limit (0: none).
+    pub fn max(max_tokens: usize) -> RequestDefaults {
+        RequestDefaults {
+            max_tokens,
+            ..RequestDefaults::default()
+        }
+    }
+}
+
 /// A seed for requests that do not give one: different for every request,
 /// as OpenAI's sampling is.
 fn fresh_seed() -> u64 {
@@ -224,12 +248,12 @@ impl Sampling {
             .is_some_and(|o| o.include_usage)
     }
 
-    /// Checks the fields and builds the engine's configuration;
-    /// `default_max` applies when the request sets no limit (0: none).
+    /// Checks the fields and builds the engine's configuration, with
+    /// `unset` for the limit, temperature and seed the request leaves out.
     ///
     /// # Errors
     /// A 400 naming the first field that is out of range or not supported.
-    pub fn to_config(&self, default_max: usize) -> Result<GenerateConfig, ApiError> {
+    pub fn to_config(&self, unset: RequestDefaults) -> Result<GenerateConfig, ApiError> {
         let logprobs = match &self.logprobs {
             None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => false,
             Some(serde_json::Value::Bool(true)) => true,
@@ -259,6 +283,9 @@ impl Sampling {
             Some(n) => n as u8,
         };
         let mut sampler = SamplingParams::default();
+        if let Some(t) = unset.temp {
+            sampler.temp = t;
+        }
         if let Some(t) = self.temperature {
             if !(0.0..=2.0).contains(&t) {
                 return Err(ApiError::bad_param(
@@ -304,9 +331,10 @@ impl Sampling {
         }
         self.extra.apply(&mut sampler)?;
         sampler.constraint = self.constraint()?;
-        sampler.seed = match self.seed {
-            Some(s) => s as u64,
-            None => fresh_seed(),
+        sampler.seed = match (self.seed, unset.seed) {
+            (Some(s), _) => s as u64,
+            (None, Some(s)) => s,
+            (None, None) => fresh_seed(),
         };
         sampler
             .validate()
@@ -324,7 +352,7 @@ impl Sampling {
                 ))
             }
             Some((_, m)) => usize::try_from(m).unwrap_or(usize::MAX),
-            None => default_max,
+            None => unset.max_tokens,
         };
         let stop = match &self.stop {
             None => Vec::new(),
@@ -356,7 +384,7 @@ mod tests {
 
     fn chat(json: &str) -> Result<GenerateConfig, ApiError> {
         let r: ChatRequest = parse(json.as_bytes())?;
-        r.sampling.to_config(0)
+        r.sampling.to_config(RequestDefaults::max(0))
     }
 
     /// `--n-predict`: a request without a limit gets the server's; one
@@ -365,12 +393,30 @@ mod tests {
     fn the_server_limit_applies_only_without_the_requests() {
         let parse_chat = |json: &str| -> ChatRequest { parse(json.as_bytes()).unwrap() };
         let none = parse_chat(r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#);
-        assert_eq!(none.sampling.to_config(2048).unwrap().max_tokens, 2048);
-        assert_eq!(none.sampling.to_config(0).unwrap().max_tokens, 0);
+        assert_eq!(
+            none.sampling
+                .to_config(RequestDefaults::max(2048))
+                .unwrap()
+                .max_tokens,
+            2048
+        );
+        assert_eq!(
+            none.sampling
+                .to_config(RequestDefaults::max(0))
+                .unwrap()
+                .max_tokens,
+            0
+        );
         let own = parse_chat(
             r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5}"#,
         );
-        assert_eq!(own.sampling.to_config(2048).unwrap().max_tokens, 5);
+        assert_eq!(
+            own.sampling
+                .to_config(RequestDefaults::max(2048))
+                .unwrap()
+                .max_tokens,
+            5
+        );
     }
 
     #[test]

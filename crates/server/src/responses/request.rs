@@ -461,7 +461,13 @@ mod tests {
         assert_eq!(r.tool_choice.unwrap()["function"]["name"], "f");
         assert_eq!(r.chat_template_kwargs.unwrap()["enable_thinking"], true);
         assert!(r.sampling.response_format.is_none());
-        assert_eq!(r.sampling.to_config(0).unwrap().max_tokens, 20);
+        assert_eq!(
+            r.sampling
+                .to_config(crate::openai::sampling::RequestDefaults::max(0))
+                .unwrap()
+                .max_tokens,
+            20
+        );
     }
 
     #[test]
