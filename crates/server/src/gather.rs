@@ -5,7 +5,7 @@
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::events::{Finish, Out, TokenLogprob};
+use crate::events::{Finish, Generated, Out, TokenLogprob};
 use crate::http::ApiError;
 use crate::output::{Split, Splitter};
 use crate::state::Ticket;
@@ -19,6 +19,8 @@ pub struct Collected {
     pub logprobs: Vec<TokenLogprob>,
     /// Its prompt's log probabilities (`echo` with `logprobs`).
     pub prompt_logprobs: Vec<TokenLogprob>,
+    /// Its token ids and the engine's timings of it.
+    pub generated: Option<Generated>,
     /// How it ended.
     pub finish: Finish,
 }
@@ -42,6 +44,7 @@ pub async fn gather(
     let mut text = vec![String::new(); n];
     let mut logprobs = vec![Vec::new(); n];
     let mut prompt_logprobs = vec![Vec::new(); n];
+    let mut generated: Vec<Option<Generated>> = vec![None; n];
     let mut finish: Vec<Option<Finish>> = vec![None; n];
     while finish.iter().any(Option::is_none) {
         match rx.recv().await {
@@ -58,6 +61,7 @@ pub async fn gather(
             }
             Some(Out::Logprobs(k, v)) if k < n => logprobs[k].push(v),
             Some(Out::PromptLogprobs(k, v)) if k < n => prompt_logprobs[k] = v,
+            Some(Out::Generated(k, g)) if k < n => generated[k] = Some(g),
             Some(Out::Done(k, f)) if k < n => finish[k] = Some(f),
             Some(Out::Error(e)) => return Err(ApiError::internal(e)),
             Some(_) => {}
@@ -68,12 +72,14 @@ pub async fn gather(
         .into_iter()
         .zip(logprobs)
         .zip(prompt_logprobs)
+        .zip(generated)
         .zip(finish)
-        .filter_map(|(((text, logprobs), prompt_logprobs), f)| {
+        .filter_map(|((((text, logprobs), prompt_logprobs), generated), f)| {
             f.map(|finish| Collected {
                 text,
                 logprobs,
                 prompt_logprobs,
+                generated,
                 finish,
             })
         })

@@ -8,7 +8,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -21,6 +20,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::events::{Finish, Generated, Out, TokenLogprob};
+use crate::gather::gather;
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
 use crate::openai::request::Sampling;
 use crate::openai::sampling::check_vocab;
@@ -262,46 +262,16 @@ fn token_probs(lp: &TokenLogprob) -> Value {
     v
 }
 
-/// What one choice's answer has gathered so far, and when.
-struct Choice {
-    text: String,
-    probs: Vec<Value>,
-    /// When its first text came: the prompt was done.
-    first: Option<Instant>,
-    /// Its token ids and the engine's timings, once it ended.
-    generated: Option<Generated>,
-}
-
 /// The fixed parts of every object of one answer.
 struct Answer {
     model: String,
     prompts: Vec<String>,
     cfg: GenerateConfig,
-    started: Instant,
-    choices: Vec<Choice>,
     /// The request asked for the token ids.
     return_tokens: bool,
 }
 
 impl Answer {
-    fn new(served: &Served, prep: &Prepared, return_tokens: bool) -> Answer {
-        Answer {
-            return_tokens,
-            model: served.id.clone(),
-            prompts: prep.prompts.clone(),
-            cfg: prep.cfg.clone(),
-            started: Instant::now(),
-            choices: (0..prep.prompts.len())
-                .map(|_| Choice {
-                    text: String::new(),
-                    probs: Vec::new(),
-                    first: None,
-                    generated: None,
-                })
-                .collect(),
-        }
-    }
-
     /// The settings the request ran with, in llama-server's names.
     fn settings(&self) -> Value {
         let s = &self.cfg.sampler;
@@ -321,22 +291,20 @@ impl Answer {
         })
     }
 
-    /// The last object of choice `k`: everything but the text, which
-    /// `content` carries (all of it, or none when streamed).
-    fn last(&self, k: usize, f: &Finish, content: &str) -> Value {
-        let c = &self.choices[k];
-        let now = Instant::now();
-        let first = c.first.unwrap_or(now);
-        // The engine's own timings where it sent them, else the times the
-        // events came.
-        let (prompt_ms, predicted_ms) = match &c.generated {
-            Some(g) => (g.prefill_secs * 1e3, g.decode_secs * 1e3),
-            None => (
-                first.duration_since(self.started).as_secs_f64() * 1e3,
-                now.duration_since(first).as_secs_f64() * 1e3,
-            ),
-        };
-        let tokens = match (&c.generated, self.return_tokens) {
+    /// The last object of prompt `k`'s answer, which ended as `f`, with
+    /// `content` (all of its text, or none when streamed) and the
+    /// engine's token ids and timings `g`.
+    fn last(
+        &self,
+        k: usize,
+        f: &Finish,
+        g: Option<&Generated>,
+        content: &str,
+        has_new_line: bool,
+    ) -> Value {
+        let (prompt_ms, predicted_ms) =
+            g.map_or((0.0, 0.0), |g| (g.prefill_secs * 1e3, g.decode_secs * 1e3));
+        let tokens = match (g, self.return_tokens) {
             (Some(g), true) => json!(g.tokens),
             _ => json!([]),
         };
@@ -344,7 +312,7 @@ impl Answer {
         let per = |n: usize, ms: f64| if ms > 0.0 { n as f64 / ms * 1e3 } else { 0.0 };
         let per_token = |n: usize, ms: f64| if n > 0 { ms / n as f64 } else { 0.0 };
         let steps = f.completion_tokens.saturating_sub(1);
-        let mut v = json!({
+        json!({
             "index": k,
             "content": content,
             "id_slot": -1,
@@ -355,7 +323,7 @@ impl Answer {
             "tokens_cached": f.prompt_tokens + f.completion_tokens,
             "generation_settings": self.settings(),
             "prompt": self.prompts[k],
-            "has_new_line": c.text.contains('\n'),
+            "has_new_line": has_new_line,
             "truncated": false,
             "stop_type": stop_type(f.reason),
             "stopping_word": "",
@@ -373,70 +341,35 @@ impl Answer {
                 "predicted_per_token_ms": per_token(steps, predicted_ms),
                 "predicted_per_second": per(steps, predicted_ms),
             },
-        });
-        if self.cfg.logprobs.is_some() && content.len() == c.text.len() {
-            v["completion_probabilities"] = json!(c.probs);
-        }
-        v
-    }
-
-    /// Takes one event of a stream: adds the objects to send for it to
-    /// `pending`; whether a choice ended; `Err` for a failed request.
-    fn feed(&mut self, out: Out, pending: &mut Vec<Value>) -> Result<bool, String> {
-        match out {
-            Out::Text(k, s) if k < self.choices.len() => {
-                let c = &mut self.choices[k];
-                c.first.get_or_insert_with(Instant::now);
-                c.text.push_str(&s);
-                let mut v = json!({"index": k, "content": s, "stop": false, "id_slot": -1,
-                                   "tokens": []});
-                if !c.probs.is_empty() {
-                    v["completion_probabilities"] = json!(std::mem::take(&mut c.probs));
-                }
-                pending.push(v);
-            }
-            Out::Logprobs(k, lp) if k < self.choices.len() => {
-                self.choices[k].probs.push(token_probs(&lp))
-            }
-            Out::Done(k, f) if k < self.choices.len() => {
-                pending.push(self.last(k, &f, ""));
-                return Ok(true);
-            }
-            Out::Error(e) => return Err(e),
-            _ => {}
-        }
-        Ok(false)
+        })
     }
 }
 
-/// Reads the whole answer; one object per prompt.
-async fn collect(mut a: Answer, ticket: Ticket, mut rx: UnboundedReceiver<Out>) -> Response {
-    let n = a.choices.len();
-    let mut done: Vec<Option<Value>> = vec![None; n];
-    let mut probs: Vec<Vec<Value>> = vec![Vec::new(); n];
-    while done.iter().any(Option::is_none) {
-        let Some(out) = rx.recv().await else {
-            return ApiError::internal("the model thread stopped").into_response();
-        };
-        match out {
-            Out::Text(k, s) if k < n => {
-                let c = &mut a.choices[k];
-                c.first.get_or_insert_with(Instant::now);
-                c.text.push_str(&s);
-            }
-            Out::Logprobs(k, lp) if k < n => probs[k].push(token_probs(&lp)),
-            Out::Generated(k, g) if k < n => a.choices[k].generated = Some(g),
-            Out::Done(k, f) if k < n => {
-                a.choices[k].probs = std::mem::take(&mut probs[k]);
-                let text = a.choices[k].text.clone();
-                done[k] = Some(a.last(k, &f, &text));
-            }
-            Out::Error(e) => return ApiError::internal(e).into_response(),
-            _ => {}
-        }
-    }
+/// Reads the whole answer; one object per prompt (an array for several).
+async fn collect(a: Answer, ticket: Ticket, mut rx: UnboundedReceiver<Out>) -> Response {
+    let got = gather(a.prompts.len(), &mut rx, None).await;
     drop(ticket);
-    let mut all: Vec<Value> = done.into_iter().flatten().collect();
+    let got = match got {
+        Ok(got) => got,
+        Err(e) => return e.into_response(),
+    };
+    let mut all: Vec<Value> = got
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            let mut v = a.last(
+                k,
+                &c.finish,
+                c.generated.as_ref(),
+                &c.text,
+                c.text.contains('\n'),
+            );
+            if a.cfg.logprobs.is_some() {
+                v["completion_probabilities"] = c.logprobs.iter().map(token_probs).collect();
+            }
+            v
+        })
+        .collect();
     if all.len() == 1 {
         Json(all.remove(0)).into_response()
     } else {
@@ -444,25 +377,74 @@ async fn collect(mut a: Answer, ticket: Ticket, mut rx: UnboundedReceiver<Out>) 
     }
 }
 
+/// A streamed answer (of one prompt) on its way.
 struct StreamState {
     answer: Answer,
     rx: UnboundedReceiver<Out>,
     /// Dropped with the stream: a client that goes away cancels.
     ticket: Option<Ticket>,
     pending: VecDeque<String>,
-    left: usize,
+    /// Log probabilities not sent yet: they go with the text holding
+    /// their tokens.
+    probs: Vec<Value>,
+    has_new_line: bool,
+    generated: Option<Generated>,
     done: bool,
+}
+
+impl StreamState {
+    /// Takes one event: queues the objects it makes; the last one, or an
+    /// error, ends the stream.
+    fn feed(&mut self, out: Option<Out>) {
+        match out {
+            Some(Out::Text(0, s)) => {
+                self.has_new_line |= s.contains('\n');
+                let mut v = json!({"index": 0, "content": s, "stop": false, "id_slot": -1,
+                                   "tokens": []});
+                if !self.probs.is_empty() {
+                    v["completion_probabilities"] = json!(std::mem::take(&mut self.probs));
+                }
+                self.pending.push_back(v.to_string());
+            }
+            Some(Out::Logprobs(0, lp)) => self.probs.push(token_probs(&lp)),
+            Some(Out::Generated(0, g)) => self.generated = Some(g),
+            Some(Out::Done(0, f)) => {
+                let mut v = self
+                    .answer
+                    .last(0, &f, self.generated.as_ref(), "", self.has_new_line);
+                if !self.probs.is_empty() {
+                    v["completion_probabilities"] = json!(std::mem::take(&mut self.probs));
+                }
+                self.pending.push_back(v.to_string());
+                self.end();
+            }
+            Some(Out::Error(e)) => self.fail(ApiError::internal(e)),
+            Some(_) => {}
+            None => self.fail(ApiError::internal("the model thread stopped")),
+        }
+    }
+
+    fn fail(&mut self, e: ApiError) {
+        self.pending.push_back(e.body().to_string());
+        self.end();
+    }
+
+    fn end(&mut self) {
+        self.done = true;
+        self.ticket = None;
+    }
 }
 
 /// Streams the answer as llama-server does.
 fn stream(answer: Answer, ticket: Ticket, rx: UnboundedReceiver<Out>, keep: KeepAlive) -> Response {
-    let left = answer.choices.len();
     let st = StreamState {
         answer,
         rx,
         ticket: Some(ticket),
         pending: VecDeque::new(),
-        left,
+        probs: Vec::new(),
+        has_new_line: false,
+        generated: None,
         done: false,
     };
     let events = futures_util::stream::unfold(st, |mut st| async move {
@@ -473,31 +455,8 @@ fn stream(answer: Answer, ticket: Ticket, rx: UnboundedReceiver<Out>, keep: Keep
             if st.done {
                 return None;
             }
-            let Some(out) = st.rx.recv().await else {
-                let e = ApiError::internal("the model thread stopped");
-                st.pending.push_back(e.body().to_string());
-                st.done = true;
-                continue;
-            };
-            let mut objs = Vec::new();
-            match st.answer.feed(out, &mut objs) {
-                Ok(ended) => {
-                    st.pending.extend(objs.into_iter().map(|v| v.to_string()));
-                    if ended {
-                        st.left -= 1;
-                        if st.left == 0 {
-                            st.done = true;
-                            st.ticket = None;
-                        }
-                    }
-                }
-                Err(e) => {
-                    st.pending
-                        .push_back(ApiError::internal(e).body().to_string());
-                    st.done = true;
-                    st.ticket = None;
-                }
-            }
+            let out = st.rx.recv().await;
+            st.feed(out);
         }
     });
     Sse::new(events).keep_alive(keep).into_response()
@@ -522,8 +481,12 @@ pub async fn completion(
             Ok((req.sampling.stream, req.return_tokens, prep))
         })
         .await?;
-    let served = shared.served()?;
-    let answer = Answer::new(served, &prep, return_tokens);
+    let answer = Answer {
+        model: shared.served()?.id.clone(),
+        prompts: prep.prompts,
+        cfg: prep.cfg,
+        return_tokens,
+    };
     let (ticket, rx) = admit(
         &shared,
         Admission {
