@@ -196,13 +196,9 @@ pub fn log_left_out(kind: &str) {
 /// The schema of one call: `{"name": <name>, <key>: <parameters>}`, with
 /// `key` the family's name for the arguments.
 fn call_schema(f: &Function, key: &str) -> Value {
-    let params = f
-        .parameters
-        .clone()
-        .unwrap_or_else(|| json!({"type": "object"}));
     json!({
         "type": "object",
-        "properties": {"name": {"const": f.name}, key: params},
+        "properties": {"name": {"const": f.name}, key: arguments(f)},
         "required": ["name", key],
         "additionalProperties": false,
     })
@@ -213,13 +209,16 @@ fn lit(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_default()
 }
 
-/// The arguments schema of `f` with the one-line JSON layout the
-/// templates show.
-fn one_line(f: &Function) -> Value {
-    let mut schema = f
-        .parameters
+/// The arguments schema of `f` (any object when it gives none).
+fn arguments(f: &Function) -> Value {
+    f.parameters
         .clone()
-        .unwrap_or_else(|| json!({"type": "object"}));
+        .unwrap_or_else(|| json!({"type": "object"}))
+}
+
+/// `schema` laid out on one line with a space after `,` and `:`, as the
+/// templates show calls.
+fn one_line(mut schema: Value) -> Value {
     schema["x-guidance"] =
         json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "});
     schema
@@ -258,7 +257,7 @@ fn harmony_calls(allowed: &[&Function], special: bool, budget: usize) -> Constra
             m("<|constrain|>"),
             m("<|message|>"),
             m("<|call|>"),
-            one_line(f),
+            one_line(arguments(f)),
         ));
     }
     Constraint::Lark(lark)
@@ -329,9 +328,7 @@ pub fn constraint(
             schema["maxItems"] = json!(1);
         }
     }
-    // One line, a space after `,` and `:`, as the templates show calls.
-    schema["x-guidance"] =
-        json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "});
+    let schema = one_line(schema);
     let repeat = if several && syntax.format != Format::Mistral {
         "(\"\\n\" call)*"
     } else {
