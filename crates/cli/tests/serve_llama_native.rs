@@ -23,6 +23,17 @@ fn call(addr: &str, method: &str, path: &str, body: &Value) -> (u16, String) {
     exchange(addr, method, path, &text)
 }
 
+/// The prompt the completion tests continue.
+const PROMPT: &str = "I believe the meaning of life is";
+
+/// The greedy 8-token `/completion` of [`PROMPT`] with 3 alternatives per
+/// token and the token ids, streamed or whole: (status, body).
+fn greedy(addr: &str, stream: bool) -> (u16, String) {
+    let req = json!({"prompt": PROMPT, "n_predict": 8, "temperature": 0, "n_probs": 3,
+                     "return_tokens": true, "stream": stream});
+    call(addr, "POST", "/completion", &req)
+}
+
 /// A server of SmolLM2 with `-np 2`, or `None` (a recorded skip).
 fn smollm_server(args: &[&str]) -> Option<(tempfile::TempDir, Server)> {
     let model = require_model(SMOLLM)?;
@@ -120,10 +131,8 @@ fn native_completion_whole_and_streamed() {
     };
     let addr = server.addr.as_str();
 
-    let prompt = "I believe the meaning of life is";
-    let req = json!({"prompt": prompt, "n_predict": 8, "temperature": 0, "n_probs": 3,
-                     "return_tokens": true});
-    let (status, body) = call(addr, "POST", "/completion", &req);
+    let prompt = PROMPT;
+    let (status, body) = greedy(addr, false);
     assert_eq!(status, 200, "{body}");
     let one = json_of(&body);
     assert_eq!(one["stop"], true);
@@ -166,9 +175,7 @@ fn native_completion_whole_and_streamed() {
     assert_eq!(json_of(&body)["choices"][0]["text"], content.as_str());
 
     // Streamed: pieces with `stop: false`, then one `stop: true` object.
-    let mut req = req.clone();
-    req["stream"] = json!(true);
-    let (status, body) = call(addr, "POST", "/completion", &req);
+    let (status, body) = greedy(addr, true);
     assert_eq!(status, 200, "{body}");
     let evs = events(&body);
     let (last, pieces) = evs.split_last().unwrap();
@@ -236,10 +243,8 @@ fn prompt_forms_errors_pieces_metrics_and_page() {
         return;
     };
     let addr = server.addr.as_str();
-    let prompt = "I believe the meaning of life is";
-    let req = json!({"prompt": prompt, "n_predict": 8, "temperature": 0, "n_probs": 3,
-                     "return_tokens": true});
-    let (_, body) = call(addr, "POST", "/completion", &req);
+    let prompt = PROMPT;
+    let (_, body) = greedy(addr, false);
     let content = json_of(&body)["content"].as_str().unwrap().to_string();
 
     // llama-server's other prompt forms: ids, `{"prompt_string"}`, and a
