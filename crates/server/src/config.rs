@@ -58,3 +58,27 @@ pub struct ServerConfig {
     /// `hf:…`; it runs with the engine's settings) and the settings.
     pub speculation: Option<(Option<String>, minfer_engine::SpecConfig)>,
 }
+
+/// What a request gets for the fields it does not set: the server's `-n`
+/// (0: no limit), `--temp` and `--seed` (none: llama.cpp's temperature
+/// and a fresh seed per request).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RequestDefaults {
+    /// The most tokens of an answer.
+    pub max_tokens: usize,
+    /// The temperature.
+    pub temp: Option<f32>,
+    /// The seed.
+    pub seed: Option<u64>,
+}
+
+#[cfg(test)]
+impl RequestDefaults {
+    /// Only a token limit (0: none).
+    pub fn max(max_tokens: usize) -> RequestDefaults {
+        RequestDefaults {
+            max_tokens,
+            ..RequestDefaults::default()
+        }
+    }
+}

@@ -354,7 +354,7 @@ fn load(
         template,
         abilities,
         strict_model: cfg.strict_model,
-        defaults: openai::sampling::RequestDefaults {
+        defaults: config::RequestDefaults {
             max_tokens: cfg.n_predict,
             temp: cfg.temp,
             seed: cfg.seed,

@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use minfer_engine::{ChatTemplate, LoadedModel};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use crate::config::RequestDefaults;
 use crate::config::ServerConfig;
 use crate::events::Out;
 use crate::http::{ApiError, Cors};
 use crate::metrics::Metrics;
-use crate::openai::sampling::RequestDefaults;
 use crate::template::Abilities;
 use crate::worker::{Cmd, Job, Part};
 

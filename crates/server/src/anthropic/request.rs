@@ -410,7 +410,7 @@ mod tests {
         assert_eq!(r.chat_template_kwargs.unwrap()["enable_thinking"], false);
         let c = r
             .sampling
-            .to_config(crate::openai::sampling::RequestDefaults::max(0))
+            .to_config(crate::config::RequestDefaults::max(0))
             .unwrap();
         assert_eq!((c.max_tokens, c.stop.len(), c.sampler.top_k), (9, 1, 5));
     }

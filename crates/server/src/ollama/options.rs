@@ -165,9 +165,7 @@ mod tests {
         assert_eq!(s.extra.min_p, Some(MIN_P));
         assert_eq!(s.extra.repeat_last_n, Some(2048));
         assert_eq!(s.seed, Some(42));
-        let mut cfg = s
-            .to_config(crate::openai::sampling::RequestDefaults::max(0))
-            .unwrap();
+        let mut cfg = s.to_config(crate::config::RequestDefaults::max(0)).unwrap();
         o.finish(&mut cfg);
         assert_eq!(cfg.max_tokens, 5);
         assert_eq!(cfg.stop.len(), 5);
@@ -191,7 +189,7 @@ mod tests {
         let s = o.sampling("m", 512);
         assert_eq!(s.seed, None);
         let mut cfg = s
-            .to_config(crate::openai::sampling::RequestDefaults::max(16))
+            .to_config(crate::config::RequestDefaults::max(16))
             .unwrap();
         o.finish(&mut cfg);
         assert_eq!(cfg.max_tokens, 0);

@@ -9,32 +9,9 @@ use minfer_engine::{
 };
 
 use super::request::{Extra, Sampling, Stop};
+use crate::config::RequestDefaults;
 use crate::http::ApiError;
 use crate::state::Served;
-
-/// What a request gets for the fields it does not set: the server's `-n`
-/// (0: no limit), `--temp` and `--seed` (none: llama.cpp's temperature
-/// and a fresh seed per request).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct RequestDefaults {
-    /// The most tokens of an answer.
-    pub max_tokens: usize,
-    /// The temperature.
-    pub temp: Option<f32>,
-    /// The seed.
-    pub seed: Option<u64>,
-}
-
-#[cfg(test)]
-impl RequestDefaults {
-    /// Only a token limit (0: none).
-    pub fn max(max_tokens: usize) -> RequestDefaults {
-        RequestDefaults {
-            max_tokens,
-            ..RequestDefaults::default()
-        }
-    }
-}
 
 /// A seed for requests that do not give one: different for every request,
 /// as OpenAI's sampling is.
@@ -248,6 +225,17 @@ impl Sampling {
             .is_some_and(|o| o.include_usage)
     }
 
+    /// The request's temperature, else the server's; `None`: neither set.
+    fn temperature(&self, unset: RequestDefaults) -> Result<Option<f32>, ApiError> {
+        match self.temperature {
+            Some(t) if !(0.0..=2.0).contains(&t) => Err(ApiError::bad_param(
+                "temperature",
+                format!("temperature must be between 0 and 2, got {t}"),
+            )),
+            t => Ok(t.or(unset.temp)),
+        }
+    }
+
     /// Checks the fields and builds the engine's configuration, with
     /// `unset` for the limit, temperature and seed the request leaves out.
     ///
@@ -283,16 +271,7 @@ impl Sampling {
             Some(n) => n as u8,
         };
         let mut sampler = SamplingParams::default();
-        if let Some(t) = unset.temp {
-            sampler.temp = t;
-        }
-        if let Some(t) = self.temperature {
-            if !(0.0..=2.0).contains(&t) {
-                return Err(ApiError::bad_param(
-                    "temperature",
-                    format!("temperature must be between 0 and 2, got {t}"),
-                ));
-            }
+        if let Some(t) = self.temperature(unset)? {
             sampler.temp = t;
         }
         if let Some(p) = self.top_p {

@@ -463,7 +463,7 @@ mod tests {
         assert!(r.sampling.response_format.is_none());
         assert_eq!(
             r.sampling
-                .to_config(crate::openai::sampling::RequestDefaults::max(0))
+                .to_config(crate::config::RequestDefaults::max(0))
                 .unwrap()
                 .max_tokens,
             20
