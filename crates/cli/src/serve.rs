@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use minfer_engine::Store;
-use minfer_server::{ServerConfig, TemplateChoice};
+use minfer_server::{ModelConfig, ModelsConfig, ServerConfig, TemplateChoice};
 
 use crate::run::DEFAULT_MODEL;
 use crate::runtime::RuntimeArgs;
@@ -15,9 +15,38 @@ use crate::runtime::RuntimeArgs;
 #[command(mut_arg("n_ctx", |a| a.default_value("8192")))]
 pub struct Args {
     /// The model: a file, a known name or hf:… (default
-    /// qwen2.5-coder-0.5b-instruct, pulled on first use).
+    /// qwen2.5-coder-0.5b-instruct, pulled on first use; none with
+    /// --models-dir or --models-preset: each model loads when a request
+    /// names it). Requests that name no model, or an unknown one, get it.
     #[arg(value_name = "MODEL")]
     model: Option<String>,
+    /// A directory of models: each `*.gguf` file (and each folder of
+    /// them) is a model, named by its stem, loaded when a request names
+    /// it (as llama-server's router).
+    #[arg(long = "models-dir", value_name = "DIR")]
+    models_dir: Option<std::path::PathBuf>,
+    /// An INI file of named models with their own settings (context,
+    /// threads, -np, draft, template, `pinned`, `load-on-startup`), in
+    /// llama-server's `--models-preset` format.
+    #[arg(long = "models-preset", value_name = "FILE")]
+    models_preset: Option<std::path::PathBuf>,
+    /// Most models loaded at once; the least recently used idle one is
+    /// unloaded to make room (Ollama's default, 3).
+    #[arg(long = "models-max", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
+    models_max: u32,
+    /// Most memory the loaded models' weights and caches may take (a
+    /// size such as 16GiB; default: 80 % of this machine's memory).
+    #[arg(long = "models-memory", value_name = "SIZE", value_parser = parse_size)]
+    models_memory: Option<usize>,
+    /// Load a model only on POST /models/load, never because a request
+    /// names it (llama-server's flag).
+    #[arg(long = "no-models-autoload")]
+    no_models_autoload: bool,
+    /// How long a model loaded on request stays loaded once idle
+    /// (seconds or a duration such as 5m; -1: for ever; a request's
+    /// `keep_alive` overrides it). The model given at start stays.
+    #[arg(long = "keep-alive", default_value = "5m", allow_hyphen_values = true, value_parser = parse_keep)]
+    keep_alive_models: KeepAlive,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -122,6 +151,35 @@ fn parse_size(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `--keep-alive`: a duration, or none for ever.
+#[derive(Debug, Clone, Copy)]
+struct KeepAlive(Option<Duration>);
+
+fn parse_keep(s: &str) -> Result<KeepAlive, String> {
+    let v = match s.trim().parse::<f64>() {
+        Ok(n) => serde_json::json!(n),
+        Err(_) => serde_json::json!(s.trim()),
+    };
+    match minfer_server::keep_alive(&v) {
+        Ok(Some(k)) => Ok(KeepAlive(k)),
+        _ => Err("expected seconds, a duration such as 5m, or -1".into()),
+    }
+}
+
+/// 80 % of the machine's memory (`/proc/meminfo`), none where unknown.
+fn default_memory_budget() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024 / 5 * 4)
+}
+
 fn parse_secs(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
@@ -138,30 +196,29 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         None
     };
     let diag = crate::trace::Diag::start(&args.runtime.diag)?;
-    let model = args.model.unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    let routed = args.models_dir.is_some() || args.models_preset.is_some();
+    let model = match args.model {
+        Some(m) => Some(m),
+        None if routed => None,
+        None => Some(DEFAULT_MODEL.to_string()),
+    };
     if args.runtime.diag.dump_graph.is_some() {
-        let loaded = crate::runtime::load(&store, &model)?;
+        let Some(model) = &model else {
+            anyhow::bail!("--dump-graph needs a MODEL");
+        };
+        let loaded = crate::runtime::load(&store, model)?;
         diag.dump_graphs(&loaded, engine, DUMP_PROMPT_TOKENS)?;
         return Ok(());
     }
-    let cfg = ServerConfig {
-        model,
+    let per_model = ModelConfig {
         n_parallel: args.np as usize,
         queue: args.queue,
-        max_body: args.max_body,
-        api_key: args.api_key.filter(|k| !k.is_empty()),
-        drain_timeout: Duration::from_secs_f64(args.drain_timeout),
-        keep_alive: Duration::from_secs_f64(args.keep_alive.max(0.05)),
         // -1 and 0 both mean no limit.
         n_predict: usize::try_from(args.n_predict).unwrap_or(0),
         alias: args.alias,
         tags: args.tags,
         temp: args.temp,
         seed: args.seed.and_then(|s| u64::try_from(s).ok()),
-        strict_model: args.strict_model,
-        slots: !args.no_slots,
-        ui: !args.no_ui,
-        cors_origins: args.cors_origins,
         chat_template: match (args.chat_template, args.chat_template_file) {
             (Some(n), _) => Some(TemplateChoice::Named(n)),
             (None, Some(f)) => Some(TemplateChoice::File(f)),
@@ -169,6 +226,32 @@ pub fn run(store: Store, args: Args) -> Result<()> {
         },
         engine,
         speculation,
+        pinned: false,
+    };
+    let models = ModelsConfig {
+        dir: args.models_dir,
+        preset: args.models_preset,
+        max: args.models_max as usize,
+        memory: args
+            .models_memory
+            .map(|m| m as u64)
+            .or_else(default_memory_budget),
+        autoload: !args.no_models_autoload,
+        idle: args.keep_alive_models.0,
+        ..ModelsConfig::default()
+    };
+    let cfg = ServerConfig {
+        model,
+        per_model,
+        models,
+        max_body: args.max_body,
+        api_key: args.api_key.filter(|k| !k.is_empty()),
+        drain_timeout: Duration::from_secs_f64(args.drain_timeout),
+        keep_alive: Duration::from_secs_f64(args.keep_alive.max(0.05)),
+        strict_model: args.strict_model,
+        slots: !args.no_slots,
+        ui: !args.no_ui,
+        cors_origins: args.cors_origins,
     };
     minfer_server::serve(store, &args.host, args.port, cfg)?;
     // The trace covers the server's whole life, up to the drained shutdown.

@@ -13,7 +13,7 @@ use minfer_graph::{
     Backend, Device, GraphError, GraphUid, GraphView, HostBackend, KvFormat, KvInfo, PoolSizes,
     Region, RegionTable, Result, Slot, WeightStore,
 };
-use minfer_kernels::pool::ThreadPool;
+use minfer_kernels::pool::{shared_pool, ThreadPool};
 use minfer_kernels::{ActScratch, GgmlType, Kernels, SimdLevel};
 use minfer_trace as trace;
 
@@ -25,7 +25,9 @@ use crate::pool::TypedPool;
 /// The CPU's part of a graph cache.
 pub struct CpuBackend {
     kernels: Kernels,
-    threads: ThreadPool,
+    /// The process's pool for this thread count, shared with every other
+    /// model of the process.
+    threads: std::sync::Arc<ThreadPool>,
     pool: TypedPool,
     kv: RegionTable<KvRegion>,
     act: ActScratch,
@@ -63,7 +65,7 @@ impl CpuBackend {
     pub fn new(kernels: Kernels, n_threads: usize) -> Self {
         CpuBackend {
             kernels,
-            threads: ThreadPool::new(n_threads),
+            threads: shared_pool(n_threads),
             pool: TypedPool::default(),
             kv: RegionTable::new(""),
             act: ActScratch::default(),

@@ -58,7 +58,7 @@ pub use minfer_models::WeightBytes;
 pub use minfer_sampler::{
     Constraint, Gbnf, Mirostat, SamplingParams, Stage, TokenVocab, Trigger, DEFAULT_SEED,
 };
-pub use minfer_store::{Store, StoreConfig};
+pub use minfer_store::{ModelSpec, Store, StoreConfig};
 pub use minfer_text::{ChatMessage, ChatTemplate, Tokenizer};
 pub use perplexity::{perplexity, PplResult};
 pub use vocab::{check_sampling, token_vocab};

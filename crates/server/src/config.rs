@@ -1,5 +1,6 @@
 //! The server's settings.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use minfer_engine::EngineConfig;
@@ -9,12 +10,14 @@ use crate::template::TemplateChoice;
 /// Settings of a server.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// The model: a path, a known name or `hf:…`.
-    pub model: String,
-    /// Requests that generate at once.
-    pub n_parallel: usize,
-    /// Requests that may wait for a slot; more get 503.
-    pub queue: usize,
+    /// The model loaded at start and used by requests that name no other
+    /// (a path, a known name or `hf:…`); none: every model is loaded when
+    /// a request names it.
+    pub model: Option<String>,
+    /// What every model runs with, unless its preset says otherwise.
+    pub per_model: ModelConfig,
+    /// Which models the server can load and how many stay loaded.
+    pub models: ModelsConfig,
     /// Largest request body in bytes; larger ones get 413.
     pub max_body: usize,
     /// When set, every endpoint but `/health` needs `Authorization: Bearer KEY`.
@@ -24,6 +27,26 @@ pub struct ServerConfig {
     /// How long a streamed answer may stay silent (a long prompt being
     /// prefilled) before a keep-alive event goes out.
     pub keep_alive: Duration,
+    /// Refuse requests whose `model` is no model's id or alias (otherwise
+    /// any name is the model loaded at start).
+    pub strict_model: bool,
+    /// Answer llama-server's `GET /slots` (off: 501, as llama-server's
+    /// `--no-slots`).
+    pub slots: bool,
+    /// Serve the chat page at `/` (off: 404, as llama-server's `--no-ui`).
+    pub ui: bool,
+    /// Origins allowed to call the server from a browser (`*` for any);
+    /// empty: no CORS headers.
+    pub cors_origins: Vec<String>,
+}
+
+/// What one model runs with: the server's flags, or its preset's.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// Requests that generate at once.
+    pub n_parallel: usize,
+    /// Requests that may wait for a slot; more get 503.
+    pub queue: usize,
     /// Most tokens an answer generates when its request sets no limit
     /// (llama-server's `--n-predict`); 0: until the model stops or the
     /// context is full.
@@ -39,17 +62,6 @@ pub struct ServerConfig {
     /// The seed a request that sets none gets (`--seed`; none: a fresh
     /// one per request).
     pub seed: Option<u64>,
-    /// Refuse requests whose `model` is not this model's id or alias
-    /// (otherwise any name is the one model served).
-    pub strict_model: bool,
-    /// Answer llama-server's `GET /slots` (off: 501, as llama-server's
-    /// `--no-slots`).
-    pub slots: bool,
-    /// Serve the chat page at `/` (off: 404, as llama-server's `--no-ui`).
-    pub ui: bool,
-    /// Origins allowed to call the server from a browser (`*` for any);
-    /// empty: no CORS headers.
-    pub cors_origins: Vec<String>,
     /// A chat template in place of the model's own.
     pub chat_template: Option<TemplateChoice>,
     /// The engine's settings (context, threads, kernels).
@@ -57,6 +69,59 @@ pub struct ServerConfig {
     /// Speculative decoding, when on: a draft model (path, known name or
     /// `hf:…`; it runs with the engine's settings) and the settings.
     pub speculation: Option<(Option<String>, minfer_engine::SpecConfig)>,
+    /// Never unloaded for being idle or to make room (a preset's
+    /// `pinned`; the model loaded at start is).
+    pub pinned: bool,
+}
+
+/// Which models a server can load, and how many it keeps loaded.
+#[derive(Debug, Clone)]
+pub struct ModelsConfig {
+    /// A directory whose `*.gguf` files (and folders of them) are models
+    /// by their file stems (`--models-dir`).
+    pub dir: Option<PathBuf>,
+    /// An INI file of named models with their own settings
+    /// (`--models-preset`, llama-server's format).
+    pub preset: Option<PathBuf>,
+    /// Most models loaded at once (`--models-max`; Ollama's 3).
+    pub max: usize,
+    /// Most bytes the loaded models' weights and caches may take; the
+    /// least recently used idle model is unloaded to stay under it.
+    pub memory: Option<u64>,
+    /// Load a model when a request names it (off: only `/models/load`
+    /// does, as llama-server's `--no-models-autoload`).
+    pub autoload: bool,
+    /// How long a model stays loaded after its last request, unless the
+    /// request says (`keep_alive`); none: for ever. Ollama's 5 minutes.
+    pub idle: Option<Duration>,
+    /// How long a request waits for its model to load (or for room to
+    /// load it) before a 503 with `Retry-After`.
+    pub load_wait: Duration,
+}
+
+impl Default for ModelsConfig {
+    fn default() -> Self {
+        ModelsConfig {
+            dir: None,
+            preset: None,
+            max: 3,
+            memory: None,
+            autoload: true,
+            idle: Some(Duration::from_secs(300)),
+            load_wait: Duration::from_secs(600),
+        }
+    }
+}
+
+impl ModelConfig {
+    /// What a request of this model gets for the fields it does not set.
+    pub fn defaults(&self) -> RequestDefaults {
+        RequestDefaults {
+            max_tokens: self.n_predict,
+            temp: self.temp,
+            seed: self.seed,
+        }
+    }
 }
 
 /// What a request gets for the fields it does not set: the server's `-n`

@@ -7,8 +7,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::events::{Finish, Generated, Out, TokenLogprob};
 use crate::http::ApiError;
+use crate::models::Ticket;
 use crate::output::{Split, Splitter};
-use crate::state::Ticket;
 
 /// One choice's whole output.
 #[derive(Debug, Clone)]

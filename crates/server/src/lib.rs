@@ -48,6 +48,7 @@ mod http;
 mod llama;
 mod metrics;
 mod metrics_llama;
+mod models;
 mod ollama;
 mod openai;
 mod output;
@@ -67,16 +68,25 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use minfer_engine::{LoadedModel, Store};
+use minfer_engine::Store;
 use tokio::net::TcpListener;
 
-pub use config::ServerConfig;
+pub use config::{ModelConfig, ModelsConfig, ServerConfig};
 pub use http::ApiError;
 pub use metrics::Metrics;
+
+/// Reads a `keep_alive` value (Ollama's: seconds or a duration such as
+/// `"5m"`; negative: for ever): `Some(None)` for ever, `Some(Some(d))`.
+///
+/// # Errors
+/// When the value is no duration.
+pub fn keep_alive(v: &serde_json::Value) -> Result<Option<Option<Duration>>, ApiError> {
+    models::keep::parse(Some(v))
+}
 pub use template::TemplateChoice;
 
-use state::{Served, Shared};
-use worker::{Cmd, Worker};
+use models::Models;
+use state::Shared;
 
 /// Why a server could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -100,13 +110,16 @@ pub enum ServeError {
     Config(String),
 }
 
-/// What the server tells its caller once the model is ready.
+/// What the server tells its caller once it is ready.
 #[derive(Debug, Clone)]
 pub struct Ready {
     /// The bound address.
     pub addr: SocketAddr,
-    /// The model id clients use.
-    pub model: String,
+    /// The id of the model loaded at start, or none when models load
+    /// as requests name them.
+    pub model: Option<String>,
+    /// How many models the catalog lists.
+    pub listed: usize,
 }
 
 /// Binds `host:port` and serves until Ctrl-C or SIGTERM, then drains and
@@ -126,11 +139,12 @@ pub fn serve(store: Store, host: &str, port: u16, cfg: ServerConfig) -> Result<(
         let listener = TcpListener::bind(&addr)
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
-        let on_ready = |r: &Ready| {
-            println!(
-                "minfer serve: listening on http://{} with model {}",
-                r.addr, r.model
-            );
+        let on_ready = |r: &Ready| match &r.model {
+            Some(m) => println!("minfer serve: listening on http://{} with model {m}", r.addr),
+            None => println!(
+                "minfer serve: listening on http://{} with {} models, each loaded when a request names it",
+                r.addr, r.listed
+            ),
         };
         run(listener, store, cfg, shutdown_signal(), on_ready).await
     })
@@ -158,24 +172,15 @@ async fn shutdown_signal() {
     }
 }
 
-/// The id a model is served under: a known name as given, a file's stem.
-fn model_id(spec: &str) -> String {
-    let p = std::path::Path::new(spec);
-    if spec.ends_with(".gguf") {
-        if let Some(stem) = p.file_stem() {
-            return stem.to_string_lossy().into_owned();
-        }
-    }
-    spec.rsplit('/').next().unwrap_or(spec).to_string()
-}
-
 /// Serves on `listener` until `shutdown` resolves, then drains and returns.
-/// The model loads on its own thread while `/health` answers 503;
-/// `on_ready` is called once it is loaded.
+/// The model given at start (and any preset's `load-on-startup`) loads on
+/// its own thread while `/health` answers 503; `on_ready` is called once
+/// it is loaded (at once when there is none).
 ///
 /// # Errors
-/// [`ServeError::Engine`] when the model cannot be loaded;
-/// [`ServeError::Config`] for `n_parallel` 0 or a bad engine setting.
+/// [`ServeError::Engine`] when the model given at start cannot be loaded;
+/// [`ServeError::Config`] for `n_parallel` 0, a bad engine setting, or a
+/// preset file or models directory that cannot be read.
 pub async fn run(
     listener: TcpListener,
     store: Store,
@@ -183,7 +188,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_ready: impl FnOnce(&Ready),
 ) -> Result<(), ServeError> {
-    if cfg.n_parallel == 0 {
+    if cfg.per_model.n_parallel == 0 {
         return Err(ServeError::Config("-np must be at least 1".into()));
     }
     let addr = listener.local_addr()?;
@@ -193,28 +198,23 @@ pub async fn run(
         now.map_or(0, |d| d.as_secs()),
         std::sync::atomic::Ordering::Relaxed,
     );
-    let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
-    let shared = Arc::new(Shared::new(cfg.clone(), cmd_tx, metrics.clone()));
-    let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel();
-
-    let thread_shared = shared.clone();
-    let model_thread = std::thread::Builder::new()
-        .name("minfer-model".into())
-        .spawn(move || {
-            let loaded = match load(&store, &thread_shared.cfg) {
-                Ok(l) => l,
-                Err(e) => {
-                    let _ = loaded_tx.send(Err(e));
-                    return;
-                }
-            };
-            let (served, sched) = loaded;
-            let id = served.id.clone();
-            let _ = thread_shared.served.set(served);
-            let _ = loaded_tx.send(Ok(id));
-            let n_parallel = thread_shared.cfg.n_parallel;
-            Worker::new(sched, n_parallel, metrics).run(cmd_rx);
-        })?;
+    let catalog =
+        models::Catalog::scan(&cfg, &store).map_err(|e| ServeError::Config(e.to_string()))?;
+    let listed = catalog.entries.len();
+    let pool = Models::new(
+        (cfg.models.clone(), cfg.per_model.clone(), cfg.strict_model),
+        store,
+        catalog,
+        metrics.clone(),
+    );
+    let shared = Arc::new(Shared::new(cfg.clone(), pool, metrics.clone()));
+    let default = cfg.model.as_ref().map(|_| shared.models.resolve(""));
+    for id in shared.models.on_startup() {
+        shared
+            .models
+            .load(&id)
+            .map_err(|e| ServeError::Config(e.message))?;
+    }
 
     // Shutdown: refuse new generations and answer 503 on `/health` (a
     // router's health check takes the replica out), keep accepting
@@ -234,7 +234,7 @@ pub async fn run(
         let s = drain_shared.clone();
         tokio::spawn(async move {
             tokio::time::sleep(drain).await;
-            s.send(Cmd::CancelAll);
+            s.models.cancel_all();
         });
         drained(&drain_shared.metrics, drain).await;
     };
@@ -244,17 +244,28 @@ pub async fn run(
             .with_graceful_shutdown(graceful)
             .await
     });
+    let reaper = shared.clone();
+    let reaping = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(REAP_EVERY).await;
+            for id in reaper.models.reap() {
+                eprintln!("minfer serve: unloaded {id}, idle past its keep-alive");
+            }
+        }
+    });
 
-    let load_result = match loaded_rx.await {
-        Ok(r) => r,
-        Err(_) => Err(ServeError::Config(
-            "the model thread stopped while loading".into(),
-        )),
+    let load_result = match default {
+        None => Ok(None),
+        Some(entry) => {
+            let entry = entry.map_err(|e| ServeError::Config(e.message))?;
+            wait_loaded(&shared, &entry.id).await.map(Some)
+        }
     };
     match &load_result {
         Ok(model) => on_ready(&Ready {
             addr,
             model: model.clone(),
+            listed,
         }),
         Err(_) => {
             let _ = stop_tx.send(true);
@@ -263,13 +274,41 @@ pub async fn run(
     let served = server
         .await
         .map_err(|e| ServeError::Config(format!("server task: {e}")));
-    shared.send(Cmd::CancelAll);
-    shared.send(Cmd::Shutdown);
-    // The model thread ends within one step once told.
-    let _ = tokio::task::spawn_blocking(move || model_thread.join()).await;
+    reaping.abort();
+    let models = shared.clone();
+    // The model threads end within one step once told.
+    let _ = tokio::task::spawn_blocking(move || models.models.stop_all()).await;
     load_result?;
     served??;
     Ok(())
+}
+
+/// How often idle models are checked against their keep-alive.
+const REAP_EVERY: Duration = Duration::from_millis(500);
+
+/// Waits until the model `id` is loaded; its id, or why it failed.
+async fn wait_loaded(shared: &Arc<Shared>, id: &str) -> Result<String, ServeError> {
+    loop {
+        let model = shared.models.live().into_iter().find(|m| m.entry.id == id);
+        match model.map(|m| (m.status(), m)) {
+            Some((models::Status::Loaded, m)) => {
+                return Ok(m.served().map_or_else(|_| id.to_string(), |s| s.id.clone()))
+            }
+            Some((models::Status::Failed(why, _), m)) => {
+                return Err(ServeError::Config(format!(
+                    "cannot load {}: {why}",
+                    m.entry.spec
+                )))
+            }
+            Some((models::Status::Loading, _)) => {}
+            None => {
+                return Err(ServeError::Config(format!(
+                    "model {id} was unloaded while loading"
+                )))
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Resolves once no generation has run or waited for three polls in a row
@@ -286,91 +325,5 @@ async fn drained(metrics: &Metrics, limit: Duration) {
         } else {
             idle_polls = 0;
         }
-    }
-}
-
-/// Loads the model and starts its scheduler (on the model thread).
-fn load(
-    store: &Store,
-    cfg: &ServerConfig,
-) -> Result<(Served, minfer_engine::Scheduler), ServeError> {
-    let loaded = LoadedModel::load(store, &cfg.model)?;
-    let template = match &cfg.chat_template {
-        Some(choice) => Some(choice.load().map_err(ServeError::Config)?),
-        None => loaded.template().cloned(),
-    };
-    if let (Some(choice), Some(t)) = (&cfg.chat_template, &template) {
-        template::check(t).map_err(|e| ServeError::Config(format!("{choice}: {e}")))?;
-    }
-    let abilities = template
-        .as_ref()
-        .map(|t| template::abilities(t, loaded.tokenizer()))
-        .unwrap_or_default();
-    let mut sched = loaded.scheduler(cfg.engine)?;
-    if let Some((draft, spec)) = &cfg.speculation {
-        let draft = match draft {
-            Some(name) => {
-                let d = LoadedModel::load(store, name)?;
-                Some(
-                    minfer_engine::DraftModel::new(
-                        d.runtime(cfg.engine)?,
-                        d.tokenizer(),
-                        loaded.tokenizer(),
-                        loaded.model().n_vocab(),
-                    )
-                    .map_err(|e| ServeError::Config(format!("--draft {name}: {e}")))?,
-                )
-            }
-            None => None,
-        };
-        let spec = minfer_engine::Speculation::new(*spec, draft)
-            .map_err(|e| ServeError::Config(e.to_string()))?;
-        sched.set_speculation(Some(spec));
-    }
-    // llama-server keeps its aliases in a sorted set: the first is the id.
-    let given: std::collections::BTreeSet<String> = cfg
-        .alias
-        .iter()
-        .flat_map(|a| a.split(','))
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .map(str::to_string)
-        .collect();
-    let given: Vec<String> = given.into_iter().collect();
-    let id = given
-        .first()
-        .cloned()
-        .unwrap_or_else(|| model_id(&cfg.model));
-    let mut aliases = vec![cfg.model.clone(), loaded.name(), model_id(&cfg.model)];
-    aliases.extend(given.iter().cloned());
-    aliases.retain(|a| a != &id);
-    aliases.sort();
-    aliases.dedup();
-    let served = Served {
-        loaded: Arc::new(loaded),
-        id,
-        aliases,
-        named: (given, cfg.tags.clone()),
-        template,
-        abilities,
-        strict_model: cfg.strict_model,
-        defaults: config::RequestDefaults {
-            max_tokens: cfg.n_predict,
-            temp: cfg.temp,
-            seed: cfg.seed,
-        },
-    };
-    Ok((served, sched))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn model_ids() {
-        assert_eq!(model_id("smollm2-135m-instruct"), "smollm2-135m-instruct");
-        assert_eq!(model_id("/x/y/qwen-q4.gguf"), "qwen-q4");
-        assert_eq!(model_id("hf:o/r/f.gguf"), "f");
     }
 }

@@ -67,7 +67,36 @@ pub struct Metrics {
     pub prompt_cache: Mutex<minfer_engine::PromptCacheStats>,
 }
 
+/// The gauges every model's worker adds its share to, in the order of
+/// [`Metrics::shift_gauges`]'s values.
+pub const GAUGES: usize = 11;
+
 impl Metrics {
+    /// Moves one worker's share of the summed gauges from `shown` to
+    /// `now` (running, queued, live and idle sequences, used, free and
+    /// live cells, all cells, drafted, accepted, checks), so that the
+    /// gauges are sums over the loaded models.
+    pub fn shift_gauges(&self, shown: &mut [u64; GAUGES], now: [u64; GAUGES]) {
+        let gauges = [
+            &self.active,
+            &self.queued,
+            &self.live_sequences,
+            &self.idle_sequences,
+            &self.cells_used,
+            &self.cells_free,
+            &self.cells_live,
+            &self.cells_total,
+            &self.spec_drafted,
+            &self.spec_accepted,
+            &self.spec_checks,
+        ];
+        for ((g, old), new) in gauges.into_iter().zip(shown.iter_mut()).zip(now) {
+            // Wrapping: a share that shrinks adds its two's complement.
+            g.fetch_add(new.wrapping_sub(*old), Relaxed);
+            *old = new;
+        }
+    }
+
     /// Counts one finished request.
     pub fn request(&self, endpoint: &str, status: u16) {
         let mut m = self.requests.lock().unwrap_or_else(|e| e.into_inner());

@@ -64,6 +64,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/completion", post(llama::completion))
         .route("/completions", post(llama::completion))
         .route("/apply-template", post(llama::apply_template))
+        .route("/models/load", post(llama::load_model))
+        .route("/models/unload", post(llama::unload_model))
         .fallback(fallback)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard));

@@ -8,37 +8,71 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::config::{ModelConfig, ModelsConfig};
 use crate::metrics::Metrics;
+use crate::models::{Catalog, Entry, Models, Source};
 use crate::state::Shared;
 use crate::worker::Cmd;
 use crate::ServerConfig;
 
-/// A server on loopback whose model never finishes loading, with API key
-/// `key`; returns its address and the model thread's end of the commands.
-pub async fn loading_server(key: Option<&str>, strict_model: bool) -> (String, Receiver<Cmd>) {
-    let cfg = ServerConfig {
-        model: "m".into(),
+/// The per-model settings of the tests: one request at a time, one queued.
+pub fn model_config() -> ModelConfig {
+    ModelConfig {
         n_parallel: 1,
         queue: 1,
-        max_body: 1024,
-        api_key: key.map(str::to_string),
-        drain_timeout: Duration::from_secs(1),
-        keep_alive: Duration::from_secs(5),
         n_predict: 0,
         alias: None,
         tags: Vec::new(),
         temp: None,
         seed: None,
+        chat_template: None,
+        engine: minfer_engine::EngineConfig::default(),
+        speculation: None,
+        pinned: false,
+    }
+}
+
+/// A server on loopback whose model never finishes loading, with API key
+/// `key`; returns its address and the model thread's end of the commands.
+pub async fn loading_server(key: Option<&str>, strict_model: bool) -> (String, Receiver<Cmd>) {
+    let cfg = ServerConfig {
+        model: Some("m".into()),
+        per_model: model_config(),
+        // A request waits this long for the model, then gets its 503.
+        models: ModelsConfig {
+            load_wait: Duration::from_millis(300),
+            ..ModelsConfig::default()
+        },
+        max_body: 1024,
+        api_key: key.map(str::to_string),
+        drain_timeout: Duration::from_secs(1),
+        keep_alive: Duration::from_secs(5),
         strict_model,
         slots: true,
         ui: true,
         cors_origins: Vec::new(),
-        chat_template: None,
-        engine: minfer_engine::EngineConfig::default(),
-        speculation: None,
     };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let shared = Arc::new(Shared::new(cfg, tx, Arc::new(Metrics::default())));
+    let metrics = Arc::new(Metrics::default());
+    let store = minfer_engine::Store::new(minfer_engine::StoreConfig::from_env());
+    let catalog = Catalog {
+        entries: vec![Entry {
+            id: "m".into(),
+            spec: "m".into(),
+            aliases: Vec::new(),
+            cfg: model_config(),
+            source: Source::Startup,
+            load_on_startup: true,
+            size: None,
+        }],
+    };
+    let models = Models::new(
+        (cfg.models.clone(), cfg.per_model.clone(), strict_model),
+        store,
+        catalog,
+        metrics.clone(),
+    );
+    let rx = models.never_loading("m");
+    let shared = Arc::new(Shared::new(cfg, models, metrics));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let app = crate::router::router(shared);

@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::sse::{Event as SseEvent, Sse};
@@ -18,10 +19,11 @@ use crate::calls::Call;
 use crate::events::{Finish, Out};
 use crate::gather::gather;
 use crate::http::{Admitted, ApiError};
+use crate::models::{Model, Ticket};
 use crate::openai::chat::{self, Prepared};
 use crate::openai::request::ChatRequest;
 use crate::output::{Piece, Split, Splitter};
-use crate::state::{Shared, Ticket};
+use crate::state::Preparing;
 
 /// Builds the chat request an endpoint translated into OpenAI's chat
 /// shape.
@@ -38,12 +40,12 @@ pub fn chat_request(v: Value) -> Result<ChatRequest, ApiError> {
 /// does (one choice).
 ///
 /// # Errors
-/// A 400 naming the field at fault, 404 for another model, 503 while the
-/// model loads.
-pub fn prepare(shared: &Shared, req: &ChatRequest) -> Result<Prepared, ApiError> {
-    let served = shared.served()?;
-    served.check_model(&req.sampling.model)?;
-    chat::prepare(served, req, 1)
+/// A 400 naming the field at fault, 404 for another model, the errors
+/// of a wait for the model to load.
+pub fn prepare(call: &Preparing, req: &ChatRequest) -> Result<(Arc<Model>, Prepared), ApiError> {
+    let model = call.model(&req.sampling.model)?;
+    let prep = chat::prepare(model.served()?, req, 1)?;
+    Ok((model, prep))
 }
 
 /// The string `field` of the object at `at` (a request path such as

@@ -20,7 +20,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::events::{Finish, Generated, Out, TokenLogprob};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, GAUGES};
 
 /// KV cells kept free for each running answer to grow into when deciding
 /// whether another request can start.
@@ -125,22 +125,25 @@ pub struct Worker {
     waiting: VecDeque<Job>,
     running: HashMap<u64, Running>,
     shutting_down: bool,
+    /// What this worker last added to the gauges, which every model's
+    /// worker adds its share to.
+    shown: [u64; GAUGES],
 }
 
 impl Worker {
     /// A worker running up to `n_parallel` generations at once on `sched`.
     pub fn new(sched: Scheduler, n_parallel: usize, metrics: Arc<Metrics>) -> Worker {
-        let u = sched.runtime().usage();
-        metrics.cells_total.store(u.n_ctx as u64, Relaxed);
-        metrics.cells_free.store(u.n_ctx as u64, Relaxed);
-        Worker {
+        let mut w = Worker {
             sched,
             n_parallel: n_parallel.max(1),
             metrics,
             waiting: VecDeque::new(),
             running: HashMap::new(),
             shutting_down: false,
-        }
+            shown: [0; GAUGES],
+        };
+        w.publish_gauges();
+        w
     }
 
     /// Runs until [`Cmd::Shutdown`] (and nothing left to run) or until
@@ -369,10 +372,6 @@ impl Worker {
         let failure = self.sched.step().err();
         self.metrics
             .observe_step(t.elapsed().as_secs_f64(), self.running.len());
-        let sp = self.sched.spec_stats();
-        self.metrics.spec_drafted.store(sp.drafted, Relaxed);
-        self.metrics.spec_accepted.store(sp.accepted, Relaxed);
-        self.metrics.spec_checks.store(sp.checks, Relaxed);
         if let Some(e) = &failure {
             eprintln!("minfer serve: engine step failed: {e}");
         }
@@ -436,18 +435,36 @@ impl Worker {
         }
     }
 
-    fn publish_gauges(&self) {
-        let m = &self.metrics;
+    fn publish_gauges(&mut self) {
         let rt = self.sched.runtime();
         let u = rt.usage();
-        m.active.store(self.running.len() as u64, Relaxed);
-        m.queued.store(self.waiting.len() as u64, Relaxed);
-        m.live_sequences.store(u.live as u64, Relaxed);
-        m.idle_sequences.store(u.idle as u64, Relaxed);
-        m.cells_used.store(u.used as u64, Relaxed);
-        m.cells_free.store(rt.room() as u64, Relaxed);
-        m.cells_live.store(rt.live_cells() as u64, Relaxed);
-        *m.prompt_cache.lock().unwrap_or_else(|e| e.into_inner()) = rt.prompt_cache_stats();
+        let sp = self.sched.spec_stats();
+        let now = [
+            self.running.len() as u64,
+            self.waiting.len() as u64,
+            u.live as u64,
+            u.idle as u64,
+            u.used as u64,
+            rt.room() as u64,
+            rt.live_cells() as u64,
+            u.n_ctx as u64,
+            sp.drafted,
+            sp.accepted,
+            sp.checks,
+        ];
+        self.metrics.shift_gauges(&mut self.shown, now);
+        *self
+            .metrics
+            .prompt_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = rt.prompt_cache_stats();
+    }
+}
+
+impl Drop for Worker {
+    /// A model that is unloaded takes its share out of the gauges.
+    fn drop(&mut self) {
+        self.metrics.shift_gauges(&mut self.shown, [0; GAUGES]);
     }
 }
 

@@ -57,6 +57,9 @@ use std::time::Instant;
 
 use crate::contention::Contention;
 
+mod shared;
+pub use shared::shared_pool;
+
 /// The start of a buffer that the threads of one job write in disjoint
 /// parts (each element has one writer). Wrapping the pointer is what lets
 /// a job's closure, which must be `Sync`, carry it; the writers' `unsafe`

@@ -12,6 +12,7 @@ use super::reply::{content_block, error_response, message, stop, usage, Ids};
 use super::request::MessagesRequest;
 use super::stream::{ev, Stream};
 use crate::http::{admit, check_prompt, parse_off_thread, Admission, ApiError};
+use crate::models::Model;
 use crate::openai::chat::Prepared;
 use crate::output::Split;
 use crate::state::Shared;
@@ -21,11 +22,11 @@ async fn parse_and_prepare(
     shared: &Arc<Shared>,
     body: Body,
     need_max: bool,
-) -> Result<(MessagesRequest, Prepared), ApiError> {
+) -> Result<(MessagesRequest, Arc<Model>, Prepared), ApiError> {
     parse_off_thread(shared, body, move |s, req: MessagesRequest| {
         let chat = req.to_chat(need_max)?;
-        let prep = translate::prepare(s, &chat)?;
-        Ok((req, prep))
+        let (model, prep) = translate::prepare(s, &chat)?;
+        Ok((req, model, prep))
     })
     .await
 }
@@ -39,11 +40,14 @@ pub async fn messages(State(shared): State<Arc<Shared>>, body: Body) -> Response
 }
 
 async fn run(shared: Arc<Shared>, body: Body) -> Result<Response, ApiError> {
-    let (req, prep) = parse_and_prepare(&shared, body, true).await?;
-    let model = shared.served()?.id.clone();
+    let (req, loaded, prep) = parse_and_prepare(&shared, body, true).await?;
+    let model = loaded.served()?.id.clone();
     let prompt_tokens = prep.ids.len();
     let split: Split = prep.split;
-    let (ticket, rx) = admit(&shared, Admission::one(prep.ids, prep.cfgs, "messages"))?;
+    let (ticket, rx) = admit(
+        &shared,
+        Admission::one(loaded, prep.ids, prep.cfgs, "messages"),
+    )?;
     let ids = Ids::new(ticket.id());
     let stops = req.stop_sequences.clone().unwrap_or_default();
     if req.stream {
@@ -95,10 +99,10 @@ async fn run(shared: Arc<Shared>, body: Body) -> Result<Response, ApiError> {
 pub async fn count_tokens(State(shared): State<Arc<Shared>>, body: Body) -> Response {
     let counted = parse_and_prepare(&shared, body, false)
         .await
-        .and_then(|(_, prep)| {
+        .and_then(|(_, model, prep)| {
             // Nothing is admitted, so the prompt is checked here: a
             // prompt that could not run is not counted either.
-            check_prompt(&prep.ids, shared.cfg.engine.n_ctx, "messages")?;
+            check_prompt(&prep.ids, model.entry.cfg.engine.n_ctx, "messages")?;
             Ok(prep.ids.len())
         });
     match counted {

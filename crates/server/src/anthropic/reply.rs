@@ -36,7 +36,7 @@ pub fn error_body(e: &ApiError) -> Value {
 
 /// `e` answered in Anthropic's shape with its status.
 pub fn error_response(e: ApiError) -> Response {
-    (e.status, axum::Json(error_body(&e))).into_response()
+    e.decorate((e.status, axum::Json(error_body(&e))).into_response())
 }
 
 /// Whether `path` is one of this API's (its errors take its shape).

@@ -2,18 +2,22 @@
 //! model thread's queue. Its prompts are checked against the context
 //! here, once, and then it gets a place (or a 503).
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::error::ApiError;
 use crate::events::Out;
-use crate::state::{Shared, Ticket};
+use crate::models::{Model, Ticket};
+use crate::state::Shared;
 use crate::worker::Part;
 
 /// A generation request ready to be admitted.
 #[derive(Debug)]
 pub struct Admission {
+    /// The model that answers it.
+    pub model: Arc<Model>,
     /// Its prompts, each with its choices.
     pub parts: Vec<Part>,
     /// Report each prompt's own log-probabilities with this many
@@ -27,11 +31,13 @@ pub struct Admission {
 impl Admission {
     /// One prompt with its choices, unscored.
     pub fn one(
+        model: Arc<Model>,
         prompt: Vec<u32>,
         cfgs: Vec<minfer_engine::GenerateConfig>,
         param: &'static str,
     ) -> Admission {
         Admission {
+            model,
             parts: vec![Part { prompt, cfgs }],
             score: None,
             param,
@@ -71,10 +77,13 @@ pub fn check_prompt(ids: &[u32], n_ctx: u32, param: &str) -> Result<(), ApiError
 /// # Errors
 /// The 400 of [`check_prompt`]; 503 when `-np` are running and `--queue`
 /// are waiting, or when the server is shutting down.
-pub fn admit(shared: &Arc<Shared>, a: Admission) -> Result<Admitted, ApiError> {
-    let n_ctx = shared.cfg.engine.n_ctx;
+pub fn admit(shared: &Shared, a: Admission) -> Result<Admitted, ApiError> {
+    if shared.draining.load(Relaxed) {
+        return Err(ApiError::unavailable("the server is shutting down"));
+    }
+    let n_ctx = a.model.entry.cfg.engine.n_ctx;
     for p in &a.parts {
         check_prompt(&p.prompt, n_ctx, a.param)?;
     }
-    shared.submit(a.parts, a.score)
+    a.model.submit(a.parts, a.score)
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::body::{Body, Bytes};
 
 use super::error::ApiError;
-use crate::state::Shared;
+use crate::state::{preparing, Preparing, Shared};
 
 /// The body, at most `--max-body` bytes.
 ///
@@ -59,13 +59,15 @@ async fn off_thread<T: Send + 'static>(
 pub async fn parse_off_thread<T, U>(
     shared: &Arc<Shared>,
     body: Body,
-    f: impl FnOnce(&Shared, T) -> Result<U, ApiError> + Send + 'static,
+    f: impl FnOnce(&Preparing, T) -> Result<U, ApiError> + Send + 'static,
 ) -> Result<U, ApiError>
 where
     T: serde::de::DeserializeOwned,
     U: Send + 'static,
 {
     let bytes = read_body(shared, body).await?;
-    let s = shared.clone();
-    off_thread(move || f(&s, parse(&bytes)?)).await
+    // Dropped with this future when the client goes away, which ends a
+    // wait for the model there.
+    let (c, _guard) = preparing(shared);
+    off_thread(move || f(&c, parse(&bytes)?)).await
 }

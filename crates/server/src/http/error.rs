@@ -20,6 +20,9 @@ pub struct ApiError {
     pub param: Option<String>,
     /// A machine-readable code (`model_not_found`, …), when one applies.
     pub code: Option<&'static str>,
+    /// Seconds after which a retry may succeed (`Retry-After`), for a 503
+    /// that will pass.
+    pub retry_after: Option<u32>,
 }
 
 impl ApiError {
@@ -30,6 +33,7 @@ impl ApiError {
             kind,
             param: None,
             code: None,
+            retry_after: None,
         }
     }
 
@@ -120,6 +124,21 @@ impl ApiError {
         self
     }
 
+    /// With a `Retry-After` of `secs` seconds.
+    pub fn with_retry_after(mut self, secs: u32) -> ApiError {
+        self.retry_after = Some(secs);
+        self
+    }
+
+    /// Adds the `Retry-After` header to `resp` when one is set.
+    pub fn decorate(&self, mut resp: Response) -> Response {
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        resp
+    }
+
     /// The JSON body.
     pub fn body(&self) -> serde_json::Value {
         json!({
@@ -135,7 +154,8 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(self.body())).into_response()
+        let resp = (self.status, axum::Json(self.body())).into_response();
+        self.decorate(resp)
     }
 }
 

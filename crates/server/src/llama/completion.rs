@@ -22,9 +22,10 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::events::{Finish, Generated, Out, TokenLogprob};
 use crate::gather::gather;
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
+use crate::models::Ticket;
 use crate::openai::request::Sampling;
 use crate::openai::sampling::check_vocab;
-use crate::state::{Served, Shared, Ticket};
+use crate::state::{Served, Shared};
 use crate::worker::Part;
 
 /// The most alternatives `n_probs` may ask for.
@@ -93,7 +94,7 @@ fn prepare(served: &Served, req: &NativeRequest) -> Result<Prepared, ApiError> {
         }
         Some(n) => Some(n as u64),
     };
-    let mut cfg = sampling.to_config(served.defaults)?;
+    let mut cfg = sampling.to_config(served.defaults())?;
     let n_probs = req.n_probs.unwrap_or(0);
     if n_probs > MAX_N_PROBS {
         return Err(ApiError::bad_param(
@@ -467,22 +468,21 @@ pub async fn completion(
     State(shared): State<Arc<Shared>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (streams, return_tokens, prep) =
+    let (streams, return_tokens, model, prep) =
         parse_off_thread(&shared, body, move |s, req: NativeRequest| {
-            let served = s.served()?;
-            served.check_model(&req.sampling.model)?;
-            let prep = prepare(served, &req)?;
+            let model = s.model(&req.sampling.model)?;
+            let prep = prepare(model.served()?, &req)?;
             if req.sampling.stream && prep.parts.len() > 1 {
                 return Err(ApiError::bad_param(
                     "stream",
                     "a list of prompts is answered as one array: stream one prompt at a time",
                 ));
             }
-            Ok((req.sampling.stream, req.return_tokens, prep))
+            Ok((req.sampling.stream, req.return_tokens, model, prep))
         })
         .await?;
     let answer = Answer {
-        model: shared.served()?.id.clone(),
+        model: model.served()?.id.clone(),
         prompts: prep.prompts,
         cfg: prep.cfg,
         return_tokens,
@@ -490,6 +490,7 @@ pub async fn completion(
     let (ticket, rx) = admit(
         &shared,
         Admission {
+            model,
             parts: prep.parts,
             score: None,
             param: "prompt",

@@ -11,7 +11,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::http::{parse, parse_off_thread, read_body, ApiError};
+use crate::http::{parse_off_thread, ApiError};
 use crate::openai::request::ChatRequest;
 use crate::state::Shared;
 
@@ -20,6 +20,9 @@ type St = State<Arc<Shared>>;
 /// `POST /tokenize`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct TokenizeRequest {
+    /// The model whose tokenizer (none: the default model).
+    #[serde(default)]
+    pub model: String,
     /// The text.
     pub content: String,
     /// Apply the model's BOS/EOS rule (default true).
@@ -34,6 +37,9 @@ pub struct TokenizeRequest {
 /// `POST /detokenize`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct DetokenizeRequest {
+    /// The model whose tokenizer (none: the default model).
+    #[serde(default)]
+    pub model: String,
     /// Token ids.
     pub tokens: Vec<u32>,
 }
@@ -42,11 +48,12 @@ fn yes() -> bool {
     true
 }
 
-/// 200 once the model is loaded; 503 while it loads and from the start of
-/// a shutdown on, so that a router's health check takes the replica out
+/// 200 once the model given at start is loaded (at once when none was);
+/// 503 while it loads and from the start of a shutdown on, so that a router's health check takes the replica out
 /// while it drains.
 pub async fn health(State(shared): St) -> Response {
-    let status = if shared.served.get().is_none() {
+    let loading = shared.models.has_default() && shared.current("").is_err();
+    let status = if loading {
         "loading"
     } else if shared.draining.load(std::sync::atomic::Ordering::Relaxed) {
         "draining"
@@ -86,9 +93,12 @@ pub async fn metrics(State(shared): St) -> Response {
 
 /// `POST /tokenize`: the text's token ids.
 pub async fn tokenize(State(shared): St, body: Body) -> Result<Response, ApiError> {
-    let body = read_body(&shared, body).await?;
-    let req: TokenizeRequest = parse(&body)?;
-    let served = shared.served()?;
+    let (req, model) = parse_off_thread(&shared, body, |s, req: TokenizeRequest| {
+        let model = s.model(&req.model)?;
+        Ok((req, model.hold()))
+    })
+    .await?;
+    let served = model.model().served()?;
     let tok = served.loaded.tokenizer();
     let ids = tok.encode(&req.content, req.add_special, true);
     if !req.with_pieces {
@@ -110,9 +120,12 @@ pub async fn tokenize(State(shared): St, body: Body) -> Result<Response, ApiErro
 
 /// `POST /detokenize`: the ids' text.
 pub async fn detokenize(State(shared): St, body: Body) -> Result<Response, ApiError> {
-    let body = read_body(&shared, body).await?;
-    let req: DetokenizeRequest = parse(&body)?;
-    let served = shared.served()?;
+    let (req, model) = parse_off_thread(&shared, body, |s, req: DetokenizeRequest| {
+        let model = s.model(&req.model)?;
+        Ok((req, model.hold()))
+    })
+    .await?;
+    let served = model.model().served()?;
     let tok = served.loaded.tokenizer();
     let n_vocab = tok.n_vocab();
     if let Some(bad) = req.tokens.iter().find(|&&t| t as usize >= n_vocab) {
@@ -129,7 +142,8 @@ pub async fn detokenize(State(shared): St, body: Body) -> Result<Response, ApiEr
 /// the server's template (a last assistant message continued), unrun.
 pub async fn apply_template(State(shared): St, body: Body) -> Result<Response, ApiError> {
     let prompt = parse_off_thread(&shared, body, |s, req: ChatRequest| {
-        let (text, _, _) = crate::openai::chat::rendered(s.served()?, &req)?;
+        let model = s.model(&req.sampling.model)?;
+        let (text, _, _) = crate::openai::chat::rendered(model.served()?, &req)?;
         Ok(text)
     })
     .await?;
@@ -141,7 +155,8 @@ pub async fn apply_template(State(shared): St, body: Body) -> Result<Response, A
 /// Anthropic's `count_tokens`).
 pub async fn chat_input_tokens(State(shared): St, body: Body) -> Result<Response, ApiError> {
     let n = parse_off_thread(&shared, body, |s, req: ChatRequest| {
-        let served = s.served()?;
+        let model = s.model(&req.sampling.model)?;
+        let served = model.served()?;
         let (text, _, _) = crate::openai::chat::rendered(served, &req)?;
         Ok(served.loaded.tokenize(&text).len())
     })

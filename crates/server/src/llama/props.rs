@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -20,15 +20,16 @@ type St = State<Arc<Shared>>;
 /// server's `--temp` and `--seed`, else llama.cpp's defaults (seed -1: a
 /// fresh one per request).
 fn default_params(served: &Served) -> Value {
-    let n_predict = match served.defaults.max_tokens {
+    let defaults = served.defaults();
+    let n_predict = match defaults.max_tokens {
         0 => -1,
         n => n as i64,
     };
     let s = minfer_engine::SamplingParams::default();
     json!({
         "n_predict": n_predict,
-        "seed": served.defaults.seed.map_or(-1, |s| s as i64),
-        "temperature": served.defaults.temp.unwrap_or(s.temp),
+        "seed": defaults.seed.map_or(-1, |s| s as i64),
+        "temperature": defaults.temp.unwrap_or(s.temp),
         "top_k": s.top_k,
         "top_p": s.top_p,
         "min_p": s.min_p,
@@ -40,8 +41,30 @@ fn default_params(served: &Served) -> Value {
 /// The context a sequence may fill: minfer's KV cells are one pool that
 /// the sequences share (llama-server's `--kv-unified`), so any one may use
 /// all of `n_ctx`.
-fn slot_n_ctx(shared: &Shared) -> u32 {
-    shared.cfg.engine.n_ctx
+fn slot_n_ctx(served: &Served) -> u32 {
+    served.cfg.engine.n_ctx
+}
+
+/// `?model=…` of a request that describes one model.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Which {
+    /// The model (none: the default one).
+    #[serde(default)]
+    pub model: String,
+}
+
+/// What a server with no default model says of itself, in llama-server
+/// router's fields.
+fn router_props(shared: &Shared) -> Value {
+    json!({
+        "role": "router",
+        "max_instances": shared.cfg.models.max,
+        "models_autoload": shared.cfg.models.autoload,
+        "model_alias": "minfer",
+        "model_path": "none",
+        "default_generation_settings": {"params": {}, "n_ctx": 0},
+        "build_info": format!("minfer {}", env!("CARGO_PKG_VERSION")),
+    })
 }
 
 fn token_text(served: &Served, id: Option<u32>) -> Value {
@@ -53,15 +76,19 @@ fn token_text(served: &Served, id: Option<u32>) -> Value {
 }
 
 /// `GET /props`.
-pub async fn props(State(shared): St) -> Result<Response, ApiError> {
-    let served = shared.served()?;
+pub async fn props(State(shared): St, Query(which): Query<Which>) -> Result<Response, ApiError> {
+    if which.model.is_empty() && !shared.models.has_default() {
+        return Ok(Json(router_props(&shared)).into_response());
+    }
+    let model = shared.current(&which.model)?;
+    let served = model.served()?;
     let tok = served.loaded.tokenizer();
     Ok(Json(json!({
         "default_generation_settings": {
-            "n_ctx": slot_n_ctx(&shared),
+            "n_ctx": slot_n_ctx(served),
             "params": default_params(served),
         },
-        "total_slots": shared.cfg.n_parallel,
+        "total_slots": served.cfg.n_parallel,
         "model_alias": served.id,
         "model_path": served.loaded.path().display().to_string(),
         "modalities": {"vision": false, "video": false, "audio": false},
@@ -80,7 +107,7 @@ pub async fn props(State(shared): St) -> Result<Response, ApiError> {
 /// `GET /slots`: one entry per `-np` place; the first ones are busy when
 /// that many requests run (minfer does not pin a request to a place).
 /// 501 when the server was started with `--no-slots`, as llama-server.
-pub async fn slots(State(shared): St) -> Result<Response, ApiError> {
+pub async fn slots(State(shared): St, Query(which): Query<Which>) -> Result<Response, ApiError> {
     if !shared.cfg.slots {
         return Err(ApiError::bad_request(
             "the slots endpoint is off: start the server without --no-slots",
@@ -88,14 +115,15 @@ pub async fn slots(State(shared): St) -> Result<Response, ApiError> {
         .with_status(StatusCode::NOT_IMPLEMENTED)
         .with_code("not_supported"));
     }
-    shared.served()?;
-    let busy = shared.running().min(shared.cfg.n_parallel);
-    let slots: Vec<Value> = (0..shared.cfg.n_parallel)
+    let model = shared.current(&which.model)?;
+    let served = model.served()?;
+    let busy = model.running().min(served.cfg.n_parallel);
+    let slots: Vec<Value> = (0..served.cfg.n_parallel)
         .map(|id| {
             json!({
                 "id": id,
-                "n_ctx": slot_n_ctx(&shared),
-                "speculative": shared.cfg.speculation.is_some(),
+                "n_ctx": slot_n_ctx(served),
+                "speculative": served.cfg.speculation.is_some(),
                 "is_processing": id < busy,
             })
         })

@@ -11,7 +11,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::error::{check_model, OllamaError};
+use super::error::{require_model, OllamaError};
 use crate::http::{parse_off_thread, ApiError};
 use crate::openai::embeddings::{check_dimensions, embed as compute, pooling, tokenize, Input};
 use crate::state::Shared;
@@ -89,15 +89,16 @@ pub struct OllamaLegacyResponse<'a> {
 /// `POST /api/embed` (Ollama).
 pub async fn embed(State(shared): St, body: Body) -> Result<Response, OllamaError> {
     let started = Instant::now();
-    let (model, ids, pooling) =
+    let (model, held, ids, pooling) =
         parse_off_thread(&shared, body, move |s, req: OllamaEmbedRequest| {
-            let served = s.served()?;
-            check_model(served, &req.model)?;
+            require_model(&req.model)?;
+            let held = s.model(&req.model)?.hold();
+            let served = held.model().served()?;
             check_dimensions(req.dimensions, served.loaded.model().hparams.n_embd)?;
             let texts = parse_ollama_input(&req.input)?;
             let inputs: Vec<Input> = texts.into_iter().map(Input::Text).collect();
             let mut ids = tokenize(served, &inputs);
-            let n_ctx = s.cfg.engine.n_ctx as usize;
+            let n_ctx = served.cfg.engine.n_ctx as usize;
             if req.truncate.unwrap_or(true) {
                 for v in &mut ids {
                     v.truncate(n_ctx);
@@ -108,11 +109,12 @@ pub async fn embed(State(shared): St, body: Body) -> Result<Response, OllamaErro
                     "the input length exceeds the context length",
                 ));
             }
-            Ok((req.model, ids, pooling(served)?))
+            let pooling = pooling(served)?;
+            Ok((req.model, held, ids, pooling))
         })
         .await?;
     let prompt_tokens: usize = ids.iter().map(Vec::len).sum();
-    let vectors = compute(&shared, ids, pooling, true).await?;
+    let vectors = compute(&shared, held, ids, pooling, true).await?;
     Ok(Json(OllamaEmbedResponse {
         model: &model,
         embeddings: &vectors,
@@ -126,14 +128,17 @@ pub async fn embed(State(shared): St, body: Body) -> Result<Response, OllamaErro
 /// `POST /api/embeddings` (Ollama's legacy endpoint): one vector, as
 /// computed, not normalized (as Ollama answers it; `/api/embed` normalizes).
 pub async fn embeddings(State(shared): St, body: Body) -> Result<Response, OllamaError> {
-    let (ids, pooling) = parse_off_thread(&shared, body, move |s, req: OllamaLegacyRequest| {
-        let served = s.served()?;
-        check_model(served, &req.model)?;
-        let ids = tokenize(served, &[Input::Text(req.prompt)]);
-        Ok((ids, pooling(served)?))
-    })
-    .await?;
-    let mut vectors = compute(&shared, ids, pooling, false).await?;
+    let (held, ids, pooling) =
+        parse_off_thread(&shared, body, move |s, req: OllamaLegacyRequest| {
+            require_model(&req.model)?;
+            let held = s.model(&req.model)?.hold();
+            let served = held.model().served()?;
+            let ids = tokenize(served, &[Input::Text(req.prompt)]);
+            let pooling = pooling(served)?;
+            Ok((held, ids, pooling))
+        })
+        .await?;
+    let mut vectors = compute(&shared, held, ids, pooling, false).await?;
     let v = vectors.pop().unwrap_or_default();
     Ok(Json(OllamaLegacyResponse { embedding: &v }).into_response())
 }

@@ -2,7 +2,7 @@
 //! default), `/api/tags`, `/api/show`, `/api/ps` and `/api/version`.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -12,11 +12,12 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::error::{check_model, OllamaError};
+use super::error::{require_model, OllamaError};
 use super::info;
 use super::reply::{self, Kind, Reply};
 use super::request::{self, ChatBody, GenerateBody, Limits, Prepared};
 use crate::http::{admit, parse, parse_off_thread, read_body, Admission, ApiError};
+use crate::models::keep;
 use crate::state::{Served, Shared};
 
 type St = State<Arc<Shared>>;
@@ -31,10 +32,10 @@ pub const PATHS: &[&str] = &[
     "/api/version",
 ];
 
-fn limits(shared: &Shared) -> Limits {
+fn limits(served: &Served) -> Limits {
     Limits {
-        n_parallel: shared.cfg.n_parallel,
-        n_ctx: shared.cfg.engine.n_ctx,
+        n_parallel: served.cfg.n_parallel,
+        n_ctx: served.cfg.engine.n_ctx,
     }
 }
 
@@ -44,6 +45,8 @@ trait Generation: serde::de::DeserializeOwned + Send + 'static {
     const KIND: Kind;
     /// The request's model name.
     fn model(&self) -> &str;
+    /// The fields chat and generate share.
+    fn common(&self) -> &request::Common;
     /// Whether there is nothing to generate: the request only asks for
     /// the model to be loaded.
     fn loads_only(&self) -> bool;
@@ -57,6 +60,9 @@ impl Generation for ChatBody {
     const KIND: Kind = Kind::Chat;
     fn model(&self) -> &str {
         &self.model
+    }
+    fn common(&self) -> &request::Common {
+        &self.common
     }
     fn loads_only(&self) -> bool {
         self.messages.is_empty()
@@ -73,6 +79,9 @@ impl Generation for GenerateBody {
     const KIND: Kind = Kind::Generate;
     fn model(&self) -> &str {
         &self.model
+    }
+    fn common(&self) -> &request::Common {
+        &self.common
     }
     fn loads_only(&self) -> bool {
         self.prompt.is_empty() && self.suffix.as_deref().unwrap_or("").is_empty()
@@ -92,25 +101,39 @@ async fn generation<R: Generation>(
     body: Body,
 ) -> Result<Response, OllamaError> {
     let started = Instant::now();
-    let (req, prep) = parse_off_thread(&shared, body, move |s, req: R| {
-        let served = s.served()?;
-        check_model(served, req.model())?;
-        if req.loads_only() {
-            return Ok((req, None));
+    let (req, model, prep) = parse_off_thread(&shared, body, move |s, req: R| {
+        require_model(req.model())?;
+        let keep = keep::parse(req.common().keep_alive.as_ref())?;
+        if req.loads_only() && keep == Some(Some(Duration::ZERO)) {
+            // Ollama's way to unload a model: nothing to load first.
+            s.models.unload(req.model())?;
+            return Ok((req, None, None));
         }
-        let prep = req.prepare(served, limits(s))?;
-        Ok((req, Some(prep)))
+        let model = s.model(req.model())?;
+        if let Some(k) = keep {
+            model.keep_for(k);
+        }
+        if req.loads_only() {
+            return Ok((req, Some(model), None));
+        }
+        let served = model.served()?;
+        let prep = req.prepare(served, limits(served))?;
+        Ok((req, Some(model), Some(prep)))
     })
     .await?;
     let kind = R::KIND;
-    let Some(prep) = prep else {
-        return Ok(reply::loaded(kind, req.model()));
+    let unloaded = model.is_none();
+    let (Some(model), Some(prep)) = (model, prep) else {
+        return Ok(reply::loaded(kind, req.model(), unloaded));
     };
     let param = match kind {
         Kind::Chat => "messages",
         Kind::Generate => "prompt",
     };
-    let (ticket, rx) = admit(&shared, Admission::one(prep.ids, vec![prep.cfg], param))?;
+    let (ticket, rx) = admit(
+        &shared,
+        Admission::one(model, prep.ids, vec![prep.cfg], param),
+    )?;
     let times = (started, Instant::now());
     let reply = Reply::new(kind, req.model(), &prep.split, ticket.id(), times);
     Ok(if req.streams() {
@@ -130,15 +153,19 @@ pub async fn generate(State(shared): St, body: Body) -> Result<Response, OllamaE
     generation::<GenerateBody>(shared, body).await
 }
 
-/// `GET /api/tags`.
+/// `GET /api/tags`: every model the server can load, loaded or not.
 pub async fn tags(State(shared): St) -> Result<Response, OllamaError> {
-    Ok(Json(info::tags(shared.served()?)).into_response())
+    if shared.models.single() {
+        shared.current("")?;
+    }
+    let listed = shared.models.list();
+    Ok(Json(info::tags(&listed)).into_response())
 }
 
-/// `GET /api/ps`.
+/// `GET /api/ps`: the models loaded now.
 pub async fn ps(State(shared): St) -> Result<Response, OllamaError> {
-    let n_ctx = shared.cfg.engine.n_ctx;
-    Ok(Json(info::ps(shared.served()?, n_ctx)).into_response())
+    let live = shared.models.live();
+    Ok(Json(info::ps(&live)).into_response())
 }
 
 /// `POST /api/show`'s body (`name` is the older spelling of `model`).
@@ -156,14 +183,15 @@ struct ShowBody {
 pub async fn show(State(shared): St, body: Body) -> Result<Response, OllamaError> {
     let body = read_body(&shared, body).await?;
     let req: ShowBody = parse(&body)?;
-    let served = shared.served()?;
     let name = if req.model.is_empty() {
         &req.name
     } else {
         &req.model
     };
-    check_model(served, name)?;
-    let n_ctx = shared.cfg.engine.n_ctx;
+    require_model(name)?;
+    let model = shared.current(name)?;
+    let served = model.served()?;
+    let n_ctx = served.cfg.engine.n_ctx;
     Ok(Json(info::show(served, req.verbose, n_ctx)).into_response())
 }
 

@@ -4,13 +4,16 @@
 //! date and digest.
 
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use minfer_engine::{MetaValue, ModelFacts};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::time::rfc3339;
+use crate::models::{Entry, Listed, Model};
 use crate::openai::completion::fim_markers;
 use crate::state::Served;
 
@@ -58,10 +61,14 @@ const FILE_TYPES: &[(u64, &str)] = &[
 /// The name Ollama clients see for the model: the id with Ollama's default
 /// tag, unless the id has a tag of its own.
 pub fn listed_name(served: &Served) -> String {
-    if served.id.contains(':') {
-        served.id.clone()
+    tagged(&served.id)
+}
+
+fn tagged(id: &str) -> String {
+    if id.contains(':') {
+        id.to_string()
     } else {
-        format!("{}:latest", served.id)
+        format!("{id}:latest")
     }
 }
 
@@ -148,23 +155,61 @@ fn entry(served: &Served) -> Value {
     })
 }
 
-/// `GET /api/tags`.
-pub fn tags(served: &Served) -> Value {
-    let mut e = entry(served);
-    e["modified_at"] = json!(modified_at(served.loaded.path()));
-    json!({"models": [e]})
+/// The fields of a model that is not loaded: what its file tells without
+/// reading it (the details need the model's metadata, read at load).
+fn unloaded_entry(entry: &Entry) -> Option<Value> {
+    let path = Path::new(&entry.spec);
+    let size = std::fs::metadata(path).ok()?.len();
+    let name = tagged(&entry.id);
+    Some(json!({
+        "name": name,
+        "model": name,
+        "size": size,
+        "digest": digest(path, size),
+        "details": {"parent_model": "", "format": "gguf", "family": "", "families": null,
+                    "parameter_size": "", "quantization_level": ""},
+        "modified_at": modified_at(path),
+    }))
 }
 
-/// `GET /api/ps`: the model stays loaded for as long as the server runs,
-/// so it expires when Ollama's "forever" would (now plus the longest Go
-/// duration), and it is in host memory, not on a GPU.
-pub fn ps(served: &Served, n_ctx: u32) -> Value {
-    let mut e = entry(served);
-    let forever = SystemTime::now() + Duration::from_nanos(i64::MAX as u64);
-    e["expires_at"] = json!(rfc3339(forever));
-    e["size_vram"] = json!(0);
-    e["context_length"] = json!(n_ctx);
-    json!({"models": [e]})
+/// `GET /api/tags`: every model whose file is here.
+pub fn tags(listed: &[Listed]) -> Value {
+    let models: Vec<Value> = listed
+        .iter()
+        .filter_map(|l| match l.model.as_ref().and_then(|m| m.served().ok()) {
+            Some(served) => {
+                let mut e = entry(served);
+                e["modified_at"] = json!(modified_at(served.loaded.path()));
+                Some(e)
+            }
+            None => unloaded_entry(&l.entry),
+        })
+        .collect();
+    json!({ "models": models })
+}
+
+/// `GET /api/ps`: the loaded models, each with the memory its weights and
+/// cache take (host memory: `size_vram` 0) and when it unloads if it stays
+/// idle (Ollama's "forever", the longest Go duration from now, for a
+/// model kept loaded or busy now).
+pub fn ps(live: &[Arc<Model>]) -> Value {
+    let models: Vec<Value> = live
+        .iter()
+        .filter_map(|m| {
+            let served = m.served().ok()?;
+            let mut e = entry(served);
+            let expires = match m.expires() {
+                Some(at) => SystemTime::now() + at.saturating_duration_since(Instant::now()),
+                None => SystemTime::now() + Duration::from_nanos(i64::MAX as u64),
+            };
+            e["size"] = json!(m.bytes.load(Relaxed));
+            e["expires_at"] = json!(rfc3339(expires));
+            e["size_vram"] = json!(0);
+            e["context_length"] = json!(served.cfg.engine.n_ctx);
+            Some(e)
+        })
+        .collect();
+    json!({ "models": models })
 }
 
 /// A metadata value as JSON; floats as their shortest decimal form (a

@@ -17,9 +17,9 @@ use super::error::OllamaError;
 use super::time;
 use crate::events::{Finish, Out};
 use crate::http::ApiError;
+use crate::models::Ticket;
 use crate::openai::logprobs;
 use crate::output::{Piece, Split, Splitter};
-use crate::state::Ticket;
 
 /// Which endpoint answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,15 +218,15 @@ impl Reply {
 }
 
 /// The answer of a request that only loads the model (an empty prompt or
-/// conversation): the model is loaded while the server runs.
-pub fn loaded(kind: Kind, model: &str) -> Response {
+/// conversation), or with `keep_alive: 0` unloads it.
+pub fn loaded(kind: Kind, model: &str, unloaded: bool) -> Response {
     let mut v = json!({"model": model, "created_at": time::now()});
     match kind {
         Kind::Chat => v["message"] = json!({"role": "assistant", "content": ""}),
         Kind::Generate => v["response"] = json!(""),
     }
     v["done"] = json!(true);
-    v["done_reason"] = json!("load");
+    v["done_reason"] = json!(if unloaded { "unload" } else { "load" });
     axum::Json(v).into_response()
 }
 

@@ -125,10 +125,13 @@ pub struct GenerateBody {
     pub common: Common,
 }
 
-/// The fields chat and generate share. `keep_alive` is not among them:
-/// the model stays loaded while the server runs, whatever it says.
+/// The fields chat and generate share.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Common {
+    /// How long the model stays loaded after this request (Ollama's
+    /// durations; 0 unloads it, negative keeps it).
+    #[serde(default)]
+    pub keep_alive: Option<Value>,
     /// `"json"` or a JSON schema for the answer.
     #[serde(default)]
     pub format: Option<Value>,

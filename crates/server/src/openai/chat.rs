@@ -280,7 +280,7 @@ pub fn rendered(
 pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepared, ApiError> {
     req.refused.check()?;
     let n = req.sampling.choices(limit)?;
-    let mut cfg = req.sampling.to_config(served.defaults)?;
+    let mut cfg = req.sampling.to_config(served.defaults())?;
     let (text, tools, choice) = rendered(served, req)?;
     let ab = &served.abilities;
     let use_tools = tools.as_ref().filter(|_| choice != Choice::None);
@@ -338,11 +338,11 @@ pub fn prepare(served: &Served, req: &ChatRequest, limit: usize) -> Result<Prepa
 
 /// `POST /v1/chat/completions`.
 pub async fn handle(State(shared): State<Arc<Shared>>, body: Body) -> Result<Response, ApiError> {
-    let (req, prep) = prepared(&shared, body, prepare).await?;
+    let (req, model, prep) = prepared(&shared, body, prepare).await?;
     let logprobs = prep.cfgs[0].logprobs.is_some();
     let (n, prompt_tokens) = (prep.cfgs.len(), prep.ids.len());
     let split = prep.split;
-    let admission = Admission::one(prep.ids, prep.cfgs, "messages");
+    let admission = Admission::one(model, prep.ids, prep.cfgs, "messages");
     answer(&shared, Api::Chat, admission, &req.sampling, |shape| {
         shape
             .with_logprobs(logprobs)

@@ -84,7 +84,7 @@ pub fn prepare(
     sampling.top_logprobs = None;
     let mut cfg = sampling.to_config(RequestDefaults {
         max_tokens: DEFAULT_MAX,
-        ..served.defaults
+        ..served.defaults()
     })?;
     cfg.logprobs = logprobs;
     check_vocab(&cfg, served)?;
@@ -165,11 +165,12 @@ pub fn prepare(
 
 /// `POST /v1/completions`.
 pub async fn handle(State(shared): State<Arc<Shared>>, body: Body) -> Result<Response, ApiError> {
-    let (req, prep) = prepared(&shared, body, prepare).await?;
+    let (req, model, prep) = prepared(&shared, body, prepare).await?;
     let n: usize = prep.parts.iter().map(|p| p.cfgs.len()).sum();
     let prompt_tokens = prep.parts.iter().map(|p| p.prompt.len()).sum();
     let (logprobs, echo) = (prep.logprobs, prep.echo);
     let admission = Admission {
+        model,
         parts: prep.parts,
         score: prep.score,
         param: "prompt",

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::http::{parse_off_thread, ApiError};
+use crate::models::Hold;
 use crate::state::{Served, Shared};
 use crate::worker::Cmd;
 
@@ -204,6 +205,7 @@ pub fn engine_error(e: EngineError) -> ApiError {
 /// the errors of [`engine_error`].
 pub async fn embed(
     shared: &Shared,
+    model: Hold,
     inputs: Vec<Vec<u32>>,
     pooling: Pooling,
     normalize: bool,
@@ -212,7 +214,7 @@ pub async fn embed(
         return Err(ApiError::unavailable("the server is shutting down"));
     }
     let (reply, rx) = tokio::sync::oneshot::channel();
-    shared.send(Cmd::Embed {
+    model.model().send(Cmd::Embed {
         inputs,
         pooling,
         normalize,
@@ -316,19 +318,21 @@ pub fn openai_response<'a>(
 
 /// `POST /v1/embeddings`.
 pub async fn handle(State(shared): St, body: Body) -> Result<Response, ApiError> {
-    let (encoding, ids, pooling) = parse_off_thread(&shared, body, move |s, req: OpenAiRequest| {
-        let served = s.served()?;
-        served.check_model(&req.model)?;
-        let encoding = parse_encoding(req.encoding_format.as_deref())?;
-        check_dimensions(req.dimensions, served.loaded.model().hparams.n_embd)?;
-        let inputs = parse_input(&req.input)?;
-        Ok((encoding, tokenize(served, &inputs), pooling(served)?))
-    })
-    .await?;
+    let (encoding, model, ids, pooling) =
+        parse_off_thread(&shared, body, move |s, req: OpenAiRequest| {
+            let model = s.model(&req.model)?.hold();
+            let served = model.model().served()?;
+            let encoding = parse_encoding(req.encoding_format.as_deref())?;
+            check_dimensions(req.dimensions, served.loaded.model().hparams.n_embd)?;
+            let inputs = parse_input(&req.input)?;
+            let (ids, pooling) = (tokenize(served, &inputs), pooling(served)?);
+            Ok((encoding, model, ids, pooling))
+        })
+        .await?;
     let prompt_tokens = ids.iter().map(Vec::len).sum();
-    let vectors = embed(&shared, ids, pooling, true).await?;
-    let served = shared.served()?;
-    let body = openai_response(&served.id, &vectors, encoding, prompt_tokens);
+    let id = model.model().served()?.id.clone();
+    let vectors = embed(&shared, model, ids, pooling, true).await?;
+    let body = openai_response(&id, &vectors, encoding, prompt_tokens);
     Ok(Json(body).into_response())
 }
 

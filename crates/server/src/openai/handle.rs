@@ -12,6 +12,7 @@ use super::render::{collect, Api, Shape};
 use super::request::{ChatRequest, CompletionRequest, Sampling};
 use super::stream::stream;
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
+use crate::models::Model;
 use crate::state::{Served, Shared};
 
 /// A generation request of the OpenAI API.
@@ -36,18 +37,18 @@ impl Generation for CompletionRequest {
 /// makes it ready with `prepare` (which allows at most `-np` choices).
 ///
 /// # Errors
-/// The body's 413 or 400, 404 for another model, 503 while the model
-/// loads, and `prepare`'s errors.
+/// The body's 413 or 400, 404 for another model, the errors of a wait
+/// for the model to load, and `prepare`'s errors.
 pub async fn prepared<R: Generation, P: Send + 'static>(
     shared: &Arc<Shared>,
     body: Body,
     prepare: fn(&Served, &R, usize) -> Result<P, ApiError>,
-) -> Result<(R, P), ApiError> {
+) -> Result<(R, Arc<Model>, P), ApiError> {
     parse_off_thread(shared, body, move |s, req: R| {
-        let served = s.served()?;
-        served.check_model(&req.sampling().model)?;
-        let prep = prepare(served, &req, s.cfg.n_parallel)?;
-        Ok((req, prep))
+        let model = s.model(&req.sampling().model)?;
+        let served = model.served()?;
+        let prep = prepare(served, &req, served.cfg.n_parallel)?;
+        Ok((req, model, prep))
     })
     .await
 }
@@ -65,12 +66,12 @@ pub async fn answer(
     sampling: &Sampling,
     fill: impl FnOnce(Shape) -> Shape,
 ) -> Result<Response, ApiError> {
-    let served = shared.served()?;
+    let model = a.model.clone();
     let (ticket, rx) = admit(shared, a)?;
     let shape = fill(Shape::new(
         api,
         ticket.id(),
-        &served.id,
+        &model.served()?.id,
         sampling.include_usage(),
     ));
     Ok(if sampling.stream {

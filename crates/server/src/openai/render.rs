@@ -11,8 +11,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::logprobs;
 use crate::events::{Finish, Out};
 use crate::gather::{gather, Collected};
+use crate::models::Ticket;
 use crate::output::{Piece, Split, Splitter};
-use crate::state::Ticket;
 
 /// OpenAI's `finish_reason` of a choice that made no tool call.
 pub fn finish_reason(f: &Finish) -> &'static str {

@@ -14,8 +14,8 @@ use super::logprobs;
 use super::render::{finish_reason, Api, Shape};
 use crate::events::{Finish, Out, TokenLogprob};
 use crate::http::ApiError;
+use crate::models::Ticket;
 use crate::output::{Piece, Splitter};
-use crate::state::Ticket;
 
 /// Where one choice of a stream stands.
 struct ChoiceState {

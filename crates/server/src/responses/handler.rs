@@ -21,15 +21,14 @@ pub async fn responses(
     State(shared): State<Arc<Shared>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (req, prep) = parse_off_thread(&shared, body, move |s, req: ResponsesRequest| {
+    let (req, (model, prep)) = parse_off_thread(&shared, body, move |s, req: ResponsesRequest| {
         let chat = req.to_chat()?;
-        let prep = translate::prepare(s, &chat)?;
-        Ok((req, prep))
+        Ok((req, translate::prepare(s, &chat)?))
     })
     .await?;
     let split: Split = prep.split;
-    let shape_base = (shared.served()?.id.clone(), prep.ids.len());
-    let (ticket, rx) = admit(&shared, Admission::one(prep.ids, prep.cfgs, "input"))?;
+    let shape_base = (model.served()?.id.clone(), prep.ids.len());
+    let (ticket, rx) = admit(&shared, Admission::one(model, prep.ids, prep.cfgs, "input"))?;
     let shape = Shape {
         n: ticket.id(),
         created: translate::now(),
