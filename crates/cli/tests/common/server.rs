@@ -46,9 +46,27 @@ impl Server {
         args: &[&str],
         stderr: Stdio,
     ) -> Server {
+        Self::spawn(Some(model), home, threads, args, stderr)
+    }
+
+    /// `minfer serve --port 0 -t 2 ARGS` with no model: every model loads
+    /// when a request names it (ARGS name where they come from). Its
+    /// `model` is empty.
+    #[allow(dead_code)]
+    pub fn start_models(home: &Path, args: &[&str]) -> Server {
+        Self::spawn(None, home, 2, args, Stdio::inherit())
+    }
+
+    fn spawn(
+        model: Option<&Path>,
+        home: &Path,
+        threads: usize,
+        args: &[&str],
+        stderr: Stdio,
+    ) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_minfer"))
             .arg("serve")
-            .arg(model)
+            .args(model)
             .args(["--host", "127.0.0.1", "--port", "0", "-t"])
             .arg(threads.to_string())
             .args(args)
@@ -78,7 +96,10 @@ impl Server {
             .unwrap_or_else(|| panic!("unexpected ready line {line:?}"));
         let mut words = rest.split_whitespace();
         let addr = words.next().expect("an address").to_string();
-        let model = words.last().expect("a model id").to_string();
+        let model = match model {
+            Some(_) => words.last().expect("a model id").to_string(),
+            None => String::new(),
+        };
         Server { child, addr, model }
     }
 

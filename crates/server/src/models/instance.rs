@@ -342,3 +342,14 @@ impl Drop for Ticket {
         self.model.release();
     }
 }
+
+impl Drop for Model {
+    /// The last holder is gone: the weights and the cache are freed; the
+    /// allocator gives their pages back.
+    fn drop(&mut self) {
+        if let Some(served) = self.served.take() {
+            drop(served);
+            super::memory::give_back();
+        }
+    }
+}

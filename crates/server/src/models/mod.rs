@@ -16,6 +16,7 @@ pub mod catalog;
 mod instance;
 pub mod keep;
 mod load;
+mod memory;
 pub mod preset;
 
 use std::collections::VecDeque;
@@ -144,7 +145,12 @@ impl Models {
                 )
             });
         }
-        if let Some(e) = cat.find(name, &self.base) {
+        // A server of one model pulls no other: any name is that model.
+        let found = match self.single() {
+            true => cat.entries.iter().find(|e| e.answers_to(name)).cloned(),
+            false => cat.find(name, &self.base),
+        };
+        if let Some(e) = found {
             return Ok(e);
         }
         // A loaded model also answers to its own name (`general.name`).

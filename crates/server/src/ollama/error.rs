@@ -45,3 +45,15 @@ pub fn require_model(name: &str) -> Result<(), ApiError> {
     }
     Ok(())
 }
+
+/// An unknown model in Ollama's words (`model 'NAME' not found`, 404);
+/// any other error as it is.
+pub fn ollama_not_found(name: &str) -> impl FnOnce(ApiError) -> ApiError + '_ {
+    move |e| match e.code {
+        Some("model_not_found") => {
+            ApiError::bad_param("model", format!("model '{name}' not found"))
+                .with_status(axum::http::StatusCode::NOT_FOUND)
+        }
+        _ => e,
+    }
+}

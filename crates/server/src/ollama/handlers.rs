@@ -12,7 +12,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::error::{require_model, OllamaError};
+use super::error::{ollama_not_found, require_model, OllamaError};
 use super::info;
 use super::reply::{self, Kind, Reply};
 use super::request::{self, ChatBody, GenerateBody, Limits, Prepared};
@@ -109,7 +109,9 @@ async fn generation<R: Generation>(
             s.models.unload(req.model())?;
             return Ok((req, None, None));
         }
-        let model = s.model(req.model())?;
+        let model = s
+            .model(req.model())
+            .map_err(ollama_not_found(req.model()))?;
         if let Some(k) = keep {
             model.keep_for(k);
         }
@@ -189,7 +191,7 @@ pub async fn show(State(shared): St, body: Body) -> Result<Response, OllamaError
         &req.model
     };
     require_model(name)?;
-    let model = shared.current(name)?;
+    let model = shared.current(name).map_err(ollama_not_found(name))?;
     let served = model.served()?;
     let n_ctx = served.cfg.engine.n_ctx;
     Ok(Json(info::show(served, req.verbose, n_ctx)).into_response())
