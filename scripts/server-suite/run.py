@@ -78,6 +78,8 @@ def main() -> int:
     a = ap.parse_args()
     out = (a.out / a.engine).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    # Where the suite's tests write their files (llama.cpp's CI makes it).
+    (a.suite / "tmp").mkdir(exist_ok=True)
     files = a.files or sorted(p.name for p in (a.suite / "unit").glob("test_*.py"))
     env = {
         **os.environ,

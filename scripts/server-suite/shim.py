@@ -13,10 +13,16 @@ mapped to `minfer serve`'s: the ones with a counterpart are translated, the
 rest (GPU layers, batch sizes, flash attention, ...) are dropped and named
 on stderr, so a test that depends on one fails visibly rather than
 silently passing.
+
+A start with no model at all is llama-server's router mode. Its tests
+name three Hugging Face models, which the shim maps to SUITE_MODEL in a
+preset file (`--models-preset`, understood by both servers) unless the
+test brings a preset of its own.
 """
 
 import os
 import sys
+import tempfile
 
 MODEL_FLAGS = {"--model", "-m", "--hf-repo", "-hfr", "--hf-file", "-hff", "--model-url", "-mu"}
 
@@ -52,7 +58,29 @@ RENAMED = {
     "--cache-ram": "--cache-ram",
     "--spec-draft-n-max": "--draft-max",
     "--spec-draft-n-min": "--draft-min",
+    "--models-max": "--models-max",
+    "--models-preset": "--models-preset",
+    "--models-dir": "--models-dir",
 }
+
+# Switches both servers spell alike.
+SAME_SWITCHES = {"--no-ui", "--no-slots", "--no-webui", "--no-models-autoload"}
+
+# The models the router tests name.
+ROUTER_MODELS = [
+    "ggml-org/tinygemma3-GGUF:Q8_0",
+    "ggml-org/test-model-stories260K:F32",
+    "ggml-org/test-model-stories260K-infill:F32",
+]
+
+
+def router_preset(model):
+    """A preset naming each router test model, all of them MODEL."""
+    fd, path = tempfile.mkstemp(prefix="suite-router-", suffix=".ini")
+    with os.fdopen(fd, "w") as f:
+        for name in ROUTER_MODELS:
+            f.write(f"[{name}]\nmodel = {model}\n\n")
+    return path
 
 
 def pairs(args):
@@ -73,8 +101,12 @@ def main():
     model = os.environ["SUITE_MODEL"]
     binary = os.environ["SUITE_BIN"]
     args = sys.argv[1:]
+    flags = {flag for flag, _ in pairs(args)}
+    router = not flags & MODEL_FLAGS
+    if router and "--models-preset" not in flags:
+        args += ["--models-preset", router_preset(model)]
     if engine == "llama":
-        out = ["--model", model]
+        out = [] if router else ["--model", model]
         for flag, value in pairs(args):
             if flag in MODEL_FLAGS:
                 continue
@@ -88,7 +120,7 @@ def main():
             continue
         if flag == "--model-draft":
             out += ["--draft", model]
-        elif flag in ("--no-ui", "--no-slots", "--no-webui"):
+        elif flag in SAME_SWITCHES:
             out.append(flag)
         elif flag in RENAMED and value is not None:
             out += [RENAMED[flag], value]
@@ -96,7 +128,7 @@ def main():
             dropped.append(flag if value is None else f"{flag} {value}")
     if dropped:
         print(f"shim: no minfer counterpart, dropped: {' '.join(dropped)}", file=sys.stderr)
-    os.execv(binary, [binary, "serve", model, *out])
+    os.execv(binary, [binary, "serve", *([] if router else [model]), *out])
 
 
 if __name__ == "__main__":

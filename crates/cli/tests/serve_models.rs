@@ -105,7 +105,7 @@ fn start(dir: &Path, home: &Path, extra: &[&str]) -> Server {
     let d = dir.to_str().unwrap();
     let mut args = vec!["--models-dir", d, "-c", "512", "--np", "1"];
     args.extend_from_slice(extra);
-    Server::start_models(home, &args)
+    Server::start_models(home, &args, &[])
 }
 
 #[test]
@@ -295,4 +295,98 @@ fn two_models_answer_at_once_as_each_does_alone() {
         (a.join().unwrap(), b.join().unwrap())
     });
     assert_eq!(together, alone);
+}
+
+/// A one-file Hugging Face stand-in on loopback: every GET or HEAD gets
+/// `file`'s bytes (no redirect, no checksum headers: the store then
+/// checks the GGUF structure only). Returns its base URL.
+fn file_server(file: std::path::PathBuf) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let bytes = std::fs::read(&file).unwrap();
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut first = String::new();
+            let _ = reader.read_line(&mut first);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let mut conn = conn;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                bytes.len()
+            );
+            let _ = conn.write_all(head.as_bytes());
+            if first.starts_with("GET") {
+                let _ = conn.write_all(&bytes);
+            }
+        }
+    });
+    url
+}
+
+#[test]
+fn ollama_pull_copy_and_delete() {
+    let Some(dir) = models_dir() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let hub = file_server(dir.path().join("smol.gguf"));
+    let d = dir.path().to_str().unwrap();
+    let args = ["--models-dir", d, "-c", "512", "--np", "1"];
+    let server = Server::start_models(home.path(), &args, &[("HF_ENDPOINT", &hub)]);
+    let addr = &server.addr;
+
+    // A pull streams Ollama's lines and ends in success.
+    let (status, body) = exchange(
+        addr,
+        "POST",
+        "/api/pull",
+        r#"{"model": "hf:o/r/smol.gguf"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let lines: Vec<Value> = body
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(json_of)
+        .collect();
+    assert_eq!(
+        lines.first().unwrap()["status"],
+        "pulling manifest",
+        "{body}"
+    );
+    assert_eq!(lines.last().unwrap()["status"], "success", "{body}");
+    let (_, tags) = call(addr, "GET", "/api/tags", &Value::Null);
+    let names: Vec<&str> = tags["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"hf:o/r/smol.gguf"), "{names:?}");
+    assert_eq!(greedy(addr, "hf:o/r/smol.gguf").0, greedy(addr, "smol").0);
+    // An unknown name: Ollama's error line, not success.
+    let (status, body) = exchange(
+        addr,
+        "POST",
+        "/api/pull",
+        r#"{"model": "no-such-model", "stream": false}"#,
+    );
+    assert_eq!(status, 404, "{body}");
+
+    // A copy is a second name of the same file; a delete removes it.
+    let copy = json!({"source": "hf:o/r/smol.gguf", "destination": "mine"}).to_string();
+    assert_eq!(exchange(addr, "POST", "/api/copy", &copy).0, 200);
+    assert_eq!(greedy(addr, "mine:latest").0, greedy(addr, "smol").0);
+    let (status, _) = exchange(addr, "DELETE", "/api/delete", r#"{"model": "mine"}"#);
+    assert_eq!(status, 200);
+    let (_, tags) = call(addr, "GET", "/api/tags", &Value::Null);
+    assert!(!tags.to_string().contains("\"mine:latest\""), "{tags}");
+    let (status, body) = exchange(addr, "DELETE", "/api/delete", r#"{"model": "mine"}"#);
+    assert_eq!(status, 404, "{body}");
+    // A model of --models-dir is the user's file: not deleted.
+    let (status, body) = exchange(addr, "DELETE", "/api/delete", r#"{"model": "smol"}"#);
+    assert_eq!(status, 400, "{body}");
+    assert!(dir.path().join("smol.gguf").exists());
 }

@@ -13,7 +13,8 @@ use minfer_graph::{
     Backend, Device, GraphError, GraphUid, GraphView, HostBackend, KvFormat, KvInfo, PoolSizes,
     Region, RegionTable, Result, Slot, WeightStore,
 };
-use minfer_kernels::pool::{shared_pool, ThreadPool};
+use minfer_kernels::pool::shared::shared_pool;
+use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::{ActScratch, GgmlType, Kernels, SimdLevel};
 use minfer_trace as trace;
 

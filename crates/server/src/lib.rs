@@ -41,6 +41,7 @@
 mod anthropic;
 mod calls;
 mod config;
+mod error;
 mod events;
 mod gather;
 mod guard;
@@ -72,6 +73,7 @@ use minfer_engine::Store;
 use tokio::net::TcpListener;
 
 pub use config::{ModelConfig, ModelsConfig, ServerConfig};
+pub use error::ServeError;
 pub use http::ApiError;
 pub use metrics::Metrics;
 
@@ -87,28 +89,6 @@ pub use template::TemplateChoice;
 
 use models::Models;
 use state::Shared;
-
-/// Why a server could not start or run.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The model could not be loaded.
-    #[error(transparent)]
-    Engine(#[from] minfer_engine::EngineError),
-    /// The HTTP server or the runtime failed.
-    #[error("server error: {0}")]
-    Io(#[from] std::io::Error),
-    /// A setting is out of range.
-    #[error("invalid server setting: {0}")]
-    Config(String),
-}
 
 /// What the server tells its caller once it is ready.
 #[derive(Debug, Clone)]

@@ -49,6 +49,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/show", only(post(ollama::show)))
         .route("/api/ps", only(get(ollama::ps)))
         .route("/api/version", only(get(ollama::version)))
+        .route("/api/pull", only(post(ollama::pull)))
+        .route("/api/delete", only(axum::routing::delete(ollama::delete)))
+        .route("/api/copy", only(post(ollama::copy)))
         .route("/api/{*rest}", any(ollama::unknown))
         .route("/api/embed", post(ollama::embed))
         .route("/api/embeddings", post(ollama::embeddings));

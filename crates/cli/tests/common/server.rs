@@ -49,12 +49,12 @@ impl Server {
         Self::spawn(Some(model), home, threads, args, stderr)
     }
 
-    /// `minfer serve --port 0 -t 2 ARGS` with no model: every model loads
-    /// when a request names it (ARGS name where they come from). Its
-    /// `model` is empty.
+    /// `minfer serve --port 0 -t 2 ARGS` with no model, and the
+    /// environment variables `envs`: every model loads when a request
+    /// names it (ARGS name where they come from). Its `model` is empty.
     #[allow(dead_code)]
-    pub fn start_models(home: &Path, args: &[&str]) -> Server {
-        Self::spawn(None, home, 2, args, Stdio::inherit())
+    pub fn start_models(home: &Path, args: &[&str], envs: &[(&str, &str)]) -> Server {
+        Self::spawn_env(None, home, (2, args), Stdio::inherit(), envs)
     }
 
     fn spawn(
@@ -64,7 +64,18 @@ impl Server {
         args: &[&str],
         stderr: Stdio,
     ) -> Server {
+        Self::spawn_env(model, home, (threads, args), stderr, &[])
+    }
+
+    fn spawn_env(
+        model: Option<&Path>,
+        home: &Path,
+        (threads, args): (usize, &[&str]),
+        stderr: Stdio,
+        envs: &[(&str, &str)],
+    ) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_minfer"))
+            .envs(envs.iter().copied())
             .arg("serve")
             .args(model)
             .args(["--host", "127.0.0.1", "--port", "0", "-t"])

@@ -57,8 +57,7 @@ use std::time::Instant;
 
 use crate::contention::Contention;
 
-mod shared;
-pub use shared::shared_pool;
+pub mod shared;
 
 /// The start of a buffer that the threads of one job write in disjoint
 /// parts (each element has one writer). Wrapping the pointer is what lets

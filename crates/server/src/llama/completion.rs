@@ -22,10 +22,11 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::events::{Finish, Generated, Out, TokenLogprob};
 use crate::gather::gather;
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
+use crate::models::Served;
 use crate::models::Ticket;
 use crate::openai::request::Sampling;
 use crate::openai::sampling::check_vocab;
-use crate::state::{Served, Shared};
+use crate::state::Shared;
 use crate::worker::Part;
 
 /// The most alternatives `n_probs` may ask for.

@@ -11,7 +11,8 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::http::ApiError;
-use crate::state::{Served, Shared};
+use crate::models::Served;
+use crate::state::Shared;
 
 type St = State<Arc<Shared>>;
 

@@ -134,12 +134,13 @@ impl Catalog {
         if let Ok(list) = store.list() {
             for item in list.into_iter().filter(|i| i.present) {
                 let spec = item.path.to_string_lossy().into_owned();
-                let mut e = Entry::new(
-                    item.name.clone(),
-                    spec,
-                    cfg.per_model.clone(),
-                    Source::Store,
-                );
+                // A file of the store's folder by its name without the
+                // extension, as Ollama lists it.
+                let id = match item.name.strip_suffix(".gguf") {
+                    Some(stem) if !item.name.starts_with("hf:") => stem.to_string(),
+                    _ => item.name.clone(),
+                };
+                let mut e = Entry::new(id, spec, cfg.per_model.clone(), Source::Store);
                 e.aliases.push(model_id(&item.name));
                 cat.add(e);
             }

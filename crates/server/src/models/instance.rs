@@ -14,7 +14,7 @@ use super::catalog::Entry;
 use crate::events::Out;
 use crate::http::ApiError;
 use crate::metrics::Metrics;
-use crate::state::Served;
+use crate::models::Served;
 use crate::worker::{Cmd, Job, Part, Worker};
 
 /// Where a model is in its life.

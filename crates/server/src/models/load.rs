@@ -6,9 +6,9 @@ use std::sync::Arc;
 use minfer_engine::{LoadedModel, Scheduler, Store};
 
 use super::catalog::{model_id, Entry};
-use crate::state::Served;
+use crate::error::ServeError;
+use crate::models::Served;
 use crate::template;
-use crate::ServeError;
 
 /// Loads `entry` and starts its scheduler (on the model's own thread).
 ///

@@ -18,6 +18,7 @@ pub mod keep;
 mod load;
 mod memory;
 pub mod preset;
+mod served;
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
@@ -28,6 +29,7 @@ use minfer_engine::Store;
 
 pub use catalog::{Catalog, Entry, Source};
 pub use instance::{Hold, Model, Status, Ticket, Wake};
+pub use served::Served;
 
 use crate::config::{ModelConfig, ModelsConfig};
 use crate::http::ApiError;
@@ -174,6 +176,18 @@ impl Models {
                     .unwrap_or("a model of GET /v1/models"),
             )),
         }
+    }
+
+    /// The store the models come from.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The catalog's entry that answers to `name` exactly (its id or an
+    /// alias): no default, no pull.
+    pub fn resolve_listed(&self, name: &str) -> Option<Entry> {
+        let cat = self.catalog.read().unwrap_or_else(PoisonError::into_inner);
+        cat.entries.iter().find(|e| e.answers_to(name)).cloned()
     }
 
     /// The model loaded at start, or the only one loaded; no load, no wait.

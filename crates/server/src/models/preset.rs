@@ -126,6 +126,9 @@ pub fn parse(text: &str) -> Result<Vec<Preset>, (usize, String)> {
         for (key, value, line) in settings {
             match key.as_str() {
                 "model" | "m" => p.model = Some(value),
+                // A Hugging Face repository: a spec the store resolves
+                // when the model loads.
+                "hf-repo" | "hfr" | "hf" => p.model = Some(format!("hf:{value}")),
                 "load-on-startup" => {
                     p.load_on_startup = parse_bool(&value).map_err(|e| (line, e))?;
                 }

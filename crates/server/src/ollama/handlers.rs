@@ -18,7 +18,8 @@ use super::reply::{self, Kind, Reply};
 use super::request::{self, ChatBody, GenerateBody, Limits, Prepared};
 use crate::http::{admit, parse, parse_off_thread, read_body, Admission, ApiError};
 use crate::models::keep;
-use crate::state::{Served, Shared};
+use crate::models::Served;
+use crate::state::Shared;
 
 type St = State<Arc<Shared>>;
 
@@ -30,6 +31,9 @@ pub const PATHS: &[&str] = &[
     "/api/show",
     "/api/ps",
     "/api/version",
+    "/api/pull",
+    "/api/delete",
+    "/api/copy",
 ];
 
 fn limits(served: &Served) -> Limits {
@@ -206,10 +210,10 @@ pub async fn version() -> Response {
 pub async fn unknown(req: Request) -> OllamaError {
     OllamaError(
         ApiError::bad_request(format!(
-        "minfer serve has no {}: it serves one model, loaded at start, and of Ollama's API only {}",
-        req.uri().path(),
-        PATHS.join(", ")
-    ))
+            "minfer serve has no {}: of Ollama's API it serves {}",
+            req.uri().path(),
+            PATHS.join(", ")
+        ))
         .with_status(StatusCode::NOT_FOUND),
     )
 }
@@ -263,7 +267,8 @@ mod tests {
             ("POST", "/api/chat", "{", 400),
             ("POST", "/api/generate", &"x".repeat(2000), 413),
             ("GET", "/api/chat", "", 405),
-            ("POST", "/api/pull", "{}", 404),
+            ("POST", "/api/pull", "{}", 400),
+            ("POST", "/api/create", "{}", 404),
         ] {
             let (status, got) = request(&addr, method, path, true, body).await;
             assert_eq!(status, want, "{method} {path}: {got}");

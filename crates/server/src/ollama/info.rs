@@ -13,9 +13,9 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::time::rfc3339;
+use crate::models::Served;
 use crate::models::{Entry, Listed, Model};
 use crate::openai::completion::fim_markers;
-use crate::state::Served;
 
 /// Arrays longer than this are reported empty unless `verbose`, as Ollama
 /// does (a vocabulary has hundreds of thousands of entries).

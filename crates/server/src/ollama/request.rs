@@ -9,13 +9,13 @@ use serde_json::{json, Map, Value};
 
 use super::options::Options;
 use crate::http::ApiError;
+use crate::models::Served;
 use crate::openai::request::{
     ChatRequest, CompletionRequest, Content, JsonSchemaFormat, Message, Prompt, Refused,
     ResponseFormat,
 };
 use crate::openai::{chat, completion};
 use crate::output::Split;
-use crate::state::Served;
 use crate::tools::{Function, Tool};
 
 /// One chat message.

@@ -17,8 +17,9 @@ use super::request::{message_text, ChatRequest, Sampling};
 use super::sampling::check_vocab;
 use crate::calls::{Format, Syntax};
 use crate::http::{Admission, ApiError};
+use crate::models::Served;
 use crate::output::Split;
-use crate::state::{Served, Shared};
+use crate::state::Shared;
 use crate::tools::{self, Choice, Tools};
 
 /// A chat request ready for the model thread.

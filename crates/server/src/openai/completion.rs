@@ -14,7 +14,8 @@ use super::request::{CompletionRequest, Prompt, Sampling};
 use super::sampling::check_vocab;
 use crate::config::RequestDefaults;
 use crate::http::{Admission, ApiError};
-use crate::state::{Served, Shared};
+use crate::models::Served;
+use crate::state::Shared;
 use crate::worker::Part;
 
 /// OpenAI's default for `max_tokens` on the legacy completions endpoint.

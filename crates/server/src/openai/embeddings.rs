@@ -22,7 +22,8 @@ use serde_json::Value;
 
 use crate::http::{parse_off_thread, ApiError};
 use crate::models::Hold;
-use crate::state::{Served, Shared};
+use crate::models::Served;
+use crate::state::Shared;
 use crate::worker::Cmd;
 
 type St = State<Arc<Shared>>;

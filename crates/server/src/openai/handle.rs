@@ -13,7 +13,8 @@ use super::request::{ChatRequest, CompletionRequest, Sampling};
 use super::stream::stream;
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
 use crate::models::Model;
-use crate::state::{Served, Shared};
+use crate::models::Served;
+use crate::state::Shared;
 
 /// A generation request of the OpenAI API.
 pub trait Generation: DeserializeOwned + Send + 'static {

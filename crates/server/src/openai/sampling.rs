@@ -11,7 +11,7 @@ use minfer_engine::{
 use super::request::{Extra, Sampling, Stop};
 use crate::config::RequestDefaults;
 use crate::http::ApiError;
-use crate::state::Served;
+use crate::models::Served;
 
 /// A seed for requests that do not give one: different for every request,
 /// as OpenAI's sampling is.

@@ -257,7 +257,8 @@ def test_errors_are_ollama_shaped(keyed_url, api_key, model, base_url):
         (lambda: c.generate(model=model, prompt="x", template="{{ .Prompt }}"), 400, "template"),
         (lambda: c.generate(model=model, prompt="x", context=[1, 2]), 400, "context"),
         (lambda: c.generate(model=model, prompt="x", raw=True, system="s"), 400, "raw"),
-        (lambda: c.pull(model), 404, "/api/pull"),
+        # A file served by its path is not something the store can pull.
+        (lambda: c.pull(model), 404, "known model"),
     ]:
         with pytest.raises(ollama.ResponseError) as e:
             call()
@@ -285,3 +286,24 @@ def test_suffix_makes_a_fill_in_the_middle_prompt(tools_url, tools_model):
     with pytest.raises(ollama.ResponseError) as e:
         c.generate(model=tools_model, prompt=prefix, suffix="x", system="s")
     assert e.value.status_code == 400 and "system" in e.value.error
+
+
+def test_copy_pull_and_delete_manage_the_store(base_url, model):
+    c = client(base_url)
+    c.copy(model, "mine")
+    names = [m.model for m in c.list().models]
+    assert "mine:latest" in names and model + ":latest" in names
+    g = c.generate(model="mine", prompt="Hi", options={"num_predict": 2, "temperature": 0})
+    assert g.done and g.model == "mine"
+    assert c.delete("mine").status == "success"
+    assert "mine:latest" not in [m.model for m in c.list().models]
+    with pytest.raises(ollama.ResponseError) as e:
+        c.delete("mine")
+    assert e.value.status_code == 404
+    # The served model is the user's file: it stays.
+    with pytest.raises(ollama.ResponseError) as e:
+        c.delete(model)
+    assert e.value.status_code == 400
+    with pytest.raises(ollama.ResponseError) as e:
+        c.pull("no-such-model")
+    assert e.value.status_code == 404 and "known model" in e.value.error
