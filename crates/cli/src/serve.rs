@@ -18,6 +18,8 @@ pub struct Args {
     /// qwen2.5-coder-0.5b-instruct, pulled on first use; none with
     /// --models-dir or --models-preset: each model loads when a request
     /// names it). Requests that name no model, or an unknown one, get it.
+    /// Given alone, it is the one model served (as llama-server); without
+    /// it the store's pulled models are served too (as Ollama's).
     #[arg(value_name = "MODEL")]
     model: Option<String>,
     /// A directory of models: each `*.gguf` file (and each folder of
@@ -197,6 +199,10 @@ pub fn run(store: Store, args: Args) -> Result<()> {
     };
     let diag = crate::trace::Diag::start(&args.runtime.diag)?;
     let routed = args.models_dir.is_some() || args.models_preset.is_some();
+    // `minfer serve MODEL` serves that model alone, as llama-server does;
+    // without a MODEL, or with a directory or presets, the store's pulled
+    // models are served too, as Ollama's are.
+    let from_store = args.model.is_none() || routed;
     let model = match args.model {
         Some(m) => Some(m),
         None if routed => None,
@@ -237,6 +243,7 @@ pub fn run(store: Store, args: Args) -> Result<()> {
             .map(|m| m as u64)
             .or_else(default_memory_budget),
         autoload: !args.no_models_autoload,
+        store: from_store,
         idle: args.keep_alive_models.0,
         ..ModelsConfig::default()
     };

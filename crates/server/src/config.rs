@@ -83,6 +83,10 @@ pub struct ModelsConfig {
     /// An INI file of named models with their own settings
     /// (`--models-preset`, llama-server's format).
     pub preset: Option<PathBuf>,
+    /// List and load the store's models too (off for a server of the one
+    /// model it was started with, which lists that model alone, as
+    /// llama-server does).
+    pub store: bool,
     /// Most models loaded at once (`--models-max`; Ollama's 3).
     pub max: usize,
     /// Most bytes the loaded models' weights and caches may take; the
@@ -104,6 +108,7 @@ impl Default for ModelsConfig {
         ModelsConfig {
             dir: None,
             preset: None,
+            store: true,
             max: 3,
             memory: None,
             autoload: true,

@@ -41,6 +41,7 @@ pub async fn loading_server(key: Option<&str>, strict_model: bool) -> (String, R
         // A request waits this long for the model, then gets its 503.
         models: ModelsConfig {
             load_wait: Duration::from_millis(300),
+            store: false,
             ..ModelsConfig::default()
         },
         max_body: 1024,

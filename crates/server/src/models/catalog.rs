@@ -1,7 +1,8 @@
 //! The catalog: every model the server can load, by the names requests
 //! use. Its sources, in order: the model given at start, the presets,
 //! the `*.gguf` files of `--models-dir` (a folder of them counts as one
-//! model, named by the folder), and the store's models. A request may
+//! model, named by the folder), and the store's models (unless the server
+//! serves the one model it was started with). A request may
 //! name a model by its id, an alias, the spec it was given by, or
 //! Ollama's `NAME:TAG` (`:latest` is the bare name); a known name or an
 //! `hf:…` spec the catalog does not list is loadable too (it is pulled).
@@ -131,7 +132,11 @@ impl Catalog {
                 cat.add(Entry::new(id, spec, cfg.per_model.clone(), Source::Dir));
             }
         }
-        if let Ok(list) = store.list() {
+        let listed = match cfg.models.store {
+            true => store.list().ok(),
+            false => None,
+        };
+        if let Some(list) = listed {
             for item in list.into_iter().filter(|i| i.present) {
                 let spec = item.path.to_string_lossy().into_owned();
                 // A file of the store's folder by its name without the
@@ -161,9 +166,13 @@ impl Catalog {
         Ok(cat)
     }
 
-    /// Adds `e` unless a model of the same file or id is listed already.
+    /// Adds `e` unless a model of the same id is listed already, or it is
+    /// the file of the model given at start (a second name of a file, an
+    /// Ollama copy, is a model of its own).
     fn add(&mut self, e: Entry) {
-        let same = |o: &Entry| o.id == e.id || same_file(&o.spec, &e.spec);
+        let same = |o: &Entry| {
+            o.id == e.id || (o.source == Source::Startup && same_file(&o.spec, &e.spec))
+        };
         if !self.entries.iter().any(same) {
             self.entries.push(e);
         }

@@ -121,9 +121,13 @@ impl Models {
     }
 
     /// Whether the server serves exactly the model it was started with
-    /// (no directory, no presets): then any name means that model.
+    /// (no directory, no presets, not the store): then any name means
+    /// that model.
     pub fn single(&self) -> bool {
-        self.default.is_some() && self.cfg.dir.is_none() && self.cfg.preset.is_none()
+        self.default.is_some()
+            && !self.cfg.store
+            && self.cfg.dir.is_none()
+            && self.cfg.preset.is_none()
     }
 
     /// The catalog's entry a request's `name` means.

@@ -246,9 +246,10 @@ pub async fn copy(State(shared): St, b: Body) -> Result<Response, OllamaError> {
     std::fs::create_dir_all(&dir)
         .map_err(|e| ApiError::internal(format!("{}: {e}", dir.display())))?;
     let target = dir.join(format!("{dest}.gguf"));
-    let from = Path::new(&entry.spec);
-    if std::fs::hard_link(from, &target).is_err() {
-        std::fs::copy(from, &target)
+    // The file itself, not a link to it.
+    let from = std::fs::canonicalize(&entry.spec).unwrap_or_else(|_| PathBuf::from(&entry.spec));
+    if std::fs::hard_link(&from, &target).is_err() {
+        std::fs::copy(&from, &target)
             .map_err(|e| ApiError::internal(format!("cannot copy {}: {e}", entry.spec)))?;
     }
     shared.models.reload(&shared.cfg)?;

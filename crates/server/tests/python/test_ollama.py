@@ -288,22 +288,53 @@ def test_suffix_makes_a_fill_in_the_middle_prompt(tools_url, tools_model):
     assert e.value.status_code == 400 and "system" in e.value.error
 
 
-def test_copy_pull_and_delete_manage_the_store(base_url, model):
-    c = client(base_url)
-    c.copy(model, "mine")
-    names = [m.model for m in c.list().models]
-    assert "mine:latest" in names and model + ":latest" in names
+@pytest.fixture(scope="module")
+def store_url(tmp_path_factory):
+    """A server of many models: a --models-dir holding the test model as
+    `smol.gguf`, over a store of its own; nothing loaded at start."""
+    import subprocess
+
+    root = tmp_path_factory.mktemp("store-server")
+    models = root / "dir"
+    models.mkdir()
+    (models / "smol.gguf").symlink_to(env("MINFER_MODEL_PATH"))
+    cmd = [env("MINFER_BIN"), "serve", "--models-dir", str(models), "--port", "0",
+           "-t", "2", "-c", "512", "--np", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "MINFER_HOME": str(root / "home")})
+    line = proc.stdout.readline()
+    assert "listening on http://" in line, line
+    yield "http://" + line.split("http://")[1].split()[0]
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_copy_pull_delete_and_ps_manage_the_models(store_url):
+    c = client(store_url)
+    assert [m.model for m in c.list().models] == ["smol:latest"]
+    assert c.ps().models == []
+    c.copy("smol", "mine")
+    assert sorted(m.model for m in c.list().models) == ["mine:latest", "smol:latest"]
     g = c.generate(model="mine", prompt="Hi", options={"num_predict": 2, "temperature": 0})
     assert g.done and g.model == "mine"
+    (p,) = c.ps().models
+    assert p.model == "mine:latest" and p.size > 0
     assert c.delete("mine").status == "success"
-    assert "mine:latest" not in [m.model for m in c.list().models]
+    assert [m.model for m in c.list().models] == ["smol:latest"]
+    assert c.ps().models == []
     with pytest.raises(ollama.ResponseError) as e:
         c.delete("mine")
     assert e.value.status_code == 404
-    # The served model is the user's file: it stays.
+    # A file of --models-dir is the user's: it stays.
     with pytest.raises(ollama.ResponseError) as e:
-        c.delete(model)
+        c.delete("smol")
     assert e.value.status_code == 400
     with pytest.raises(ollama.ResponseError) as e:
         c.pull("no-such-model")
     assert e.value.status_code == 404 and "known model" in e.value.error
+    # keep_alive 0: answered, then unloaded.
+    c.generate(model="smol", prompt="Hi", keep_alive=0, options={"num_predict": 2})
+    deadline = datetime.datetime.now() + datetime.timedelta(seconds=10)
+    while c.ps().models and datetime.datetime.now() < deadline:
+        pass
+    assert c.ps().models == []
