@@ -189,9 +189,28 @@ fn unload_all(server: &Server) -> u64 {
 #[test]
 fn keep_alive_load_unload_and_ollama_ps() {
     let Some(dir) = models_dir() else { return };
+    std::fs::write(dir.path().join("broken.gguf"), b"GGUF but not really").unwrap();
     let home = tempfile::tempdir().unwrap();
     let server = start(dir.path(), home.path(), &["--keep-alive", "1s"]);
     let addr = &server.addr;
+
+    // A model that cannot load is an error naming its file; the others
+    // serve on.
+    let req = json!({"model": "broken", "max_tokens": 2, "prompt": PROMPT});
+    let (status, body) = call(addr, "POST", "/v1/completions", &req);
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("broken.gguf"),
+        "{body}"
+    );
+    assert_eq!(state_of(addr, "broken"), "failed");
+    // keep_alive on an OpenAI request: 0 unloads the model once answered.
+    let req = json!({"model": "smol", "max_tokens": 2, "prompt": PROMPT, "keep_alive": 0});
+    assert_eq!(call(addr, "POST", "/v1/completions", &req).0, 200);
+    wait_state(addr, "smol", "unloaded", Duration::from_secs(10));
 
     let (status, body) = call(addr, "POST", "/models/load", &json!({"model": "gemma"}));
     assert_eq!((status, &body["success"]), (200, &json!(true)), "{body}");

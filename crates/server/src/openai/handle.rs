@@ -12,8 +12,8 @@ use super::render::{collect, Api, Shape};
 use super::request::{ChatRequest, CompletionRequest, Sampling};
 use super::stream::stream;
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
-use crate::models::Model;
 use crate::models::Served;
+use crate::models::{keep, Model};
 use crate::state::Shared;
 
 /// A generation request of the OpenAI API.
@@ -46,7 +46,11 @@ pub async fn prepared<R: Generation, P: Send + 'static>(
     prepare: fn(&Served, &R, usize) -> Result<P, ApiError>,
 ) -> Result<(R, Arc<Model>, P), ApiError> {
     parse_off_thread(shared, body, move |s, req: R| {
+        let keep = keep::parse(req.sampling().keep_alive.as_ref())?;
         let model = s.model(&req.sampling().model)?;
+        if let Some(k) = keep {
+            model.keep_for(k);
+        }
         let served = model.served()?;
         let prep = prepare(served, &req, served.cfg.n_parallel)?;
         Ok((req, model, prep))

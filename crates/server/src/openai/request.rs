@@ -142,10 +142,15 @@ pub struct Extra {
 /// The sampling fields shared by chat and text completions.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Sampling {
-    /// The model to use: with `--strict-model` it must be the one this
-    /// server serves; otherwise any name (or none) means it.
+    /// The model to use: one the server lists; with one model served,
+    /// any name (or none) means it unless `--strict-model`.
     #[serde(default)]
     pub model: String,
+    /// How long the model stays loaded after this request (Ollama's
+    /// `keep_alive`, as an extension: seconds or `"5m"`; 0 unloads it
+    /// once answered, negative keeps it).
+    #[serde(default)]
+    pub keep_alive: Option<serde_json::Value>,
     /// Stream the answer as server-sent events.
     #[serde(default)]
     pub stream: bool,
