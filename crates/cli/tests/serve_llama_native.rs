@@ -319,3 +319,43 @@ fn prompt_forms_errors_pieces_metrics_and_page() {
     assert_eq!(status, 200);
     assert!(page.contains("<!doctype html>"));
 }
+
+/// `/infill` on Qwen2.5-Coder-0.5B (which has fill-in-the-middle tokens):
+/// the same prompt tokens and the same greedy answer as llama-server
+/// (0c1e570, measured on this request: 48 prompt tokens, and this text);
+/// a model without the tokens gets llama-server's 501.
+#[test]
+fn infill_fills_the_middle_as_llama_server_does() {
+    let Some(qwen) = require_model(minfer_testutil::QWEN) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(&qwen, home.path(), &["-c", "4096", "--np", "1"]);
+    let req = json!({
+        "input_extra": [{"filename": "llama.h", "text": "LLAMA_API int32_t llama_n_threads();\n"}],
+        "input_prefix": "#include <cstdio>\n#include \"llama.h\"\n\nint main() {\n",
+        "prompt": "    int n_threads = llama_",
+        "input_suffix": "}\n",
+        "n_predict": 24, "temperature": 0,
+    });
+    let (status, body) = call(&server.addr, "POST", "/infill", &req);
+    assert_eq!(status, 200, "{body}");
+    let v = json_of(&body);
+    assert_eq!(v["tokens_evaluated"], 48, "{body}");
+    assert_eq!(
+        v["content"],
+        "n_threads();\n    printf(\"Number of threads: %d\\n\", n_threads);\n    return 0;\n}\n``"
+    );
+    let mut bad = req.clone();
+    bad["input_extra"] = json!([{"filename": 123, "text": "x"}]);
+    let (status, body) = call(&server.addr, "POST", "/infill", &bad);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("filename"), "{body}");
+    drop(server);
+
+    let Some((_home, smol)) = smollm_server(&[]) else {
+        return;
+    };
+    let (status, body) = call(&smol.addr, "POST", "/infill", &req);
+    assert_eq!(status, 501, "{body}");
+}

@@ -66,6 +66,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/slots", get(llama::slots))
         .route("/completion", post(llama::completion))
         .route("/completions", post(llama::completion))
+        .route("/infill", post(llama::infill))
         .route("/apply-template", post(llama::apply_template))
         .route("/models/load", post(llama::load_model))
         .route("/models/unload", post(llama::unload_model))

@@ -23,7 +23,7 @@ use crate::events::{Finish, Generated, Out, TokenLogprob};
 use crate::gather::gather;
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
 use crate::models::Served;
-use crate::models::Ticket;
+use crate::models::{Model, Ticket};
 use crate::openai::request::Sampling;
 use crate::openai::sampling::check_vocab;
 use crate::state::Shared;
@@ -38,7 +38,7 @@ const MAX_N_PROBS: u32 = 20;
 pub struct NativeRequest {
     /// The prompt, in any of llama-server's forms (see [`prompt_ids`]).
     #[serde(default)]
-    prompt: Option<Value>,
+    pub prompt: Option<Value>,
     /// Answer with the generated token ids too (`tokens`).
     #[serde(default)]
     return_tokens: bool,
@@ -62,11 +62,11 @@ pub struct NativeRequest {
     /// here (`cache_prompt`: minfer always reuses a cached prefix; `id_slot`)
     /// are read and left.
     #[serde(flatten)]
-    sampling: Sampling,
+    pub sampling: Sampling,
 }
 
 /// A native completion ready for the model thread.
-struct Prepared {
+pub struct Prepared {
     parts: Vec<Part>,
     /// Each prompt as text, for the answer's `prompt`.
     prompts: Vec<String>,
@@ -464,24 +464,43 @@ fn stream(answer: Answer, ticket: Ticket, rx: UnboundedReceiver<Out>, keep: Keep
     Sse::new(events).keep_alive(keep).into_response()
 }
 
+/// A native completion made ready off the async workers: whether it
+/// streams, whether it returns its tokens, its model and its prompts.
+pub struct Ready(bool, bool, Arc<Model>, Prepared);
+
+/// Makes `req` ready for `model`.
+///
+/// # Errors
+/// A 400 naming the field at fault; 503 while the model loads.
+pub fn ready(model: Arc<Model>, req: &NativeRequest) -> Result<Ready, ApiError> {
+    let prep = prepare(model.served()?, req)?;
+    if req.sampling.stream && prep.parts.len() > 1 {
+        return Err(ApiError::bad_param(
+            "stream",
+            "a list of prompts is answered as one array: stream one prompt at a time",
+        ));
+    }
+    Ok(Ready(req.sampling.stream, req.return_tokens, model, prep))
+}
+
 /// `POST /completion`.
 pub async fn completion(
     State(shared): State<Arc<Shared>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (streams, return_tokens, model, prep) =
-        parse_off_thread(&shared, body, move |s, req: NativeRequest| {
-            let model = s.model(&req.sampling.model)?;
-            let prep = prepare(model.served()?, &req)?;
-            if req.sampling.stream && prep.parts.len() > 1 {
-                return Err(ApiError::bad_param(
-                    "stream",
-                    "a list of prompts is answered as one array: stream one prompt at a time",
-                ));
-            }
-            Ok((req.sampling.stream, req.return_tokens, model, prep))
-        })
-        .await?;
+    let r = parse_off_thread(&shared, body, move |s, req: NativeRequest| {
+        ready(s.model(&req.sampling.model)?, &req)
+    })
+    .await?;
+    answer(&shared, r).await
+}
+
+/// Admits a native completion and answers it, whole or streamed.
+///
+/// # Errors
+/// The errors of [`admit`].
+pub async fn answer(shared: &Arc<Shared>, r: Ready) -> Result<Response, ApiError> {
+    let Ready(streams, return_tokens, model, prep) = r;
     let answer = Answer {
         model: model.served()?.id.clone(),
         prompts: prep.prompts,
@@ -489,7 +508,7 @@ pub async fn completion(
         return_tokens,
     };
     let (ticket, rx) = admit(
-        &shared,
+        shared,
         Admission {
             model,
             parts: prep.parts,
