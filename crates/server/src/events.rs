@@ -82,6 +82,32 @@ pub struct Generated {
     pub decode_secs: f64,
 }
 
+impl Generated {
+    /// llama-server's `timings` of an answer that ended as `f`: the
+    /// prompt tokens computed (not found in the cache) and the tokens
+    /// generated, with their times and rates. The first token comes with
+    /// the prompt's last batch, so the generation rate is over the decode
+    /// steps after it, as llama-server's.
+    pub fn timings(&self, f: &Finish) -> serde_json::Value {
+        let (prompt_ms, predicted_ms) = (self.prefill_secs * 1e3, self.decode_secs * 1e3);
+        let prompt_n = f.prompt_tokens - f.cached_tokens.min(f.prompt_tokens);
+        let per = |n: usize, ms: f64| if ms > 0.0 { n as f64 / ms * 1e3 } else { 0.0 };
+        let per_token = |n: usize, ms: f64| if n > 0 { ms / n as f64 } else { 0.0 };
+        let steps = f.completion_tokens.saturating_sub(1);
+        serde_json::json!({
+            "cache_n": f.cached_tokens,
+            "prompt_n": prompt_n,
+            "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": per_token(prompt_n, prompt_ms),
+            "prompt_per_second": per(prompt_n, prompt_ms),
+            "predicted_n": f.completion_tokens,
+            "predicted_ms": predicted_ms,
+            "predicted_per_token_ms": per_token(steps, predicted_ms),
+            "predicted_per_second": per(steps, predicted_ms),
+        })
+    }
+}
+
 /// How a generation ended.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Finish {

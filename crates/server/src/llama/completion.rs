@@ -304,16 +304,16 @@ impl Answer {
         content: &str,
         has_new_line: bool,
     ) -> Value {
-        let (prompt_ms, predicted_ms) =
-            g.map_or((0.0, 0.0), |g| (g.prefill_secs * 1e3, g.decode_secs * 1e3));
         let tokens = match (g, self.return_tokens) {
             (Some(g), true) => json!(g.tokens),
             _ => json!([]),
         };
-        let prompt_n = f.prompt_tokens - f.cached_tokens.min(f.prompt_tokens);
-        let per = |n: usize, ms: f64| if ms > 0.0 { n as f64 / ms * 1e3 } else { 0.0 };
-        let per_token = |n: usize, ms: f64| if n > 0 { ms / n as f64 } else { 0.0 };
-        let steps = f.completion_tokens.saturating_sub(1);
+        let none = Generated {
+            tokens: Vec::new(),
+            prefill_secs: 0.0,
+            decode_secs: 0.0,
+        };
+        let timings = g.unwrap_or(&none).timings(f);
         json!({
             "index": k,
             "content": content,
@@ -330,19 +330,7 @@ impl Answer {
             "stop_type": stop_type(f.reason),
             "stopping_word": "",
             "tokens": tokens,
-            "timings": {
-                "cache_n": f.cached_tokens,
-                "prompt_n": prompt_n,
-                "prompt_ms": prompt_ms,
-                "prompt_per_token_ms": per_token(prompt_n, prompt_ms),
-                "prompt_per_second": per(prompt_n, prompt_ms),
-                "predicted_n": f.completion_tokens,
-                "predicted_ms": predicted_ms,
-                // The first token comes with the prompt's last batch: the
-                // rate is over the decode steps after it, as llama-server's.
-                "predicted_per_token_ms": per_token(steps, predicted_ms),
-                "predicted_per_second": per(steps, predicted_ms),
-            },
+            "timings": timings,
         })
     }
 }

@@ -183,6 +183,13 @@ impl Shape {
         }
         let mut v = self.envelope(false, list);
         v["usage"] = self.usage(completion, cached);
+        // llama-server's timings, of the first choice.
+        if let Some((g, c)) = choices
+            .first()
+            .and_then(|c| Some((c.generated.as_ref()?, c)))
+        {
+            v["timings"] = g.timings(&c.finish);
+        }
         v
     }
 

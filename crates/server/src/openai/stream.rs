@@ -42,6 +42,10 @@ struct StreamState {
     completion_tokens: usize,
     /// Prompt tokens the prefix cache held.
     cached_tokens: usize,
+    /// The first choice's timings, once it has ended.
+    timings: Option<Value>,
+    /// The first choice's token ids and engine times, until it ends.
+    generated: Option<crate::events::Generated>,
     done: bool,
 }
 
@@ -127,10 +131,19 @@ impl StreamState {
         self.choices[k].done = true;
         self.completion_tokens += f.completion_tokens;
         self.cached_tokens = self.cached_tokens.max(f.cached_tokens);
+        if k == 0 {
+            if let Some(g) = self.generated.take() {
+                self.timings = Some(g.timings(f));
+            }
+        }
         if self.choices.iter().all(|c| c.done) {
             if self.shape.include_usage {
                 let mut v = self.shape.envelope(true, Vec::new());
                 v["usage"] = self.shape.usage(self.completion_tokens, self.cached_tokens);
+                // llama-server's timings ride on the usage chunk.
+                if let Some(t) = self.timings.take() {
+                    v["timings"] = t;
+                }
                 self.pending.push_back(v.to_string());
             }
             self.end("[DONE]".to_string());
@@ -142,6 +155,10 @@ impl StreamState {
         let k = match &out {
             Out::Text(k, _) | Out::Logprobs(k, _) | Out::PromptLogprobs(k, _) | Out::Done(k, _) => {
                 *k
+            }
+            Out::Generated(0, g) => {
+                self.generated = Some(g.clone());
+                return;
             }
             Out::Generated(..) => return,
             Out::Error(_) => 0,
@@ -205,6 +222,8 @@ pub fn stream(
         choices,
         completion_tokens: 0,
         cached_tokens: 0,
+        timings: None,
+        generated: None,
         done: false,
     };
     for k in 0..st.shape.n {
