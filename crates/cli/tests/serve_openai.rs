@@ -53,6 +53,10 @@ fn openai_client_against_minfer_serve() {
     let Some(qwen) = minfer_testutil::require_model(minfer_testutil::QWEN) else {
         return;
     };
+    // The three-models session of test_models.py uses Gemma 3 too.
+    if minfer_testutil::require_model(minfer_testutil::GEMMA3).is_none() {
+        return;
+    }
     let Some(python) = python() else {
         return;
     };
@@ -186,6 +190,11 @@ fn run_pytest(python: &Path, model: &Path, s: &Servers, soak_summary: &Path) {
         .env("MINFER_SERVER_PID", s.open.child.id().to_string())
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("MINFER_SOAK_SUMMARY", soak_summary)
+        .env("MINFER_MODELS_DIR", minfer_testutil::models_dir())
+        .env(
+            "MINFER_MODELS_SUMMARY",
+            soak_summary.with_extension("models.json"),
+        )
         .stdin(Stdio::null())
         .spawn()
         .expect("run pytest");
@@ -201,6 +210,10 @@ fn run_pytest(python: &Path, model: &Path, s: &Servers, soak_summary: &Path) {
     match std::fs::read_to_string(soak_summary) {
         Ok(s) => eprintln!("soak summary: {s}"),
         Err(e) => panic!("the soak test wrote no summary ({e})"),
+    }
+    match std::fs::read_to_string(soak_summary.with_extension("models.json")) {
+        Ok(s) => eprintln!("three models in one session: {s}"),
+        Err(e) => panic!("the models test wrote no summary ({e})"),
     }
 }
 
