@@ -48,12 +48,12 @@ fn yes() -> bool {
     true
 }
 
-/// 200 once the model given at start is loaded (at once when none was);
-/// 503 while it loads and from the start of a shutdown on, so that a router's health check takes the replica out
+/// 200 once the model given at start is loaded (at once when none was,
+/// and again when it has been unloaded: it loads when asked); 503 while
+/// it loads and from the start of a shutdown on, so that a router's health check takes the replica out
 /// while it drains.
 pub async fn health(State(shared): St) -> Response {
-    let loading = shared.models.has_default() && shared.current("").is_err();
-    let status = if loading {
+    let status = if shared.models.default_loading() {
         "loading"
     } else if shared.draining.load(std::sync::atomic::Ordering::Relaxed) {
         "draining"

@@ -182,6 +182,18 @@ impl Models {
         }
     }
 
+    /// Whether the model given at start is loading (at start, or again
+    /// after an unload). Unloaded, it is not: it loads when asked.
+    pub fn default_loading(&self) -> bool {
+        let Some(id) = &self.default else {
+            return false;
+        };
+        self.pool()
+            .live
+            .iter()
+            .any(|m| &m.entry.id == id && m.status() == Status::Loading)
+    }
+
     /// The store the models come from.
     pub fn store(&self) -> &Store {
         &self.store

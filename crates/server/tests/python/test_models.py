@@ -104,6 +104,11 @@ def test_three_models_one_after_another(session):
     figures["rss_kib"]["none_loaded"] = rss_kib(pid)
     assert {m["status"]["value"] for m in
             oa.models.list().model_dump()["data"]} == {"unloaded"}
+    # The default model unloaded is not a server that is loading: a
+    # router's health check keeps it in.
+    import urllib.request
+    with urllib.request.urlopen(url + "/health") as h:
+        assert h.status == 200
     # Back down: at most a tenth of what the three models took.
     r = figures["rss_kib"]
     assert r["none_loaded"] < r["three_loaded"] / 10, r
