@@ -120,7 +120,10 @@ pub struct Args {
     #[arg(long = "cors-origins", value_delimiter = ',')]
     cors_origins: Vec<String>,
     /// A chat template in place of the model's own: a built-in name
-    /// (`chatml`: ChatML with `<tool_call>` tools) or the Jinja text.
+    /// (`chatml`: ChatML with `<tool_call>` tools; llama.cpp's `llama3`,
+    /// `llama2`, `mistral-v7`, `phi3`, `phi4`, `gemma`, `zephyr`,
+    /// `vicuna`, `deepseek`, `command-r`, … rendered as llama-server
+    /// renders them) or the Jinja text.
     #[arg(long = "chat-template", conflicts_with = "chat_template_file")]
     chat_template: Option<String>,
     /// A chat template file (Jinja) in place of the model's own.

@@ -9,10 +9,13 @@ use serde_json::json;
 
 use crate::calls::Syntax;
 
+mod named;
+
 /// A chat template named on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TemplateChoice {
-    /// A built-in template by name (`chatml`), or the Jinja text itself.
+    /// A built-in template by name (`chatml`, or one of llama.cpp's names
+    /// such as `llama3`), or the Jinja text itself.
     Named(String),
     /// A Jinja file.
     File(PathBuf),
@@ -76,8 +79,13 @@ impl TemplateChoice {
             TemplateChoice::Named(n) => match BUILTIN.iter().find(|(name, _)| name == n) {
                 Some((_, src)) => (*src).to_string(),
                 None if n.contains("{%") || n.contains("{{") => n.clone(),
+                None if named::named(n).is_some() => named::named(n).unwrap_or_default(),
                 None => {
-                    let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+                    let names: Vec<&str> = BUILTIN
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .chain(named::NAMES.iter().copied())
+                        .collect();
                     return Err(format!(
                         "--chat-template {n}: unknown template; built in: {} (or give Jinja text, or --chat-template-file FILE)",
                         names.join(", ")
