@@ -40,6 +40,12 @@ pub struct Args {
     /// size such as 16GiB; default: 80 % of this machine's memory).
     #[arg(long = "models-memory", value_name = "SIZE", value_parser = parse_size)]
     models_memory: Option<usize>,
+    /// A directory for llama-server's slot files: `POST /slots/{id}?action=
+    /// save|restore|erase` with `{"filename": …}` saves the cached tokens
+    /// of the last request that named `id_slot` {id}, or puts a saved
+    /// file's tokens back in the cache (off without it).
+    #[arg(long = "slot-save-path", value_name = "DIR")]
+    slot_save_path: Option<std::path::PathBuf>,
     /// Load a model only on POST /models/load, never because a request
     /// names it (llama-server's flag).
     #[arg(long = "no-models-autoload")]
@@ -247,6 +253,7 @@ pub fn run(store: Store, args: Args) -> Result<()> {
             .or_else(default_memory_budget),
         autoload: !args.no_models_autoload,
         store: from_store,
+        slot_save_path: args.slot_save_path,
         idle: args.keep_alive_models.0,
         ..ModelsConfig::default()
     };

@@ -359,3 +359,91 @@ fn infill_fills_the_middle_as_llama_server_does() {
     let (status, body) = call(&smol.addr, "POST", "/infill", &req);
     assert_eq!(status, 501, "{body}");
 }
+
+/// llama-server's slot files: a request naming `id_slot` 1 makes slot 1
+/// stand for its tokens; saving writes them, erasing makes the same
+/// prompt computed again, restoring puts them back so that it is not.
+#[test]
+fn slots_save_erase_and_restore_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let Some((_home, server)) = smollm_server(&["--np", "2", "--slot-save-path", d]) else {
+        return;
+    };
+    let addr = &server.addr;
+    let run = |slot: i64| {
+        let req = json!({"prompt": PROMPT, "n_predict": 8, "temperature": 0, "id_slot": slot});
+        let (status, body) = call(addr, "POST", "/completion", &req);
+        assert_eq!(status, 200, "{body}");
+        json_of(&body)
+    };
+    let first = run(1);
+    let prompt_n = first["timings"]["prompt_n"].as_u64().unwrap();
+    let predicted = first["tokens_predicted"].as_u64().unwrap();
+    let (status, body) = call(
+        addr,
+        "POST",
+        "/slots/1?action=save",
+        &json!({"filename": "one.bin"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let saved = json_of(&body);
+    // The prompt and every answer token but the last (never fed back).
+    assert_eq!(
+        saved["n_saved"].as_u64().unwrap(),
+        prompt_n + predicted - 1,
+        "{body}"
+    );
+    assert!(dir.path().join("one.bin").is_file());
+
+    let (status, body) = call(addr, "POST", "/slots/1?action=erase", &Value::Null);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        run(-1)["timings"]["prompt_n"],
+        prompt_n,
+        "erased: computed again"
+    );
+    let (status, body) = call(addr, "POST", "/slots/1?action=erase", &Value::Null);
+    assert_eq!(status, 200, "{body}");
+
+    let (status, body) = call(
+        addr,
+        "POST",
+        "/slots/0?action=restore",
+        &json!({"filename": "one.bin"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json_of(&body)["n_restored"], saved["n_saved"], "{body}");
+    let again = run(0);
+    assert_eq!(
+        again["timings"]["prompt_n"], 1,
+        "restored: only the last token computed"
+    );
+    assert_eq!(again["content"], first["content"]);
+
+    for (path, body, status) in [
+        (
+            "/slots/0?action=save",
+            json!({"filename": "../out.bin"}),
+            400,
+        ),
+        (
+            "/slots/7?action=save",
+            json!({"filename": "seven.bin"}),
+            400,
+        ),
+        (
+            "/slots/0?action=restore",
+            json!({"filename": "missing.bin"}),
+            400,
+        ),
+        ("/slots/0?action=fly", json!({}), 400),
+    ] {
+        assert_eq!(call(addr, "POST", path, &body).0, status, "{path} {body}");
+    }
+    let Some((_home, plain)) = smollm_server(&[]) else {
+        return;
+    };
+    let (status, _) = call(&plain.addr, "POST", "/slots/0?action=erase", &Value::Null);
+    assert_eq!(status, 501);
+}

@@ -101,6 +101,9 @@ pub struct ModelsConfig {
     /// How long a request waits for its model to load (or for room to
     /// load it) before a 503 with `Retry-After`.
     pub load_wait: Duration,
+    /// Where `/slots/{id}?action=save|restore` read and write their files
+    /// (`--slot-save-path`); none: the actions are off.
+    pub slot_save_path: Option<PathBuf>,
 }
 
 impl Default for ModelsConfig {
@@ -114,6 +117,7 @@ impl Default for ModelsConfig {
             autoload: true,
             idle: Some(Duration::from_secs(300)),
             load_wait: Duration::from_secs(600),
+            slot_save_path: None,
         }
     }
 }

@@ -55,6 +55,7 @@ mod openai;
 mod output;
 mod responses;
 mod router;
+mod slots;
 mod state;
 mod template;
 #[cfg(test)]

@@ -64,6 +64,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/detokenize", post(llama::detokenize))
         .route("/props", get(llama::props))
         .route("/slots", get(llama::slots))
+        .route("/slots/{id}", post(llama::slot_action))
         .route("/completion", post(llama::completion))
         .route("/completions", post(llama::completion))
         .route("/infill", post(llama::infill))

@@ -40,6 +40,16 @@ pub enum Cmd {
     CancelAll,
     /// Stop the thread once nothing is running.
     Shutdown,
+    /// A slot file action (llama-server's `/slots/{id}?action=`) between
+    /// two steps.
+    Slot {
+        /// The slot.
+        n: usize,
+        /// What to do.
+        action: crate::slots::SlotAction,
+        /// llama-server's answer, or why not.
+        reply: oneshot::Sender<Result<serde_json::Value, String>>,
+    },
     /// Compute the embeddings of `inputs` (token ids) between two steps
     /// of the running generations, each input its own sequence for the
     /// length of the call ([`Runtime::embed`](minfer_engine::Runtime::embed)).
@@ -78,6 +88,9 @@ pub struct Job {
     pub score: Option<u8>,
     /// Where the output goes.
     pub out: UnboundedSender<Out>,
+    /// The slot (`id_slot`) its first prompt and answer stand for once
+    /// it ends.
+    pub slot: Option<usize>,
 }
 
 impl Job {
@@ -103,6 +116,8 @@ struct Branch {
     first: u32,
     /// Tokens of its prompt found in the prefix cache, once known.
     cached: usize,
+    /// The tokens it generated, once done.
+    tokens: Vec<u32>,
 }
 
 struct Running {
@@ -115,6 +130,8 @@ struct Running {
     prompt_len: usize,
     /// Trace time of its start, when tracing.
     t_trace: Option<u64>,
+    /// The slot it stands for once it ends, with its first prompt.
+    slot: Option<(usize, Vec<u32>)>,
 }
 
 /// The model thread's state.
@@ -125,6 +142,8 @@ pub struct Worker {
     waiting: VecDeque<Job>,
     running: HashMap<u64, Running>,
     shutting_down: bool,
+    /// The tokens each `id_slot` stands for (with `--slot-save-path`).
+    slots: Option<crate::slots::Slots>,
     /// What this worker last added to the gauges, which every model's
     /// worker adds its share to.
     shown: [u64; GAUGES],
@@ -141,9 +160,16 @@ impl Worker {
             running: HashMap::new(),
             shutting_down: false,
             shown: [0; GAUGES],
+            slots: None,
         };
         w.publish_gauges();
         w
+    }
+
+    /// Keeps slot files for the model whose identity is `identity`.
+    pub fn with_slots(mut self, identity: minfer_engine::chat::ModelIdentity) -> Worker {
+        self.slots = Some(crate::slots::Slots::new(identity));
+        self
     }
 
     /// Runs until [`Cmd::Shutdown`] (and nothing left to run) or until
@@ -186,6 +212,15 @@ impl Worker {
                 }
             }
             Cmd::Shutdown => self.shutting_down = true,
+            Cmd::Slot { n, action, reply } => {
+                let r = match &mut self.slots {
+                    Some(slots) => slots.act(&mut self.sched, n, &action),
+                    None => {
+                        Err("slot files are off: start the server with --slot-save-path".into())
+                    }
+                };
+                let _ = reply.send(r);
+            }
             Cmd::Embed {
                 inputs,
                 pooling,
@@ -329,12 +364,14 @@ impl Worker {
                                     part,
                                     first,
                                     cached: 0,
+                                    tokens: Vec::new(),
                                 })
                                 .collect(),
                             out: job.out,
                             counted: false,
                             prompt_len,
                             t_trace,
+                            slot: job.slot.zip(job.parts.first().map(|p| p.prompt.clone())),
                         },
                     );
                 }
@@ -425,6 +462,12 @@ impl Worker {
         }
         for id in finished {
             if let Some(r) = self.running.remove(&id) {
+                if let (Some(slots), Some((n, mut tokens))) = (&mut self.slots, r.slot) {
+                    if r.branches.iter().all(|b| b.done) {
+                        tokens.extend_from_slice(&r.branches[0].tokens);
+                        slots.record(n, tokens);
+                    }
+                }
                 // After a failure the request gets one error and nothing
                 // more: its other choices stop too.
                 for b in r.branches.iter().filter(|b| !b.done) {
@@ -519,6 +562,7 @@ impl Relay<'_> {
     /// Ends choice `k` with `stats`; returns `true` when it failed.
     fn done(&mut self, k: usize, b: &mut Branch, stats: &minfer_engine::GenerationStats) -> bool {
         b.done = true;
+        b.tokens.clone_from(&stats.tokens);
         log_done(self.id, k, stats, b.cached, None);
         let rest = b.utf8.finish();
         if !rest.is_empty() {

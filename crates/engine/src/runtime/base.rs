@@ -424,6 +424,31 @@ impl Runtime {
         Ok(())
     }
 
+    /// Evicts every idle sequence that holds a beginning of `tokens` (an
+    /// answer's last token is never fed back, so its sequence holds one
+    /// token less) or more than all of them, so that a later prompt with
+    /// that beginning is computed again (the prompt cache below the cells
+    /// keeps what it holds). Returns how many were evicted.
+    pub fn forget_idle(&mut self, tokens: &[u32]) -> usize {
+        let idle: Vec<u32> = self
+            .seqs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.as_ref().is_some_and(|s| {
+                    s.idle
+                        && !s.history.is_empty()
+                        && (tokens.starts_with(&s.history) || s.history.starts_with(tokens))
+                })
+            })
+            .map(|(i, _)| i as u32)
+            .collect();
+        for &slot in &idle {
+            self.evict(slot);
+        }
+        idle.len()
+    }
+
     /// Removes every sequence and frees every cell.
     pub fn clear(&mut self) {
         self.cells.clear();

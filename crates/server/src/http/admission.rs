@@ -26,6 +26,8 @@ pub struct Admission {
     /// The request's field that holds the prompt, named in a 400 about
     /// its length (`messages`, `prompt`, `input`).
     pub param: &'static str,
+    /// The slot (llama-server's `id_slot`) it stands for once it ends.
+    pub slot: Option<usize>,
 }
 
 impl Admission {
@@ -41,6 +43,7 @@ impl Admission {
             parts: vec![Part { prompt, cfgs }],
             score: None,
             param,
+            slot: None,
         }
     }
 }
@@ -85,5 +88,5 @@ pub fn admit(shared: &Shared, a: Admission) -> Result<Admitted, ApiError> {
     for p in &a.parts {
         check_prompt(&p.prompt, n_ctx, a.param)?;
     }
-    a.model.submit(a.parts, a.score)
+    a.model.submit(a.parts, a.score, a.slot)
 }

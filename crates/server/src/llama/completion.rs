@@ -49,6 +49,10 @@ pub struct NativeRequest {
     /// Alternatives reported per generated token.
     #[serde(default)]
     n_probs: Option<u32>,
+    /// The slot its prompt and answer stand for once it ends, for
+    /// `/slots/{id}?action=save` (-1 or absent: none).
+    #[serde(default)]
+    id_slot: Option<i64>,
     /// llama-server's forms: `{"ID or text": bias}` or `[[ID or text,
     /// bias], ...]`, a text standing for each of its tokens and `false`
     /// for a ban.
@@ -454,7 +458,7 @@ fn stream(answer: Answer, ticket: Ticket, rx: UnboundedReceiver<Out>, keep: Keep
 
 /// A native completion made ready off the async workers: whether it
 /// streams, whether it returns its tokens, its model and its prompts.
-pub struct Ready(bool, bool, Arc<Model>, Prepared);
+pub struct Ready(bool, bool, Arc<Model>, Prepared, Option<usize>);
 
 /// Makes `req` ready for `model`.
 ///
@@ -468,7 +472,14 @@ pub fn ready(model: Arc<Model>, req: &NativeRequest) -> Result<Ready, ApiError> 
             "a list of prompts is answered as one array: stream one prompt at a time",
         ));
     }
-    Ok(Ready(req.sampling.stream, req.return_tokens, model, prep))
+    let slot = req.id_slot.and_then(|s| usize::try_from(s).ok());
+    Ok(Ready(
+        req.sampling.stream,
+        req.return_tokens,
+        model,
+        prep,
+        slot,
+    ))
 }
 
 /// `POST /completion`.
@@ -488,7 +499,7 @@ pub async fn completion(
 /// # Errors
 /// The errors of [`admit`].
 pub async fn answer(shared: &Arc<Shared>, r: Ready) -> Result<Response, ApiError> {
-    let Ready(streams, return_tokens, model, prep) = r;
+    let Ready(streams, return_tokens, model, prep, slot) = r;
     let answer = Answer {
         model: model.served()?.id.clone(),
         prompts: prep.prompts,
@@ -502,6 +513,7 @@ pub async fn answer(shared: &Arc<Shared>, r: Ready) -> Result<Response, ApiError
             parts: prep.parts,
             score: None,
             param: "prompt",
+            slot,
         },
     )?;
     Ok(if streams {

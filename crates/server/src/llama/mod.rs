@@ -15,4 +15,4 @@ pub use endpoints::{apply_template, chat_input_tokens, detokenize, health, metri
 pub use infill::infill;
 pub use models::{load as load_model, unload as unload_model};
 pub use page::index;
-pub use props::{props, slots};
+pub use props::{props, slot_action, slots};

@@ -131,3 +131,72 @@ pub async fn slots(State(shared): St, Query(which): Query<Which>) -> Result<Resp
         .collect();
     Ok(Json(slots).into_response())
 }
+
+/// `POST /slots/{id}?action=…`'s query.
+#[derive(Debug, serde::Deserialize)]
+pub struct SlotQuery {
+    /// `save`, `restore` or `erase`.
+    #[serde(default)]
+    pub action: String,
+    /// The model (none: the default one).
+    #[serde(default)]
+    pub model: String,
+}
+
+/// `POST /slots/{id}?action=save|restore|erase`: llama-server's slot
+/// files, in `--slot-save-path` (see `crate::slots`). The body names the
+/// file (`{"filename": "…"}`, a plain name inside that directory).
+pub async fn slot_action(
+    State(shared): St,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    Query(q): Query<SlotQuery>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let not_supported = |m: &str| {
+        ApiError::bad_request(m)
+            .with_status(StatusCode::NOT_IMPLEMENTED)
+            .with_code("not_supported")
+    };
+    let Some(dir) = shared.cfg.models.slot_save_path.clone() else {
+        return Err(not_supported(
+            "slot actions are off: start the server with --slot-save-path DIR",
+        ));
+    };
+    let n: usize = id
+        .parse()
+        .map_err(|_| ApiError::bad_param("id_slot", format!("`{id}` is not a slot number")))?;
+    let file = || -> Result<std::path::PathBuf, ApiError> {
+        let v: Value = crate::http::parse(&body)?;
+        let name = v["filename"].as_str().unwrap_or("");
+        let plain = !name.is_empty()
+            && !name.starts_with('.')
+            && !name.contains(['/', '\\'])
+            && !name.chars().any(char::is_control);
+        if !plain {
+            return Err(ApiError::bad_param(
+                "filename",
+                "filename must be a plain file name inside --slot-save-path",
+            ));
+        }
+        Ok(dir.join(name))
+    };
+    let action = match q.action.as_str() {
+        "save" => crate::slots::SlotAction::Save(file()?),
+        "restore" => crate::slots::SlotAction::Restore(file()?),
+        "erase" => crate::slots::SlotAction::Erase,
+        other => {
+            return Err(ApiError::bad_param(
+                "action",
+                format!("action must be save, restore or erase, got `{other}`"),
+            ))
+        }
+    };
+    let model = shared.current(&q.model)?;
+    let (reply, rx) = tokio::sync::oneshot::channel();
+    model.send(crate::worker::Cmd::Slot { n, action, reply });
+    match rx.await {
+        Ok(Ok(v)) => Ok(Json(v).into_response()),
+        Ok(Err(why)) => Err(ApiError::bad_request(why)),
+        Err(_) => Err(ApiError::unavailable("the model thread has stopped")),
+    }
+}

@@ -96,6 +96,7 @@ impl Model {
         store: Store,
         keep: Option<Duration>,
         shared: (Arc<Metrics>, Arc<AtomicU64>, Arc<Wake>),
+        slot_files: bool,
     ) -> std::io::Result<Arc<Model>> {
         let metrics = shared.0.clone();
         let (model, rx) = Model::unstarted(entry, shared);
@@ -120,7 +121,12 @@ impl Model {
                 let _ = m.served.set(served);
                 *m.last_used.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
                 m.set_status(Status::Loaded);
-                Worker::new(sched, n_parallel, metrics).run(rx);
+                let mut worker = Worker::new(sched, n_parallel, metrics);
+                if slot_files {
+                    let loaded = &m.served().expect("just set").loaded;
+                    worker = worker.with_slots(minfer_engine::chat::model_identity(loaded));
+                }
+                worker.run(rx);
             })?;
         *model.thread.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
         Ok(model)
@@ -244,7 +250,8 @@ impl Model {
     /// model's thread (callers go through
     /// [`admit`](crate::http::admit), which checks the prompts first);
     /// with `score`, each prompt's own log-probabilities (with that many
-    /// alternatives) come first.
+    /// alternatives) come first; with `slot`, its first prompt and answer
+    /// are what that slot stands for once it ends.
     ///
     /// # Errors
     /// 503 when `-np` are running and `--queue` are waiting.
@@ -252,6 +259,7 @@ impl Model {
         self: &Arc<Self>,
         parts: Vec<Part>,
         score: Option<u8>,
+        slot: Option<usize>,
     ) -> Result<(Ticket, UnboundedReceiver<Out>), ApiError> {
         let cfg = &self.entry.cfg;
         let limit = cfg.n_parallel + cfg.queue;
@@ -273,6 +281,7 @@ impl Model {
             parts,
             score,
             out: tx,
+            slot,
         })));
         let ticket = Ticket {
             model: self.clone(),

@@ -381,7 +381,8 @@ impl Models {
             self.next_id.clone(),
             self.wake.clone(),
         );
-        let m = Model::start(entry, self.store.clone(), keep, shared)
+        let slot_files = self.cfg.slot_save_path.is_some();
+        let m = Model::start(entry, self.store.clone(), keep, shared, slot_files)
             .map_err(|e| ApiError::internal(format!("cannot start a model thread: {e}")))?;
         pool.live.push(m);
         Ok(())

@@ -175,6 +175,7 @@ pub async fn handle(State(shared): State<Arc<Shared>>, body: Body) -> Result<Res
         parts: prep.parts,
         score: prep.score,
         param: "prompt",
+        slot: None,
     };
     answer(&shared, Api::Text, admission, &req.sampling, |shape| {
         shape
