@@ -61,6 +61,7 @@ RENAMED = {
     "--models-max": "--models-max",
     "--models-preset": "--models-preset",
     "--models-dir": "--models-dir",
+    "--slot-save-path": "--slot-save-path",
 }
 
 # Switches both servers spell alike.

@@ -157,6 +157,14 @@ impl ChatTemplate {
         add_generation_prompt: bool,
     ) -> Result<String, TextError> {
         let mut ctx = self.extra.clone();
+        // Today's date in the two spellings templates read (Llama 3.x's
+        // `date_string`, FireFunction's `datetime`), as llama.cpp passes
+        // them, unless a caller's variable says otherwise.
+        let now = (self.clock)();
+        ctx.entry("date_string".into())
+            .or_insert_with(|| Value::from(now.strftime("%d %b %Y")));
+        ctx.entry("datetime".into())
+            .or_insert_with(|| Value::from(now.strftime("%b %d %Y")));
         ctx.insert("messages".into(), messages);
         ctx.insert(
             "tools".into(),
@@ -294,6 +302,24 @@ mod tests {
             .with_fixed_time(DateTime::date(2026, 11, 29))
             .unwrap();
         assert_eq!(t.render(&[], None, true).unwrap(), "29 November 2026");
+    }
+
+    #[test]
+    fn todays_date_is_passed_as_llama_cpp_passes_it() {
+        let src = "{{ date_string }}|{{ datetime }}";
+        let t = ChatTemplate::new(src)
+            .unwrap()
+            .with_fixed_time(DateTime::date(2026, 11, 29))
+            .unwrap();
+        assert_eq!(
+            t.render(&[], None, true).unwrap(),
+            "29 Nov 2026|Nov 29 2026"
+        );
+        let given = t.with_var("date_string", &serde_json::json!("1 Jan 2000"));
+        assert!(given
+            .render(&[], None, true)
+            .unwrap()
+            .starts_with("1 Jan 2000|"));
     }
 
     #[test]
