@@ -14,6 +14,10 @@ pub enum ServeError {
     /// The model could not be loaded.
     #[error(transparent)]
     Engine(#[from] minfer_engine::EngineError),
+    /// The model given at start could not be loaded (the message names
+    /// the file).
+    #[error("{0}")]
+    Load(String),
     /// The HTTP server or the runtime failed.
     #[error("server error: {0}")]
     Io(#[from] std::io::Error),

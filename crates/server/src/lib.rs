@@ -275,12 +275,7 @@ async fn wait_loaded(shared: &Arc<Shared>, id: &str) -> Result<String, ServeErro
             Some((models::Status::Loaded, m)) => {
                 return Ok(m.served().map_or_else(|_| id.to_string(), |s| s.id.clone()))
             }
-            Some((models::Status::Failed(why, _), m)) => {
-                return Err(ServeError::Config(format!(
-                    "cannot load {}: {why}",
-                    m.entry.spec
-                )))
-            }
+            Some((models::Status::Failed(why, _), _)) => return Err(ServeError::Load(why)),
             Some((models::Status::Loading, _)) => {}
             None => {
                 return Err(ServeError::Config(format!(

@@ -108,7 +108,11 @@ impl Model {
                 let (served, sched) = match super::load::load(&store, &m.entry) {
                     Ok(l) => l,
                     Err(e) => {
-                        eprintln!("minfer serve: cannot load {}: {e}", m.entry.spec);
+                        // The engine's error names the file. The model given
+                        // at start fails the server, which says why.
+                        if m.entry.source != super::catalog::Source::Startup {
+                            eprintln!("minfer serve: model {}: {e}", m.entry.id);
+                        }
                         m.set_status(Status::Failed(e.to_string(), Instant::now()));
                         return;
                     }

@@ -285,9 +285,9 @@ impl Models {
             return match m.status() {
                 Status::Loaded => Ok(Some(m)),
                 Status::Loading => Ok(None),
-                Status::Failed(why, at) if at.elapsed() < RETRY_FAILED => Err(ApiError::internal(
-                    format!("cannot load model {} ({}): {why}", entry.id, entry.spec),
-                )),
+                Status::Failed(why, at) if at.elapsed() < RETRY_FAILED => {
+                    Err(ApiError::internal(format!("model {}: {why}", entry.id)))
+                }
                 Status::Failed(..) => {
                     pool.live.retain(|o| !Arc::ptr_eq(o, &m));
                     Ok(None)
