@@ -284,8 +284,8 @@ fn serve_refuses_a_chat_template_it_cannot_use() {
     for (flag, value, named) in [
         (
             "--chat-template",
-            "vicuna".to_string(),
-            "--chat-template vicuna",
+            "alpaca".to_string(),
+            "--chat-template alpaca",
         ),
         (
             "--chat-template-file",

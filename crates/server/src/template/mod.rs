@@ -215,11 +215,12 @@ mod tests {
 
     #[test]
     fn unknown_names_and_broken_files_are_clear_errors() {
-        let e = TemplateChoice::Named("vicuna".into()).load().unwrap_err();
+        let e = TemplateChoice::Named("alpaca".into()).load().unwrap_err();
         assert!(
-            e.contains("unknown template") && e.contains("chatml"),
+            e.contains("unknown template") && e.contains("chatml") && e.contains("llama3"),
             "{e}"
         );
+        assert!(TemplateChoice::Named("vicuna".into()).load().is_ok());
         let e = TemplateChoice::File("/nonexistent/t.jinja".into())
             .load()
             .unwrap_err();
