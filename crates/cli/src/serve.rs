@@ -40,8 +40,8 @@ pub struct Args {
     /// size such as 16GiB; default: 80 % of this machine's memory).
     #[arg(long = "models-memory", value_name = "SIZE", value_parser = parse_size)]
     models_memory: Option<usize>,
-    /// A directory for llama-server's slot files: `POST /slots/{id}?action=
-    /// save|restore|erase` with `{"filename": …}` saves the cached tokens
+    /// A directory for llama-server's slot files: `POST
+    /// /slots/{id}?action=save|restore|erase` with `{"filename": …}` saves the cached tokens
     /// of the last request that named `id_slot` {id}, or puts a saved
     /// file's tokens back in the cache (off without it).
     #[arg(long = "slot-save-path", value_name = "DIR")]
@@ -53,7 +53,7 @@ pub struct Args {
     /// How long a model loaded on request stays loaded once idle
     /// (seconds or a duration such as 5m; -1: for ever; a request's
     /// `keep_alive` overrides it). The model given at start stays.
-    #[arg(long = "keep-alive", default_value = "5m", allow_hyphen_values = true, value_parser = parse_keep)]
+    #[arg(long = "keep-alive", value_name = "DURATION", default_value = "5m", allow_hyphen_values = true, value_parser = parse_keep)]
     keep_alive_models: KeepAlive,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
