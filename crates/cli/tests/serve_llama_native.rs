@@ -377,15 +377,18 @@ fn slots_save_erase_and_restore_the_cache() {
         assert_eq!(status, 200, "{body}");
         json_of(&body)
     };
+    let act = |path: &str, file: &str| {
+        let body = if file.is_empty() {
+            Value::Null
+        } else {
+            json!({ "filename": file })
+        };
+        call(addr, "POST", path, &body)
+    };
     let first = run(1);
     let prompt_n = first["timings"]["prompt_n"].as_u64().unwrap();
     let predicted = first["tokens_predicted"].as_u64().unwrap();
-    let (status, body) = call(
-        addr,
-        "POST",
-        "/slots/1?action=save",
-        &json!({"filename": "one.bin"}),
-    );
+    let (status, body) = act("/slots/1?action=save", "one.bin");
     assert_eq!(status, 200, "{body}");
     let saved = json_of(&body);
     // The prompt and every answer token but the last (never fed back).
@@ -396,22 +399,17 @@ fn slots_save_erase_and_restore_the_cache() {
     );
     assert!(dir.path().join("one.bin").is_file());
 
-    let (status, body) = call(addr, "POST", "/slots/1?action=erase", &Value::Null);
+    let (status, body) = act("/slots/1?action=erase", "");
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         run(-1)["timings"]["prompt_n"],
         prompt_n,
         "erased: computed again"
     );
-    let (status, body) = call(addr, "POST", "/slots/1?action=erase", &Value::Null);
+    let (status, body) = act("/slots/1?action=erase", "");
     assert_eq!(status, 200, "{body}");
 
-    let (status, body) = call(
-        addr,
-        "POST",
-        "/slots/0?action=restore",
-        &json!({"filename": "one.bin"}),
-    );
+    let (status, body) = act("/slots/0?action=restore", "one.bin");
     assert_eq!(status, 200, "{body}");
     assert_eq!(json_of(&body)["n_restored"], saved["n_saved"], "{body}");
     let again = run(0);

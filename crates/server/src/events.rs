@@ -72,7 +72,7 @@ impl TokenLogprob {
 }
 
 /// A choice's token ids and the engine's own timings of it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Default, Debug, Clone, PartialEq)]
 pub struct Generated {
     /// The generated token ids (the end-of-generation token not included).
     pub tokens: Vec<u32>,

@@ -74,22 +74,22 @@ impl Preparing {
 
 /// Sets its call's `gone` when dropped: a handler dropped before its
 /// preparation finished had its client go away.
-pub struct CallGuard(Arc<AtomicBool>);
+pub struct PreparingGuard(Arc<AtomicBool>);
 
-impl Drop for CallGuard {
+impl Drop for PreparingGuard {
     fn drop(&mut self) {
         self.0.store(true, Relaxed);
     }
 }
 
 /// A call on `shared`, and the guard that marks it gone when dropped.
-pub fn preparing(shared: &Arc<Shared>) -> (Preparing, CallGuard) {
+pub fn preparing(shared: &Arc<Shared>) -> (Preparing, PreparingGuard) {
     let gone = Arc::new(AtomicBool::new(false));
     (
         Preparing {
             shared: shared.clone(),
             gone: gone.clone(),
         },
-        CallGuard(gone),
+        PreparingGuard(gone),
     )
 }

@@ -116,7 +116,7 @@ struct Branch {
     first: u32,
     /// Tokens of its prompt found in the prefix cache, once known.
     cached: usize,
-    /// The tokens it generated, once done.
+    /// The tokens it generated, once done (kept for a slot only).
     tokens: Vec<u32>,
 }
 
@@ -440,6 +440,7 @@ impl Worker {
                         id,
                         t_trace: r.t_trace,
                         failure: failure.as_ref(),
+                        keep_tokens: r.slot.is_some(),
                     };
                     failed |= cx.relay(k, b, &mut scored);
                 }
@@ -523,6 +524,8 @@ struct Relay<'a> {
     t_trace: Option<u64>,
     /// The step's failure, if it failed.
     failure: Option<&'a EngineError>,
+    /// Keep each choice's generated tokens (the request names a slot).
+    keep_tokens: bool,
 }
 
 impl Relay<'_> {
@@ -562,7 +565,9 @@ impl Relay<'_> {
     /// Ends choice `k` with `stats`; returns `true` when it failed.
     fn done(&mut self, k: usize, b: &mut Branch, stats: &minfer_engine::GenerationStats) -> bool {
         b.done = true;
-        b.tokens.clone_from(&stats.tokens);
+        if self.keep_tokens {
+            b.tokens.clone_from(&stats.tokens);
+        }
         log_done(self.id, k, stats, b.cached, None);
         let rest = b.utf8.finish();
         if !rest.is_empty() {

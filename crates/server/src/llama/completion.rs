@@ -312,12 +312,10 @@ impl Answer {
             (Some(g), true) => json!(g.tokens),
             _ => json!([]),
         };
-        let none = Generated {
-            tokens: Vec::new(),
-            prefill_secs: 0.0,
-            decode_secs: 0.0,
+        let timings = match g {
+            Some(g) => g.timings(f),
+            None => Generated::default().timings(f),
         };
-        let timings = g.unwrap_or(&none).timings(f);
         json!({
             "index": k,
             "content": content,

@@ -11,7 +11,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::error::{ollama_not_found, require_model, OllamaError};
+use super::error::{ollama_model, OllamaError};
 use crate::http::{parse_off_thread, ApiError};
 use crate::openai::embeddings::{check_dimensions, embed as compute, pooling, tokenize, Input};
 use crate::state::Shared;
@@ -91,11 +91,7 @@ pub async fn embed(State(shared): St, body: Body) -> Result<Response, OllamaErro
     let started = Instant::now();
     let (model, held, ids, pooling) =
         parse_off_thread(&shared, body, move |s, req: OllamaEmbedRequest| {
-            require_model(&req.model)?;
-            let held = s
-                .model(&req.model)
-                .map_err(ollama_not_found(&req.model))?
-                .hold();
+            let held = ollama_model(s, &req.model)?.hold();
             let served = held.model().served()?;
             check_dimensions(req.dimensions, served.loaded.model().hparams.n_embd)?;
             let texts = parse_ollama_input(&req.input)?;
@@ -133,11 +129,7 @@ pub async fn embed(State(shared): St, body: Body) -> Result<Response, OllamaErro
 pub async fn embeddings(State(shared): St, body: Body) -> Result<Response, OllamaError> {
     let (held, ids, pooling) =
         parse_off_thread(&shared, body, move |s, req: OllamaLegacyRequest| {
-            require_model(&req.model)?;
-            let held = s
-                .model(&req.model)
-                .map_err(ollama_not_found(&req.model))?
-                .hold();
+            let held = ollama_model(s, &req.model)?.hold();
             let served = held.model().served()?;
             let ids = tokenize(served, &[Input::Text(req.prompt)]);
             let pooling = pooling(served)?;

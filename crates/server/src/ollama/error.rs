@@ -4,7 +4,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
+use std::sync::Arc;
+
 use crate::http::ApiError;
+use crate::models::Model;
+use crate::state::Preparing;
 
 /// An error in Ollama's shape: the status and `{"error": "message"}`,
 /// which Ollama's clients raise as their `ResponseError`.
@@ -46,14 +50,29 @@ pub fn require_model(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// An unknown model in Ollama's words (`model 'NAME' not found`, 404);
-/// any other error as it is.
+/// A model this server does not know, in Ollama's words (`model 'NAME'
+/// not found`, 404).
+pub fn ollama_unknown(name: &str) -> ApiError {
+    ApiError::bad_param("model", format!("model '{name}' not found"))
+        .with_status(axum::http::StatusCode::NOT_FOUND)
+}
+
+/// An unknown model in Ollama's words ([`ollama_unknown`]); any other
+/// error as it is.
 pub fn ollama_not_found(name: &str) -> impl FnOnce(ApiError) -> ApiError + '_ {
     move |e| match e.code {
-        Some("model_not_found") => {
-            ApiError::bad_param("model", format!("model '{name}' not found"))
-                .with_status(axum::http::StatusCode::NOT_FOUND)
-        }
+        Some("model_not_found") => ollama_unknown(name),
         _ => e,
     }
+}
+
+/// The model an Ollama request names (required, as in Ollama), loaded
+/// (see [`Preparing::model`]), with Ollama's not-found error.
+///
+/// # Errors
+/// 400 without a name, [`ollama_unknown`], and the errors of a wait for
+/// the model.
+pub fn ollama_model(s: &Preparing, name: &str) -> Result<Arc<Model>, ApiError> {
+    require_model(name)?;
+    s.model(name).map_err(ollama_not_found(name))
 }

@@ -12,7 +12,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::error::{ollama_not_found, require_model, OllamaError};
+use super::error::{ollama_model, ollama_not_found, require_model, OllamaError};
 use super::info;
 use super::reply::{self, Kind, Reply};
 use super::request::{self, ChatBody, GenerateBody, Limits, Prepared};
@@ -113,9 +113,7 @@ async fn generation<R: Generation>(
             s.models.unload(req.model())?;
             return Ok((req, None, None));
         }
-        let model = s
-            .model(req.model())
-            .map_err(ollama_not_found(req.model()))?;
+        let model = ollama_model(s, req.model())?;
         if let Some(k) = keep {
             model.keep_for(k);
         }

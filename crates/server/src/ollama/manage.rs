@@ -19,7 +19,7 @@ use minfer_engine::ModelSpec;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::{ollama_not_found, OllamaError};
+use super::error::{ollama_unknown, OllamaError};
 use crate::http::{parse, read_body, ApiError};
 use crate::models::Source;
 use crate::state::Shared;
@@ -176,7 +176,7 @@ fn store_file(shared: &Shared, name: &str) -> Result<PathBuf, ApiError> {
     let entry = shared
         .models
         .resolve_listed(name)
-        .ok_or_else(|| ollama_not_found(name)(ApiError::unknown_model(name, "")))?;
+        .ok_or_else(|| ollama_unknown(name))?;
     if entry.source != Source::Store {
         return Err(ApiError::bad_param(
             "model",
@@ -236,7 +236,7 @@ pub async fn copy(State(shared): St, b: Body) -> Result<Response, OllamaError> {
     let entry = shared
         .models
         .resolve_listed(source)
-        .ok_or_else(|| ollama_not_found(source)(ApiError::unknown_model(source, "")))?;
+        .ok_or_else(|| ollama_unknown(source))?;
     if shared.models.resolve_listed(dest).is_some() {
         return Err(
             ApiError::bad_param("destination", format!("a model named {dest} exists")).into(),

@@ -153,17 +153,22 @@ pub fn abilities(t: &ChatTemplate, tok: &Tokenizer) -> Abilities {
 mod tests {
     use super::*;
 
-    #[test]
-    fn builtin_chatml_renders_tools_and_calls() {
-        let t = TemplateChoice::Named("chatml".into()).load().unwrap();
-        check(&t).unwrap();
-        let msgs = json!([
+    /// A question, the model's call of `get_weather` and its result.
+    fn weather_call() -> serde_json::Value {
+        json!([
             {"role": "user", "content": "weather?"},
             {"role": "assistant", "content": "", "tool_calls": [
                 {"id": "c", "type": "function",
                  "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
             {"role": "tool", "content": "sunny", "tool_call_id": "c"}
-        ]);
+        ])
+    }
+
+    #[test]
+    fn builtin_chatml_renders_tools_and_calls() {
+        let t = TemplateChoice::Named("chatml".into()).load().unwrap();
+        check(&t).unwrap();
+        let msgs = weather_call();
         let tools = json!([{"type": "function", "function": {"name": "get_weather"}}]);
         let out = t.render_json(&msgs, Some(&tools), true).unwrap();
         assert!(out.contains("<tools>\n{\"type\": \"function\""), "{out}");
@@ -191,13 +196,7 @@ mod tests {
         let t = TemplateChoice::File(path.into()).load().unwrap();
         check(&t).unwrap();
         assert!(t.source().contains("<|channel|>"));
-        let msgs = json!([
-            {"role": "user", "content": "weather?"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c", "type": "function",
-                 "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
-            {"role": "tool", "content": "sunny", "tool_call_id": "c"}
-        ]);
+        let msgs = weather_call();
         let tools = json!([{"type": "function", "function": {"name": "get_weather",
             "description": "The weather in a city.",
             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);

@@ -6,51 +6,16 @@
 //! llama-server's renders that a test compares them with. `trim` is
 //! llama.cpp's (spaces, tabs and newlines at both ends).
 
-/// A message's content, `''` when it has none (a call without text).
-macro_rules! content {
-    () => {
-        "(m.content or '')"
-    };
-}
-
 /// Llama 3: header, content trimmed, `<|eot_id|>`.
 const LLAMA3: &str = concat!(
-    "{%- for m in messages %}{{- '<|start_header_id|>' + m.role + '<|end_header_id|>\\n\\n' + (",
-    content!(),
-    " | trim) + '<|eot_id|>' }}{%- endfor %}",
+    "{%- for m in messages %}{{- '<|start_header_id|>' + m.role + '<|end_header_id|>\\n\\n' + ((m.content or '') | trim) + '<|eot_id|>' }}{%- endfor %}",
     "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
-);
-
-/// Phi-3: `<|role|>\n…<|end|>\n`.
-const PHI3: &str = concat!(
-    "{%- for m in messages %}{{- '<|' + m.role + '|>\\n' + ",
-    content!(),
-    " + '<|end|>\\n' }}{%- endfor %}",
-    "{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- endif %}"
 );
 
 /// Phi-4: ChatML with `<|im_sep|>` and no newlines.
 const PHI4: &str = concat!(
-    "{%- for m in messages %}{{- '<|im_start|>' + m.role + '<|im_sep|>' + ",
-    content!(),
-    " + '<|im_end|>' }}{%- endfor %}",
+    "{%- for m in messages %}{{- '<|im_start|>' + m.role + '<|im_sep|>' + (m.content or '') + '<|im_end|>' }}{%- endfor %}",
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant<|im_sep|>' }}{%- endif %}"
-);
-
-/// Falcon 3: `<|role|>\n…\n`.
-const FALCON3: &str = concat!(
-    "{%- for m in messages %}{{- '<|' + m.role + '|>\\n' + ",
-    content!(),
-    " + '\\n' }}{%- endfor %}",
-    "{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- endif %}"
-);
-
-/// Zephyr: `<|role|>\n…<|endoftext|>\n`.
-const ZEPHYR: &str = concat!(
-    "{%- for m in messages %}{{- '<|' + m.role + '|>\\n' + ",
-    content!(),
-    " + '<|endoftext|>\\n' }}{%- endfor %}",
-    "{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- endif %}"
 );
 
 /// Gemma: system text (trimmed) merged into the next user turn,
@@ -58,18 +23,23 @@ const ZEPHYR: &str = concat!(
 const GEMMA: &str = concat!(
     "{%- set ns = namespace(sys='') %}",
     "{%- for m in messages %}",
-    "{%- if m.role == 'system' %}{%- set ns.sys = ns.sys + (",
-    content!(),
-    " | trim) %}",
+    "{%- if m.role == 'system' %}{%- set ns.sys = ns.sys + ((m.content or '') | trim) %}",
     "{%- else %}{%- set role = 'model' if m.role == 'assistant' else m.role %}",
     "{{- '<start_of_turn>' + role + '\\n' }}",
     "{%- if ns.sys and role != 'model' %}{{- ns.sys + '\\n\\n' }}{%- set ns.sys = '' %}{%- endif %}",
-    "{{- (",
-    content!(),
-    " | trim) + '<end_of_turn>\\n' }}",
+    "{{- ((m.content or '') | trim) + '<end_of_turn>\\n' }}",
     "{%- endif %}{%- endfor %}",
     "{%- if add_generation_prompt %}{{- '<start_of_turn>model\\n' }}{%- endif %}"
 );
+
+/// Phi-3 (`<|end|>\n`), Falcon 3 (`\n`) and Zephyr (`<|endoftext|>\n`):
+/// `<|role|>\n`, the content, then `end`.
+fn role_lines(end: &str) -> String {
+    format!(
+        "{{%- for m in messages %}}{{{{- '<|' + m.role + '|>\\n' + (m.content or '') + '{end}' }}}}{{%- endfor %}}\
+         {{%- if add_generation_prompt %}}{{{{- '<|assistant|>\\n' }}}}{{%- endif %}}"
+    )
+}
 
 /// Vicuna (1.1), or with `orca` its Orca variant's `SYSTEM:` prefix.
 fn vicuna(orca: bool) -> String {
@@ -89,15 +59,9 @@ fn vicuna(orca: bool) -> String {
 
 /// DeepSeek Coder: `### Instruction:` / `### Response:`.
 const DEEPSEEK: &str = concat!(
-    "{%- for m in messages %}{%- if m.role == 'system' %}{{- ",
-    content!(),
-    " }}",
-    "{%- elif m.role == 'user' %}{{- '### Instruction:\\n' + ",
-    content!(),
-    " + '\\n' }}",
-    "{%- elif m.role == 'assistant' %}{{- '### Response:\\n' + ",
-    content!(),
-    " + '\\n<|EOT|>\\n' }}",
+    "{%- for m in messages %}{%- if m.role == 'system' %}{{- (m.content or '') }}",
+    "{%- elif m.role == 'user' %}{{- '### Instruction:\\n' + (m.content or '') + '\\n' }}",
+    "{%- elif m.role == 'assistant' %}{{- '### Response:\\n' + (m.content or '') + '\\n<|EOT|>\\n' }}",
     "{%- endif %}{%- endfor %}",
     "{%- if add_generation_prompt %}{{- '### Response:\\n' }}{%- endif %}"
 );
@@ -106,21 +70,15 @@ const DEEPSEEK: &str = concat!(
 const COMMAND_R: &str = concat!(
     "{%- for m in messages %}",
     "{%- set tok = {'system': '<|SYSTEM_TOKEN|>', 'user': '<|USER_TOKEN|>', 'assistant': '<|CHATBOT_TOKEN|>'}.get(m.role) %}",
-    "{%- if tok %}{{- '<|START_OF_TURN_TOKEN|>' + tok + (",
-    content!(),
-    " | trim) + '<|END_OF_TURN_TOKEN|>' }}{%- endif %}",
+    "{%- if tok %}{{- '<|START_OF_TURN_TOKEN|>' + tok + ((m.content or '') | trim) + '<|END_OF_TURN_TOKEN|>' }}{%- endif %}",
     "{%- endfor %}",
     "{%- if add_generation_prompt %}{{- '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' }}{%- endif %}"
 );
 
 /// OpenChat 3.5: `GPT4 Correct User: …<|end_of_turn|>`.
 const OPENCHAT: &str = concat!(
-    "{%- for m in messages %}{%- if m.role == 'system' %}{{- ",
-    content!(),
-    " + '<|end_of_turn|>' }}",
-    "{%- else %}{{- 'GPT4 Correct ' + (m.role | capitalize) + ': ' + ",
-    content!(),
-    " + '<|end_of_turn|>' }}{%- endif %}{%- endfor %}",
+    "{%- for m in messages %}{%- if m.role == 'system' %}{{- (m.content or '') + '<|end_of_turn|>' }}",
+    "{%- else %}{{- 'GPT4 Correct ' + (m.role | capitalize) + ': ' + (m.content or '') + '<|end_of_turn|>' }}{%- endif %}{%- endfor %}",
     "{%- if add_generation_prompt %}{{- 'GPT4 Correct Assistant:' }}{%- endif %}"
 );
 
@@ -191,10 +149,10 @@ pub fn named(name: &str) -> Option<String> {
         "mistral-v3-tekken" => mistral("", "", false),
         "mistral-v7" => mistral_v7(false),
         "mistral-v7-tekken" => mistral_v7(true),
-        "phi3" => PHI3.into(),
+        "phi3" => role_lines("<|end|>\\n"),
         "phi4" => PHI4.into(),
-        "falcon3" => FALCON3.into(),
-        "zephyr" => ZEPHYR.into(),
+        "falcon3" => role_lines("\\n"),
+        "zephyr" => role_lines("<|endoftext|>\\n"),
         "gemma" => GEMMA.into(),
         "vicuna" => vicuna(false),
         "vicuna-orca" => vicuna(true),
