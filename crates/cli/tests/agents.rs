@@ -284,6 +284,52 @@ fn refused(request: &Value, id: &str) -> bool {
     hit
 }
 
+/// Whether the client ran call `id` and answered that the system would not
+/// write where the call said: the model named an absolute path outside the
+/// run's folder (`/home/user/hello.txt`), and the client's answer is the OS
+/// error for that path. The call reached the client whole and ran; the
+/// model, not the server, chose where.
+fn failed_elsewhere(request: &Value, id: &str, call: &str) -> bool {
+    let Some(path) = absolute_target(call) else {
+        return false;
+    };
+    let mut hit = false;
+    walk(&request["body"], &mut |item| {
+        let mine = item["tool_call_id"].as_str() == Some(id)
+            || item["tool_use_id"].as_str() == Some(id)
+            || item["call_id"].as_str() == Some(id) && item["type"] == "function_call_output";
+        if mine {
+            let answer = match &item["content"] {
+                Value::String(s) => s.clone(),
+                Value::Null => item["output"].to_string(),
+                other => other.to_string(),
+            };
+            hit |= os_error_for(&answer, &path);
+        }
+    });
+    hit
+}
+
+/// Whether `text` gives an OS error for writing `path`.
+fn os_error_for(text: &str, path: &str) -> bool {
+    let errors = [
+        "No such file or directory",
+        "Permission denied",
+        "Read-only",
+    ];
+    text.contains(path) && errors.iter().any(|e| text.contains(e))
+}
+
+/// The absolute path ending in `hello.txt` that a call's text names, if any
+/// (the arguments may be escaped once or twice inside the call).
+fn absolute_target(call: &str) -> Option<String> {
+    let plain = call.replace('\\', "");
+    let end = plain.find("hello.txt")? + "hello.txt".len();
+    let start = plain[..end].rfind('"')? + 1;
+    let path = &plain[start..end];
+    path.starts_with('/').then(|| path.to_string())
+}
+
 /// The call `id` as a later request gives it back in its history (whole,
 /// where a stream sent its arguments in pieces).
 fn echoed(request: &Value, id: &str) -> Option<String> {
@@ -355,7 +401,11 @@ fn problems(o: &Outcome) -> Vec<String> {
             match next {
                 // The client's last request may end its run (a turn or
                 // chain limit) with calls it ran and did not report.
-                None if last && writes_the_file(&call.text) && o.file.is_none() => {
+                None if last
+                    && writes_the_file(&call.text)
+                    && o.file.is_none()
+                    && !ran_elsewhere(o, &call.text) =>
+                {
                     bad.push(format!("the call was not carried out: {}", call.text));
                 }
                 None if last => {}
@@ -370,7 +420,11 @@ fn problems(o: &Outcome) -> Vec<String> {
                     // A client may refuse a call by its own policy (Claude
                     // Code asks before writing, and `-p` cannot ask): it
                     // then answers with an error, which is carrying it out.
-                    if writes_the_file(&whole) && o.file.is_none() && !refused(next, &call.id) {
+                    if writes_the_file(&whole)
+                        && o.file.is_none()
+                        && !refused(next, &call.id)
+                        && !failed_elsewhere(next, &call.id, &whole)
+                    {
                         bad.push(format!("the call ran but no hello.txt: {whole}"));
                     }
                 }
@@ -379,6 +433,14 @@ fn problems(o: &Outcome) -> Vec<String> {
         }
     }
     bad
+}
+
+/// Whether the client's own output shows it ran a call to an absolute path
+/// and got the OS error for it (a last call, whose answer no later request
+/// carries).
+fn ran_elsewhere(o: &Outcome, call: &str) -> bool {
+    absolute_target(call)
+        .is_some_and(|p| os_error_for(&o.stderr, &p) || os_error_for(&o.stdout, &p))
 }
 
 fn agents(dir: &Path, cfg: &Path, model: &str) -> Vec<Agent> {
@@ -612,24 +674,10 @@ fn coding_agents_complete_their_runs_against_minfer_serve() {
 /// pass with the file there, and fail without it.
 #[test]
 fn the_checks_hold_a_recorded_run_to_its_calls() {
-    let path = minfer_testutil::workspace_root()
-        .join("crates/server/tests/fixtures/clients/llm-0.36-live-write-file.jsonl");
-    let records: Vec<Value> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = recorded_llm_run(|t| t.to_string());
     let calls: usize = records.iter().map(|r| delivered(r).len()).sum();
     assert_eq!(calls, 5);
-    let mut o = Outcome {
-        name: "llm",
-        code: Some(1),
-        secs: 13.0,
-        records,
-        file: Some("hi".into()),
-        stdout: String::new(),
-        stderr: String::new(),
-    };
+    let mut o = llm_outcome(records);
     assert!(problems(&o).is_empty(), "{:?}", problems(&o));
     o.file = None;
     let bad = problems(&o);
@@ -638,4 +686,54 @@ fn the_checks_hold_a_recorded_run_to_its_calls() {
     o.file = Some("hi".into());
     o.code = None;
     assert_eq!(problems(&o).len(), 1);
+}
+
+/// The run CI once saw: the model sent every call to `/home/user/hello.txt`,
+/// which llm ran and the OS refused. Those calls were carried out; without
+/// the client's word that it ran them (its answers, its output for the last
+/// one), they are not.
+#[test]
+fn a_call_the_os_refused_was_carried_out() {
+    const REFUSED: &str = "Error: [Errno 2] No such file or directory: '/home/user/hello.txt'";
+    let elsewhere = |t: &str| t.replace("hello.txt", "/home/user/hello.txt");
+    let mut o = llm_outcome(recorded_llm_run(|t| {
+        elsewhere(t).replace(
+            "\"content\": \"written\"",
+            &format!("\"content\": \"{REFUSED}\""),
+        )
+    }));
+    o.file = None;
+    o.stderr = format!("Tool call: write_file(...)\n  {REFUSED}\n");
+    assert!(problems(&o).is_empty(), "{:?}", problems(&o));
+    // No sign that the last call ran.
+    o.stderr.clear();
+    assert_eq!(problems(&o).len(), 1, "{:?}", problems(&o));
+    // Answers that claim a write that did not happen.
+    let mut o = llm_outcome(recorded_llm_run(elsewhere));
+    o.file = None;
+    assert_eq!(problems(&o).len(), 5, "{:?}", problems(&o));
+}
+
+/// The recorded live llm run, its text edited by `edit` first.
+fn recorded_llm_run(edit: impl Fn(&str) -> String) -> Vec<Value> {
+    let path = minfer_testutil::workspace_root()
+        .join("crates/server/tests/fixtures/clients/llm-0.36-live-write-file.jsonl");
+    edit(&std::fs::read_to_string(path).unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// llm's outcome for `records`: it stopped at its chain limit with the file
+/// written.
+fn llm_outcome(records: Vec<Value>) -> Outcome {
+    Outcome {
+        name: "llm",
+        code: Some(1),
+        secs: 13.0,
+        records,
+        file: Some("hi".into()),
+        stdout: String::new(),
+        stderr: String::new(),
+    }
 }
