@@ -10,7 +10,7 @@ The suite names its models on Hugging Face (`--hf-repo`, `--hf-file`,
 asks for is SUITE_MODEL, for both engines alike. With SUITE_ENGINE=llama
 the flags go to llama-server unchanged but for that; with minfer they are
 mapped to `minfer serve`'s: the ones with a counterpart are translated, the
-rest (GPU layers, batch sizes, flash attention, ...) are dropped and named
+rest (GPU layers, the micro-batch size, flash attention, ...) are dropped and named
 on stderr, so a test that depends on one fails visibly rather than
 silently passing.
 
@@ -62,6 +62,8 @@ RENAMED = {
     "--models-preset": "--models-preset",
     "--models-dir": "--models-dir",
     "--slot-save-path": "--slot-save-path",
+    "--batch-size": "--batch-size",
+    "-b": "--batch-size",
 }
 
 # Switches both servers spell alike.

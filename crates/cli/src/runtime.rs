@@ -12,6 +12,11 @@ pub struct RuntimeArgs {
     /// Context window in tokens: the KV cache holds this many positions.
     #[arg(long = "n-ctx", short = 'c', default_value_t = 4096, value_parser = parse_n_ctx, allow_negative_numbers = true)]
     pub n_ctx: u32,
+    /// Most tokens one forward pass computes (llama.cpp's -b): a long
+    /// prompt is evaluated in chunks of this many, and the rows of
+    /// parallel requests share them. Same results at any size.
+    #[arg(short = 'b', long = "batch-size", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub batch_size: u32,
     /// Kernel path: scalar, avx2, avx2-vnni (AVX2 with AVX-VNNI) or avx512
     /// (default: the best this CPU has).
     #[arg(long, env = "MINFER_SIMD")]
@@ -97,6 +102,7 @@ impl RuntimeArgs {
         let simd = SimdLevel::select(self.simd.as_deref())?;
         let mut cfg = EngineConfig {
             n_ctx: self.n_ctx,
+            n_batch: self.batch_size as usize,
             kv_format: self.kv_type,
             simd: Some(simd),
             repack: !self.no_repack,

@@ -445,3 +445,132 @@ fn slots_save_erase_and_restore_the_cache() {
     let (status, _) = call(&plain.addr, "POST", "/slots/0?action=erase", &Value::Null);
     assert_eq!(status, 501);
 }
+
+/// The `prompt_progress` objects of a stream, in order, and the chunks that
+/// carry text with their timings.
+fn progress_of(evs: &[Value]) -> Vec<Value> {
+    evs.iter()
+        .filter(|e| !e["prompt_progress"].is_null())
+        .map(|e| e["prompt_progress"].clone())
+        .collect()
+}
+
+/// Checks a stream's progress reports: the first before any computing
+/// (processed = cache), then strictly growing by at most one batch, the
+/// last the whole prompt.
+fn check_progress(p: &[Value], batch: u64, cached: bool) {
+    assert!(p.len() >= if cached { 2 } else { 3 }, "{p:?}");
+    let total = p[0]["total"].as_u64().unwrap();
+    let cache = p[0]["cache"].as_u64().unwrap();
+    assert_eq!(p[0]["processed"], cache, "{p:?}");
+    assert_eq!(cache > 0, cached, "{p:?}");
+    for w in p.windows(2) {
+        let (a, b) = (w[0]["processed"].as_u64(), w[1]["processed"].as_u64());
+        assert!(a < b && b.unwrap() - a.unwrap() <= batch, "{p:?}");
+        assert_eq!(w[1]["total"], total);
+        assert_eq!(w[1]["cache"], cache);
+    }
+    assert_eq!(p.last().unwrap()["processed"], total, "{p:?}");
+}
+
+#[test]
+fn progress_and_timings_per_token_as_llama_server_sends_them() {
+    let Some((_home, server)) = smollm_server(&["-c", "1024", "--np", "1", "-b", "16"]) else {
+        return;
+    };
+    let addr = server.addr.as_str();
+    let prompt = "the quick brown fox jumps over the lazy dog ".repeat(6);
+
+    // /completion: progress with timings, then timings on every piece.
+    let req = json!({"prompt": prompt, "n_predict": 6, "temperature": 0, "stream": true,
+                     "return_progress": true, "timings_per_token": true});
+    let (status, body) = call(addr, "POST", "/completion", &req);
+    assert_eq!(status, 200, "{body}");
+    let evs = events(&body);
+    let progress = progress_of(&evs);
+    check_progress(&progress, 16, false);
+    let first = evs
+        .iter()
+        .find(|e| !e["prompt_progress"].is_null())
+        .unwrap();
+    assert_eq!(first["timings"]["prompt_n"], 0, "{first}");
+    assert_eq!(first["timings"]["prompt_ms"], 0.0, "{first}");
+    let texts: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["content"].as_str().is_some_and(|c| !c.is_empty()))
+        .collect();
+    assert!(!texts.is_empty());
+    let mut before = 0;
+    for t in &texts {
+        let n = t["timings"]["predicted_n"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{t}"));
+        assert!(n > before, "{t}");
+        before = n;
+        assert!(t["timings"]["prompt_per_second"].as_f64().unwrap() > 0.0);
+    }
+
+    // The same prompt again: the first report says what the cache held.
+    let (_, body) = call(addr, "POST", "/completion", &req);
+    check_progress(&progress_of(&events(&body)), 16, true);
+
+    // Chat: progress chunks with no text, timings on the text chunks.
+    let chat = json!({"messages": [{"role": "user", "content": prompt}], "max_tokens": 6,
+                      "temperature": 0, "stream": true, "return_progress": true,
+                      "timings_per_token": true});
+    let (status, body) = call(addr, "POST", "/v1/chat/completions", &chat);
+    assert_eq!(status, 200, "{body}");
+    let evs = events(&body[..body.find("data: [DONE]").unwrap()]);
+    check_progress(&progress_of(&evs), 16, false);
+    for e in evs.iter().filter(|e| !e["prompt_progress"].is_null()) {
+        assert_eq!(e["choices"][0]["delta"], json!({}), "{e}");
+    }
+    let text = evs
+        .iter()
+        .find(|e| {
+            e["choices"][0]["delta"]["content"]
+                .as_str()
+                .is_some_and(|c| !c.is_empty())
+        })
+        .unwrap();
+    assert!(
+        text["timings"]["predicted_n"].as_u64().unwrap() >= 1,
+        "{text}"
+    );
+
+    // Without the flags: no progress, and no timings before the end.
+    let plain = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4,
+                       "stream": true});
+    let (_, body) = call(addr, "POST", "/v1/chat/completions", &plain);
+    let evs = events(&body[..body.find("data: [DONE]").unwrap()]);
+    assert!(progress_of(&evs).is_empty());
+    assert!(evs.iter().all(|e| e["timings"].is_null()), "{body}");
+
+    // Responses: `response.in_progress` events with the progress, timings
+    // on the text deltas and beside the final response.
+    // (Another prompt, whose start, the template's system message, the
+    // chat left in the cache.)
+    let resp = json!({"input": format!("Once more: {prompt}"), "max_output_tokens": 6, "stream": true,
+                      "return_progress": true, "timings_per_token": true});
+    let (status, body) = call(addr, "POST", "/v1/responses", &resp);
+    assert_eq!(status, 200, "{body}");
+    let evs = events(&body);
+    let p = progress_of(&evs);
+    check_progress(&p, 16, true);
+    for e in evs.iter().filter(|e| !e["prompt_progress"].is_null()) {
+        assert_eq!(e["type"], "response.in_progress", "{e}");
+    }
+    let delta = evs
+        .iter()
+        .find(|e| e["type"] == "response.output_text.delta")
+        .unwrap();
+    assert!(
+        delta["timings"]["predicted_per_second"].is_number(),
+        "{delta}"
+    );
+    let last = evs.last().unwrap();
+    assert!(
+        last["timings"]["predicted_n"].as_u64().unwrap() >= 1,
+        "{last}"
+    );
+}

@@ -47,7 +47,7 @@ pub use runtime::{
     normalize_l2, BatchEntry, CacheUsage, KvLayout, Pooling, PromptCacheStats, Runtime, SeqId,
     SeqSnapshot, StepLogits, BLOCK_TOKENS as PROMPT_BLOCK_TOKENS,
 };
-pub use scheduler::{Event, GenId, GenTimes, Scheduler};
+pub use scheduler::{Event, GenId, GenProgress, GenTimes, Scheduler};
 pub use spec::{DraftModel, SpecConfig, SpecStats, Speculation};
 pub use synthetic::SyntheticTokens;
 

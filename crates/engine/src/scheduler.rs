@@ -29,4 +29,4 @@ mod submit;
 mod types;
 
 pub use state::Scheduler;
-pub use types::{Event, GenId, GenTimes, DEFAULT_CHUNK};
+pub use types::{Event, GenId, GenProgress, GenTimes, DEFAULT_CHUNK};

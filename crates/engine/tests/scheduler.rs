@@ -305,3 +305,42 @@ fn scored_prompts_report_each_tokens_logprob_and_answer_the_same() {
     let (_, plain) = alone(&m, &p, 6);
     assert_eq!(tokens, plain.tokens);
 }
+
+#[test]
+fn progress_follows_the_prompt_chunk_by_chunk_then_the_tokens() {
+    let Some(m) = loaded() else { return };
+    let p = prompt(&m, "Write a haiku about the sea, then explain it.");
+    let mut s = m.scheduler(cfg(1024)).unwrap();
+    s.set_chunk(8);
+    let id = s.submit(&p, &greedy(5)).unwrap();
+    let first = s.progress(id).unwrap();
+    assert_eq!(first.prompt_tokens, p.len());
+    assert_eq!((first.evaluated_tokens, first.generated_tokens), (0, 0));
+    assert_eq!(first.decode_secs, 0.0);
+    let mut seen = vec![first.evaluated_tokens];
+    let mut last_generated = None;
+    let mut done = None;
+    while done.is_none() {
+        s.step().unwrap();
+        let now = s.progress(id).unwrap();
+        if now.evaluated_tokens < p.len() {
+            seen.push(now.evaluated_tokens);
+            assert_eq!(now.generated_tokens, 0);
+        } else {
+            // One token a step, counted once.
+            let before = last_generated.replace(now.generated_tokens);
+            assert_eq!(now.generated_tokens, before.map_or(1, |b| b + 1), "{now:?}");
+            assert!(now.prefill_secs > 0.0);
+        }
+        while let Some(ev) = s.next_event(id) {
+            if let Event::Done(st) = ev {
+                done = Some(st);
+            }
+        }
+    }
+    // Every step of the prompt adds one chunk.
+    let expected: Vec<usize> = (0..p.len()).step_by(8).collect();
+    assert_eq!(seen, expected);
+    assert_eq!(done.unwrap().generated_tokens, 5);
+    assert!(s.progress(id).is_none(), "gone once Done is read");
+}

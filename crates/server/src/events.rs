@@ -23,8 +23,102 @@ pub enum Out {
     Generated(usize, Generated),
     /// A choice ended.
     Done(usize, Finish),
+    /// Where a choice's prompt stands (llama-server's `return_progress`):
+    /// once before any of it is computed, then after every chunk of it.
+    Progress(usize, Progress),
+    /// A choice's timings so far (llama-server's `timings_per_token`): just
+    /// before each piece of its text.
+    Timings(usize, Timings),
     /// The request failed; nothing follows.
     Error(String),
+}
+
+/// What a request wants reported while it runs, beyond its text.
+#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    /// [`Out::Progress`] while its prompt is evaluated.
+    pub progress: bool,
+    /// [`Out::Timings`] before each piece of text.
+    pub timings: bool,
+}
+
+/// How far a prompt's evaluation has come (llama-server's
+/// `prompt_progress`), with the timings so far.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Tokens of the prompt.
+    pub total: usize,
+    /// Those found in the cache.
+    pub cache: usize,
+    /// Those in the cache now, the found ones included.
+    pub processed: usize,
+    /// The timings so far.
+    pub timings: Timings,
+}
+
+impl Progress {
+    /// llama-server's `prompt_progress` object.
+    pub fn to_json(self) -> serde_json::Value {
+        serde_json::json!({
+            "total": self.total,
+            "cache": self.cache,
+            "processed": self.processed,
+            "time_ms": (self.timings.prompt_secs * 1e3) as u64,
+        })
+    }
+}
+
+/// What a choice has computed and how long it took: llama-server's
+/// `timings`.
+#[derive(Default, Debug, Clone, Copy, PartialEq)]
+pub struct Timings {
+    /// Prompt tokens found in the cache.
+    pub cache_n: usize,
+    /// Prompt tokens computed.
+    pub prompt_n: usize,
+    /// Seconds the prompt took.
+    pub prompt_secs: f64,
+    /// Tokens generated.
+    pub predicted_n: usize,
+    /// Seconds the generation took after the prompt.
+    pub predicted_secs: f64,
+}
+
+impl Timings {
+    /// The timings of a generation as the engine reads it now.
+    pub fn of(p: &minfer_engine::GenProgress) -> Timings {
+        let prompt_n = p.evaluated_tokens - p.reused_tokens.min(p.evaluated_tokens);
+        Timings {
+            cache_n: p.reused_tokens,
+            prompt_n,
+            // Before the first chunk is computed, the time is the wait
+            // for a place, not prompt work.
+            prompt_secs: if prompt_n == 0 { 0.0 } else { p.prefill_secs },
+            predicted_n: p.generated_tokens,
+            predicted_secs: p.decode_secs,
+        }
+    }
+
+    /// llama-server's `timings` object. The first token comes with the
+    /// prompt's last batch, so the generation rate is over the decode
+    /// steps after it, as llama-server's.
+    pub fn to_json(self) -> serde_json::Value {
+        let (prompt_ms, predicted_ms) = (self.prompt_secs * 1e3, self.predicted_secs * 1e3);
+        let per = |n: usize, ms: f64| if ms > 0.0 { n as f64 / ms * 1e3 } else { 0.0 };
+        let per_token = |n: usize, ms: f64| if n > 0 { ms / n as f64 } else { 0.0 };
+        let steps = self.predicted_n.saturating_sub(1);
+        serde_json::json!({
+            "cache_n": self.cache_n,
+            "prompt_n": self.prompt_n,
+            "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": per_token(self.prompt_n, prompt_ms),
+            "prompt_per_second": per(self.prompt_n, prompt_ms),
+            "predicted_n": self.predicted_n,
+            "predicted_ms": predicted_ms,
+            "predicted_per_token_ms": per_token(steps, predicted_ms),
+            "predicted_per_second": per(steps, predicted_ms),
+        })
+    }
 }
 
 /// One token's log probability and its most likely alternatives.
@@ -85,26 +179,16 @@ pub struct Generated {
 impl Generated {
     /// llama-server's `timings` of an answer that ended as `f`: the
     /// prompt tokens computed (not found in the cache) and the tokens
-    /// generated, with their times and rates. The first token comes with
-    /// the prompt's last batch, so the generation rate is over the decode
-    /// steps after it, as llama-server's.
+    /// generated, with their times and rates.
     pub fn timings(&self, f: &Finish) -> serde_json::Value {
-        let (prompt_ms, predicted_ms) = (self.prefill_secs * 1e3, self.decode_secs * 1e3);
-        let prompt_n = f.prompt_tokens - f.cached_tokens.min(f.prompt_tokens);
-        let per = |n: usize, ms: f64| if ms > 0.0 { n as f64 / ms * 1e3 } else { 0.0 };
-        let per_token = |n: usize, ms: f64| if n > 0 { ms / n as f64 } else { 0.0 };
-        let steps = f.completion_tokens.saturating_sub(1);
-        serde_json::json!({
-            "cache_n": f.cached_tokens,
-            "prompt_n": prompt_n,
-            "prompt_ms": prompt_ms,
-            "prompt_per_token_ms": per_token(prompt_n, prompt_ms),
-            "prompt_per_second": per(prompt_n, prompt_ms),
-            "predicted_n": f.completion_tokens,
-            "predicted_ms": predicted_ms,
-            "predicted_per_token_ms": per_token(steps, predicted_ms),
-            "predicted_per_second": per(steps, predicted_ms),
-        })
+        Timings {
+            cache_n: f.cached_tokens,
+            prompt_n: f.prompt_tokens - f.cached_tokens.min(f.prompt_tokens),
+            prompt_secs: self.prefill_secs,
+            predicted_n: f.completion_tokens,
+            predicted_secs: self.decode_secs,
+        }
+        .to_json()
     }
 }
 

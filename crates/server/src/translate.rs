@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::calls::Call;
-use crate::events::{Finish, Out};
+use crate::events::{Finish, Generated, Out, Progress, Timings};
 use crate::gather::gather;
 use crate::http::{Admitted, ApiError};
 use crate::models::{Model, Ticket};
@@ -199,6 +199,13 @@ pub trait Sink: Send + 'static {
     /// Whether the answer is complete although the model goes on: the
     /// generation is then stopped, and ends as if the model had.
     fn ended(&self) -> bool;
+    /// Events for the prompt's progress (only for a request that asked).
+    fn progress(&mut self, _p: &Progress, _out: &mut Vec<Named>) {}
+    /// The timings so far, sent just before more text (only for a request
+    /// that asked).
+    fn timings(&mut self, _t: Timings) {}
+    /// The answer's token ids and engine times, just before its end.
+    fn generated(&mut self, _g: &Generated) {}
 }
 
 /// Feeds `sink` the stream tests' answer (a thinking block, text, then one
@@ -274,6 +281,9 @@ pub fn stream(
                     st.sink.done(&f, &mut out);
                     st.ticket = None;
                 }
+                Some(Out::Progress(0, p)) => st.sink.progress(&p, &mut out),
+                Some(Out::Timings(0, t)) => st.sink.timings(t),
+                Some(Out::Generated(0, g)) => st.sink.generated(&g),
                 Some(Out::Error(e)) => {
                     st.sink.error(&ApiError::internal(e), &mut out);
                     st.ticket = None;

@@ -19,7 +19,7 @@ use minfer_engine::{
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
-use crate::events::{Finish, Generated, Out, TokenLogprob};
+use crate::events::{Finish, Generated, Out, Progress, Report, Timings, TokenLogprob};
 use crate::metrics::{Metrics, GAUGES};
 
 /// KV cells kept free for each running answer to grow into when deciding
@@ -91,6 +91,8 @@ pub struct Job {
     /// The slot (`id_slot`) its first prompt and answer stand for once
     /// it ends.
     pub slot: Option<usize>,
+    /// What it wants reported while it runs.
+    pub report: Report,
 }
 
 impl Job {
@@ -132,6 +134,35 @@ struct Running {
     t_trace: Option<u64>,
     /// The slot it stands for once it ends, with its first prompt.
     slot: Option<(usize, Vec<u32>)>,
+    /// What it wants reported while it runs.
+    report: Report,
+    /// The prompt tokens its last progress report gave as in the cache.
+    reported: Option<usize>,
+}
+
+impl Running {
+    /// Reports how far its (first) prompt has come, when it asked and
+    /// there is news: once before any of it is computed, then after each
+    /// step that computed some.
+    fn report_progress(&mut self, sched: &Scheduler) {
+        if !self.report.progress {
+            return;
+        }
+        let Some(p) = sched.progress(self.branches[0].gen) else {
+            return;
+        };
+        if self.reported == Some(p.evaluated_tokens) {
+            return;
+        }
+        self.reported = Some(p.evaluated_tokens);
+        let progress = Progress {
+            total: p.prompt_tokens,
+            cache: p.reused_tokens,
+            processed: p.evaluated_tokens,
+            timings: Timings::of(&p),
+        };
+        let _ = self.out.send(Out::Progress(0, progress));
+    }
 }
 
 /// The model thread's state.
@@ -372,8 +403,13 @@ impl Worker {
                             prompt_len,
                             t_trace,
                             slot: job.slot.zip(job.parts.first().map(|p| p.prompt.clone())),
+                            report: job.report,
+                            reported: None,
                         },
                     );
+                    if let Some(r) = self.running.get_mut(&job.id) {
+                        r.report_progress(&self.sched);
+                    }
                 }
                 Err(e) => {
                     let _ = job.out.send(Out::Error(e.to_string()));
@@ -429,6 +465,7 @@ impl Worker {
                     }
                 }
             }
+            r.report_progress(&self.sched);
             let mut failed = false;
             let mut scored = Vec::new();
             for (k, b) in r.branches.iter_mut().enumerate() {
@@ -441,6 +478,7 @@ impl Worker {
                         t_trace: r.t_trace,
                         failure: failure.as_ref(),
                         keep_tokens: r.slot.is_some(),
+                        timings: r.report.timings,
                     };
                     failed |= cx.relay(k, b, &mut scored);
                 }
@@ -526,6 +564,8 @@ struct Relay<'a> {
     failure: Option<&'a EngineError>,
     /// Keep each choice's generated tokens (the request names a slot).
     keep_tokens: bool,
+    /// Send the choice's timings before each piece of its text.
+    timings: bool,
 }
 
 impl Relay<'_> {
@@ -549,6 +589,10 @@ impl Relay<'_> {
                 Event::Text(bytes) => {
                     let s = b.utf8.push(&bytes);
                     if !s.is_empty() {
+                        if let Some(p) = self.timings.then(|| self.sched.progress(b.gen)).flatten()
+                        {
+                            let _ = self.out.send(Out::Timings(k, Timings::of(&p)));
+                        }
                         let _ = self.out.send(Out::Text(k, s.to_string()));
                     }
                 }

@@ -9,7 +9,7 @@ use super::gen::{Gen, Phase, Stash};
 use super::spec_state::SpecState;
 use super::state::Scheduler;
 use super::step_plan::StepPlan;
-use super::types::{Event, GenId, GenTimes, DEFAULT_CHUNK, MAX_SPARE_TEXT};
+use super::types::{Event, GenId, GenProgress, GenTimes, DEFAULT_CHUNK, MAX_SPARE_TEXT};
 use crate::error::{EngineError, Result};
 use crate::generate::{Gate, GenerateConfig, StopReason};
 use crate::runtime::{Runtime, SeqId};
@@ -339,6 +339,33 @@ impl Scheduler {
         Some(GenTimes {
             reused_tokens: g.reused,
             first_token_secs: g.t_first?.duration_since(g.t_submit).as_secs_f64(),
+        })
+    }
+
+    /// Where a generation stands now: how much of its prompt is in the
+    /// cache, how many tokens it has generated, and the time each part
+    /// took so far (until its `Done` event is read). For progress reports
+    /// while a long prompt is evaluated, and running rates.
+    pub fn progress(&self, id: GenId) -> Option<GenProgress> {
+        let g = self.gens.iter().find(|g| g.id == id)?;
+        let evaluated = match g.phase {
+            Phase::Prefill { fed } => fed,
+            Phase::Follow { .. } => g.reused,
+            Phase::Sample { .. } | Phase::Decode { .. } | Phase::Done => g.prompt.len(),
+        };
+        let now = Instant::now();
+        let first = g.t_first.unwrap_or(now);
+        Some(GenProgress {
+            prompt_tokens: g.prompt.len(),
+            reused_tokens: g.reused,
+            evaluated_tokens: evaluated,
+            generated_tokens: match (&g.phase, g.events.back()) {
+                // The tokens went into the stats.
+                (Phase::Done, Some(Event::Done(stats))) => stats.generated_tokens,
+                _ => g.gate.tokens.len(),
+            },
+            prefill_secs: first.duration_since(g.t_submit).as_secs_f64(),
+            decode_secs: now.duration_since(first).as_secs_f64(),
         })
     }
 }

@@ -43,3 +43,23 @@ pub struct GenTimes {
     /// Seconds from submission to the first sampled token.
     pub first_token_secs: f64,
 }
+
+/// Where a generation stands, as [`Scheduler::progress`](super::Scheduler::progress)
+/// reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenProgress {
+    /// Tokens of the prompt.
+    pub prompt_tokens: usize,
+    /// Prompt tokens taken from the cache instead of computed.
+    pub reused_tokens: usize,
+    /// Prompt tokens in the cache so far, the reused ones included; all of
+    /// them once the first token is sampled.
+    pub evaluated_tokens: usize,
+    /// Tokens generated so far.
+    pub generated_tokens: usize,
+    /// Seconds of prompt evaluation so far (from submission to the first
+    /// sampled token, once there is one).
+    pub prefill_secs: f64,
+    /// Seconds since the first sampled token (0 before it).
+    pub decode_secs: f64,
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::error::ApiError;
-use crate::events::Out;
+use crate::events::{Out, Report};
 use crate::models::{Model, Ticket};
 use crate::state::Shared;
 use crate::worker::Part;
@@ -28,6 +28,8 @@ pub struct Admission {
     pub param: &'static str,
     /// The slot (llama-server's `id_slot`) it stands for once it ends.
     pub slot: Option<usize>,
+    /// What it wants reported while it runs.
+    pub report: Report,
 }
 
 impl Admission {
@@ -44,6 +46,7 @@ impl Admission {
             score: None,
             param,
             slot: None,
+            report: Report::default(),
         }
     }
 }
@@ -88,5 +91,5 @@ pub fn admit(shared: &Shared, a: Admission) -> Result<Admitted, ApiError> {
     for p in &a.parts {
         check_prompt(&p.prompt, n_ctx, a.param)?;
     }
-    a.model.submit(a.parts, a.score, a.slot)
+    a.model.submit(a.parts, a.score, a.slot, a.report)
 }

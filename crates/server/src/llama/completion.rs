@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::events::{Finish, Generated, Out, TokenLogprob};
+use crate::events::{Finish, Generated, Out, Report, Timings, TokenLogprob};
 use crate::gather::gather;
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
 use crate::models::Served;
@@ -381,6 +381,10 @@ struct StreamState {
     probs: Vec<Value>,
     has_new_line: bool,
     generated: Option<Generated>,
+    /// The timings to send with the next text (`timings_per_token`).
+    timings: Option<Timings>,
+    /// What the request asked to hear while it runs.
+    report: Report,
     done: bool,
 }
 
@@ -395,6 +399,20 @@ impl StreamState {
                                    "tokens": []});
                 if !self.probs.is_empty() {
                     v["completion_probabilities"] = json!(std::mem::take(&mut self.probs));
+                }
+                if let Some(t) = self.timings.take() {
+                    v["timings"] = t.to_json();
+                }
+                self.pending.push_back(v.to_string());
+            }
+            Some(Out::Timings(0, t)) => self.timings = Some(t),
+            Some(Out::Progress(0, p)) => {
+                let mut v = json!({"index": 0, "content": "", "stop": false, "id_slot": -1,
+                                   "tokens": [], "tokens_predicted": 0,
+                                   "tokens_evaluated": p.total,
+                                   "prompt_progress": p.to_json()});
+                if self.report.timings {
+                    v["timings"] = p.timings.to_json();
                 }
                 self.pending.push_back(v.to_string());
             }
@@ -428,7 +446,12 @@ impl StreamState {
 }
 
 /// Streams the answer as llama-server does.
-fn stream(answer: Answer, ticket: Ticket, rx: UnboundedReceiver<Out>, keep: KeepAlive) -> Response {
+fn stream(
+    answer: Answer,
+    (ticket, rx): (Ticket, UnboundedReceiver<Out>),
+    report: Report,
+    keep: KeepAlive,
+) -> Response {
     let st = StreamState {
         answer,
         rx,
@@ -437,6 +460,8 @@ fn stream(answer: Answer, ticket: Ticket, rx: UnboundedReceiver<Out>, keep: Keep
         probs: Vec::new(),
         has_new_line: false,
         generated: None,
+        timings: None,
+        report,
         done: false,
     };
     let events = futures_util::stream::unfold(st, |mut st| async move {
@@ -456,7 +481,18 @@ fn stream(answer: Answer, ticket: Ticket, rx: UnboundedReceiver<Out>, keep: Keep
 
 /// A native completion made ready off the async workers: whether it
 /// streams, whether it returns its tokens, its model and its prompts.
-pub struct Ready(bool, bool, Arc<Model>, Prepared, Option<usize>);
+pub struct Ready {
+    /// Whether the answer streams.
+    streams: bool,
+    /// Whether the answer carries its token ids (`return_tokens`).
+    return_tokens: bool,
+    model: Arc<Model>,
+    prep: Prepared,
+    /// The slot it stands for once it ends (`id_slot`).
+    slot: Option<usize>,
+    /// What it wants reported while it streams.
+    report: Report,
+}
 
 /// Makes `req` ready for `model`.
 ///
@@ -471,13 +507,14 @@ pub fn ready(model: Arc<Model>, req: &NativeRequest) -> Result<Ready, ApiError> 
         ));
     }
     let slot = req.id_slot.and_then(|s| usize::try_from(s).ok());
-    Ok(Ready(
-        req.sampling.stream,
-        req.return_tokens,
+    Ok(Ready {
+        streams: req.sampling.stream,
+        return_tokens: req.return_tokens,
         model,
         prep,
         slot,
-    ))
+        report: req.sampling.report(),
+    })
 }
 
 /// `POST /completion`.
@@ -497,7 +534,14 @@ pub async fn completion(
 /// # Errors
 /// The errors of [`admit`].
 pub async fn answer(shared: &Arc<Shared>, r: Ready) -> Result<Response, ApiError> {
-    let Ready(streams, return_tokens, model, prep, slot) = r;
+    let Ready {
+        streams,
+        return_tokens,
+        model,
+        prep,
+        slot,
+        report,
+    } = r;
     let answer = Answer {
         model: model.served()?.id.clone(),
         prompts: prep.prompts,
@@ -512,13 +556,14 @@ pub async fn answer(shared: &Arc<Shared>, r: Ready) -> Result<Response, ApiError
             score: None,
             param: "prompt",
             slot,
+            report,
         },
     )?;
     Ok(if streams {
         let keep = KeepAlive::new()
             .interval(shared.cfg.keep_alive)
             .text("keep-alive");
-        stream(answer, ticket, rx, keep)
+        stream(answer, (ticket, rx), report, keep)
     } else {
         collect(answer, ticket, rx).await
     })

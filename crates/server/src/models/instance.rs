@@ -11,7 +11,7 @@ use minfer_engine::Store;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::catalog::Entry;
-use crate::events::Out;
+use crate::events::{Out, Report};
 use crate::http::ApiError;
 use crate::metrics::Metrics;
 use crate::models::Served;
@@ -255,7 +255,8 @@ impl Model {
     /// [`admit`](crate::http::admit), which checks the prompts first);
     /// with `score`, each prompt's own log-probabilities (with that many
     /// alternatives) come first; with `slot`, its first prompt and answer
-    /// are what that slot stands for once it ends.
+    /// are what that slot stands for once it ends; `report` says what it
+    /// wants to hear while it runs.
     ///
     /// # Errors
     /// 503 when `-np` are running and `--queue` are waiting.
@@ -264,6 +265,7 @@ impl Model {
         parts: Vec<Part>,
         score: Option<u8>,
         slot: Option<usize>,
+        report: Report,
     ) -> Result<(Ticket, UnboundedReceiver<Out>), ApiError> {
         let cfg = &self.entry.cfg;
         let limit = cfg.n_parallel + cfg.queue;
@@ -286,6 +288,7 @@ impl Model {
             score,
             out: tx,
             slot,
+            report,
         })));
         let ticket = Ticket {
             model: self.clone(),

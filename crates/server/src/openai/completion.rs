@@ -176,6 +176,7 @@ pub async fn handle(State(shared): State<Arc<Shared>>, body: Body) -> Result<Res
         score: prep.score,
         param: "prompt",
         slot: None,
+        report: Default::default(),
     };
     answer(&shared, Api::Text, admission, &req.sampling, |shape| {
         shape

@@ -67,10 +67,11 @@ pub async fn prepared<R: Generation, P: Send + 'static>(
 pub async fn answer(
     shared: &Arc<Shared>,
     api: Api,
-    a: Admission,
+    mut a: Admission,
     sampling: &Sampling,
     fill: impl FnOnce(Shape) -> Shape,
 ) -> Result<Response, ApiError> {
+    a.report = sampling.report();
     let model = a.model.clone();
     let (ticket, rx) = admit(shared, a)?;
     let shape = fill(Shape::new(
@@ -80,7 +81,12 @@ pub async fn answer(
         sampling.include_usage(),
     ));
     Ok(if sampling.stream {
-        stream(shape, (ticket, rx), shared.cfg.keep_alive)
+        stream(
+            shape,
+            (ticket, rx),
+            sampling.report(),
+            shared.cfg.keep_alive,
+        )
     } else {
         collect(shape, ticket, rx).await
     })

@@ -201,9 +201,26 @@ pub struct Sampling {
     /// Output format: `text`, `json_object` or `json_schema`.
     #[serde(default)]
     pub response_format: Option<ResponseFormat>,
+    /// Timings with every streamed piece of text (llama-server's).
+    #[serde(default)]
+    pub timings_per_token: bool,
+    /// Progress reports while a streamed prompt is evaluated
+    /// (llama-server's).
+    #[serde(default)]
+    pub return_progress: bool,
     /// llama-server's extra sampler fields.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl Sampling {
+    /// What the request wants reported while it streams.
+    pub fn report(&self) -> crate::events::Report {
+        crate::events::Report {
+            progress: self.stream && self.return_progress,
+            timings: self.stream && self.timings_per_token,
+        }
+    }
 }
 
 /// `POST /v1/chat/completions`.

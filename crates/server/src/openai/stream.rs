@@ -12,7 +12,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::logprobs;
 use super::render::{finish_reason, Api, Shape};
-use crate::events::{Finish, Out, TokenLogprob};
+use crate::events::{Finish, Out, Progress, Report, Timings, TokenLogprob};
 use crate::http::ApiError;
 use crate::models::Ticket;
 use crate::output::{Piece, Splitter};
@@ -46,11 +46,37 @@ struct StreamState {
     timings: Option<Value>,
     /// The first choice's token ids and engine times, until it ends.
     generated: Option<crate::events::Generated>,
+    /// The first choice's timings to send with its next chunk
+    /// (`timings_per_token`).
+    tick: Option<Timings>,
+    /// What the request asked to hear while it runs.
+    report: Report,
     done: bool,
 }
 
 impl StreamState {
     fn chunk(&mut self, k: usize, delta: Value, finish: Option<&str>) {
+        let mut v = self.chunk_value(k, delta, finish);
+        if k == 0 {
+            if let Some(t) = self.tick.take() {
+                v["timings"] = t.to_json();
+            }
+        }
+        self.pending.push_back(v.to_string());
+    }
+
+    /// A chunk with no text that says how far the prompt has come
+    /// (llama-server's `return_progress`).
+    fn progress(&mut self, p: &Progress) {
+        let mut v = self.chunk_value(0, json!({}), None);
+        v["prompt_progress"] = p.to_json();
+        if self.report.timings {
+            v["timings"] = p.timings.to_json();
+        }
+        self.pending.push_back(v.to_string());
+    }
+
+    fn chunk_value(&mut self, k: usize, delta: Value, finish: Option<&str>) -> Value {
         let shape = &self.shape;
         let lp = std::mem::take(&mut self.choices[k].logprobs);
         let choice = match shape.api {
@@ -77,7 +103,7 @@ impl StreamState {
         if shape.include_usage {
             v["usage"] = Value::Null;
         }
-        self.pending.push_back(v.to_string());
+        v
     }
 
     fn pieces(&mut self, k: usize, pieces: Vec<Piece>) {
@@ -161,6 +187,16 @@ impl StreamState {
                 return;
             }
             Out::Generated(..) => return,
+            Out::Timings(0, t) => {
+                self.tick = Some(*t);
+                return;
+            }
+            Out::Progress(0, p) => {
+                let p = *p;
+                self.progress(&p);
+                return;
+            }
+            Out::Timings(..) | Out::Progress(..) => return,
             Out::Error(_) => 0,
         };
         if k >= n {
@@ -185,7 +221,7 @@ impl StreamState {
                 }
             }
             Out::Done(k, f) => self.finish(k, &f),
-            Out::Generated(..) => {}
+            Out::Generated(..) | Out::Timings(..) | Out::Progress(..) => {}
             Out::Error(e) => self.end(ApiError::internal(e).body().to_string()),
         }
     }
@@ -202,6 +238,7 @@ impl StreamState {
 pub fn stream(
     shape: Shape,
     (ticket, rx): (Ticket, UnboundedReceiver<Out>),
+    report: Report,
     keep_alive: std::time::Duration,
 ) -> Response {
     let choices = (0..shape.n)
@@ -224,6 +261,8 @@ pub fn stream(
         cached_tokens: 0,
         timings: None,
         generated: None,
+        tick: None,
+        report,
         done: false,
     };
     for k in 0..st.shape.n {

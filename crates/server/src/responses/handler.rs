@@ -11,6 +11,7 @@ use serde_json::json;
 use super::request::{scoped, ResponsesRequest};
 use super::shape::{echo, Shape};
 use super::stream::Stream;
+use crate::events::Report;
 use crate::http::{admit, parse_off_thread, Admission, ApiError};
 use crate::output::Split;
 use crate::state::Shared;
@@ -28,7 +29,13 @@ pub async fn responses(
     .await?;
     let split: Split = prep.split;
     let shape_base = (model.served()?.id.clone(), prep.ids.len());
-    let (ticket, rx) = admit(&shared, Admission::one(model, prep.ids, prep.cfgs, "input"))?;
+    let mut admission = Admission::one(model, prep.ids, prep.cfgs, "input");
+    let report = Report {
+        progress: req.stream && req.return_progress,
+        timings: req.stream && req.timings_per_token,
+    };
+    admission.report = report;
+    let (ticket, rx) = admit(&shared, admission)?;
     let shape = Shape {
         n: ticket.id(),
         created: translate::now(),
@@ -42,6 +49,9 @@ pub async fn responses(
             shape,
             blocks: Blocks::new(&split),
             seq: 0,
+            report,
+            tick: None,
+            generated: None,
         };
         let mut first = Vec::new();
         let obj = st.shape.object(&[], None);

@@ -54,6 +54,13 @@ pub struct ResponsesRequest {
     /// Request metadata, echoed back.
     #[serde(default)]
     pub metadata: Option<Value>,
+    /// Timings with every streamed text delta (llama-server's).
+    #[serde(default)]
+    pub timings_per_token: bool,
+    /// `response.in_progress` events with the prompt's progress while a
+    /// streamed prompt is evaluated (llama-server's).
+    #[serde(default)]
+    pub return_progress: bool,
     /// Stateful and server-side features, refused by name.
     #[serde(flatten)]
     pub refused: Refused,

@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use super::shape::Shape;
-use crate::events::Finish;
+use crate::events::{Finish, Generated, Progress, Report, Timings};
 use crate::http::ApiError;
 use crate::translate::{Block, Blocks, Ev, Named, Sink};
 
@@ -15,6 +15,12 @@ pub(super) struct Stream {
     pub(super) shape: Shape,
     pub(super) blocks: Blocks,
     pub(super) seq: u64,
+    /// What the request asked to hear while it runs.
+    pub(super) report: Report,
+    /// The timings to send with the next text delta.
+    pub(super) tick: Option<Timings>,
+    /// The answer's engine times, for the final event's `timings`.
+    pub(super) generated: Option<Generated>,
 }
 
 impl Stream {
@@ -86,7 +92,10 @@ impl Stream {
                 Ev::Open(i, b) => self.open(i, &b, out),
                 Ev::Delta(i, Block::Text(t)) => {
                     let id = json!(self.shape.item_id("msg", i));
-                    let d = json!({"content_index": 0, "delta": t, "logprobs": []});
+                    let mut d = json!({"content_index": 0, "delta": t, "logprobs": []});
+                    if let Some(t) = self.tick.take() {
+                        d["timings"] = t.to_json();
+                    }
                     self.at("response.output_text.delta", i, &id, d, out);
                 }
                 Ev::Delta(i, Block::Reasoning(t)) => {
@@ -120,7 +129,12 @@ impl Sink for Stream {
         } else {
             "response.completed"
         };
-        self.ev(name, json!({"response": obj}), out);
+        let mut v = json!({"response": obj});
+        // llama-server's timings of the answer, beside the response.
+        if let Some(g) = self.generated.take() {
+            v["timings"] = g.timings(f);
+        }
+        self.ev(name, v, out);
     }
 
     fn error(&mut self, e: &ApiError, out: &mut Vec<Named>) {
@@ -137,6 +151,23 @@ impl Sink for Stream {
 
     fn ended(&self) -> bool {
         self.blocks.ended()
+    }
+
+    fn progress(&mut self, p: &Progress, out: &mut Vec<Named>) {
+        let mut v = json!({"response": self.shape.object(&self.blocks.closed, None),
+                           "prompt_progress": p.to_json()});
+        if self.report.timings {
+            v["timings"] = p.timings.to_json();
+        }
+        self.ev("response.in_progress", v, out);
+    }
+
+    fn timings(&mut self, t: Timings) {
+        self.tick = Some(t);
+    }
+
+    fn generated(&mut self, g: &Generated) {
+        self.generated = Some(g.clone());
     }
 }
 
@@ -160,6 +191,9 @@ mod tests {
             shape,
             blocks: Blocks::new(&split),
             seq: 5,
+            report: Report::default(),
+            tick: None,
+            generated: None,
         };
         let out = crate::translate::feed_think_text_call(&mut st);
         let names: Vec<&str> = out
