@@ -62,6 +62,8 @@ RENAMED = {
     "--models-preset": "--models-preset",
     "--models-dir": "--models-dir",
     "--slot-save-path": "--slot-save-path",
+    "--reasoning": "--reasoning",
+    "--reasoning-budget": "--reasoning-budget",
     "--batch-size": "--batch-size",
     "-b": "--batch-size",
 }

@@ -135,10 +135,33 @@ pub struct Args {
     /// A chat template file (Jinja) in place of the model's own.
     #[arg(long = "chat-template-file")]
     chat_template_file: Option<std::path::PathBuf>,
+    /// Thinking for requests that do not say (llama-server's): on, off or
+    /// auto (the template's default). Off sets the template's
+    /// `enable_thinking` to false and closes a thinking block the template
+    /// opens by itself (DeepSeek R1, QwQ, Command R7B).
+    #[arg(long = "reasoning", value_enum, default_value_t = Reasoning::Auto)]
+    reasoning: Reasoning,
+    /// llama-server's older switch: -1 leaves thinking to the template, 0
+    /// is `--reasoning off`.
+    #[arg(
+        long = "reasoning-budget",
+        value_name = "N",
+        allow_negative_numbers = true,
+        conflicts_with = "reasoning"
+    )]
+    reasoning_budget: Option<i64>,
     #[command(flatten)]
     spec: crate::spec::SpecArgs,
     #[command(flatten)]
     runtime: RuntimeArgs,
+}
+
+/// `--reasoning`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Reasoning {
+    On,
+    Off,
+    Auto,
 }
 
 /// `--max-body`: bytes, optionally with a KiB/MiB/GiB (or K/M/G) suffix.
@@ -238,6 +261,14 @@ pub fn run(store: Store, args: Args) -> Result<()> {
             (Some(n), _) => Some(TemplateChoice::Named(n)),
             (None, Some(f)) => Some(TemplateChoice::File(f)),
             (None, None) => None,
+        },
+        reasoning: match args.reasoning_budget {
+            Some(n) => minfer_server::reasoning_budget(n).map_err(anyhow::Error::msg)?,
+            None => match args.reasoning {
+                Reasoning::On => Some(true),
+                Reasoning::Off => Some(false),
+                Reasoning::Auto => None,
+            },
         },
         engine,
         speculation,

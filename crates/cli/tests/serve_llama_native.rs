@@ -574,3 +574,68 @@ fn progress_and_timings_per_token_as_llama_server_sends_them() {
         "{last}"
     );
 }
+
+#[test]
+fn reasoning_off_closes_the_thinking_a_template_opens() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    // A DeepSeek R1-like template: every answer opens a thinking block;
+    // and one that closes it itself when `enable_thinking` is not true.
+    let r1 = home.path().join("r1.jinja");
+    std::fs::write(
+        &r1,
+        "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}\
+         {% if add_generation_prompt %}<|assistant|><think>\n{% endif %}",
+    )
+    .unwrap();
+    let own = home.path().join("own.jinja");
+    std::fs::write(
+        &own,
+        "{% for m in messages %}{{ m.content }}{% endfor %}\
+         {% if not enable_thinking %}<closed>{% endif %}",
+    )
+    .unwrap();
+    let user = json!([{"role": "user", "content": "Hi"}]);
+    let prompt = |addr: &str, kwargs: Value| {
+        let req = json!({"messages": user, "chat_template_kwargs": kwargs});
+        let (status, body) = call(addr, "POST", "/apply-template", &req);
+        assert_eq!(status, 200, "{body}");
+        json_of(&body)["prompt"].as_str().unwrap().to_string()
+    };
+    let start = |tpl: &std::path::Path, reasoning: &str| {
+        let t = tpl.to_str().unwrap();
+        Server::start(
+            &model,
+            home.path(),
+            &[
+                "-c",
+                "512",
+                "--chat-template-file",
+                t,
+                "--reasoning",
+                reasoning,
+            ],
+        )
+    };
+
+    let s = start(&r1, "off");
+    assert!(prompt(&s.addr, json!({})).ends_with("<think>\n</think>"));
+    // A request's own word wins.
+    let on = prompt(&s.addr, json!({"enable_thinking": true}));
+    assert!(on.ends_with("<think>\n"), "{on}");
+    drop(s);
+    let s = start(&r1, "auto");
+    assert!(prompt(&s.addr, json!({})).ends_with("<think>\n"));
+    let off = prompt(&s.addr, json!({"enable_thinking": false}));
+    assert!(off.ends_with("<think>\n</think>"), "{off}");
+    drop(s);
+    // The server tells a template that knows `enable_thinking` that
+    // thinking is on unless it is off, as llama-server does.
+    let s = start(&own, "auto");
+    assert_eq!(prompt(&s.addr, json!({})), "Hi");
+    drop(s);
+    let s = start(&own, "off");
+    assert_eq!(prompt(&s.addr, json!({})), "Hi<closed>");
+}

@@ -64,6 +64,10 @@ pub struct ModelConfig {
     pub seed: Option<u64>,
     /// A chat template in place of the model's own.
     pub chat_template: Option<TemplateChoice>,
+    /// Thinking for a request that does not say (`--reasoning on|off`):
+    /// the template's `enable_thinking`, and with off a thinking block
+    /// the template opens is closed; none: the template's default.
+    pub reasoning: Option<bool>,
     /// The engine's settings (context, threads, kernels).
     pub engine: EngineConfig,
     /// Speculative decoding, when on: a draft model (path, known name or
@@ -154,5 +158,33 @@ impl RequestDefaults {
             max_tokens,
             ..RequestDefaults::default()
         }
+    }
+}
+
+/// `--reasoning`: `on`, `off` or `auto` (none: the template decides).
+///
+/// # Errors
+/// A message naming the accepted values.
+pub fn parse_reasoning(v: &str) -> Result<Option<bool>, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "on" | "1" | "true" => Ok(Some(true)),
+        "off" | "0" | "false" => Ok(Some(false)),
+        "auto" => Ok(None),
+        _ => Err(format!("`{v}` is not on, off or auto")),
+    }
+}
+
+/// llama-server's `--reasoning-budget`: -1 leaves thinking to the
+/// template, 0 turns it off; minfer has no budget between.
+///
+/// # Errors
+/// Any other number.
+pub fn reasoning_budget(n: i64) -> Result<Option<bool>, String> {
+    match n {
+        -1 => Ok(None),
+        0 => Ok(Some(false)),
+        _ => Err(format!(
+            "a reasoning budget of {n} tokens: only -1 (unrestricted) and 0 (off) are supported"
+        )),
     }
 }

@@ -73,7 +73,7 @@ use std::time::Duration;
 use minfer_engine::Store;
 use tokio::net::TcpListener;
 
-pub use config::{ModelConfig, ModelsConfig, ServerConfig};
+pub use config::{parse_reasoning, reasoning_budget, ModelConfig, ModelsConfig, ServerConfig};
 pub use error::ServeError;
 pub use http::ApiError;
 pub use metrics::Metrics;

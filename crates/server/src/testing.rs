@@ -26,6 +26,7 @@ pub fn model_config() -> ModelConfig {
         temp: None,
         seed: None,
         chat_template: None,
+        reasoning: None,
         engine: minfer_engine::EngineConfig::default(),
         speculation: None,
         pinned: false,

@@ -165,6 +165,13 @@ impl ChatTemplate {
             .or_insert_with(|| Value::from(now.strftime("%d %b %Y")));
         ctx.entry("datetime".into())
             .or_insert_with(|| Value::from(now.strftime("%b %d %Y")));
+        // FireFunction v2's template reads the tools as indented JSON text
+        // in `functions`, which llama.cpp fills so.
+        ctx.entry("functions".into()).or_insert_with(|| {
+            Value::from(tools.map_or(String::new(), |t| {
+                serde_json::to_string_pretty(t).unwrap_or_default()
+            }))
+        });
         ctx.insert("messages".into(), messages);
         ctx.insert(
             "tools".into(),
@@ -305,7 +312,7 @@ mod tests {
     }
 
     #[test]
-    fn todays_date_is_passed_as_llama_cpp_passes_it() {
+    fn todays_date_and_functions_are_passed_as_llama_cpp_passes_them() {
         let src = "{{ date_string }}|{{ datetime }}";
         let t = ChatTemplate::new(src)
             .unwrap()
@@ -314,6 +321,13 @@ mod tests {
         assert_eq!(
             t.render(&[], None, true).unwrap(),
             "29 Nov 2026|Nov 29 2026"
+        );
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "f"}}]);
+        let f = ChatTemplate::new("[{{ functions }}]").unwrap();
+        assert_eq!(f.render(&[], None, true).unwrap(), "[]");
+        assert_eq!(
+            f.render(&[], Some(&tools), true).unwrap(),
+            format!("[{}]", serde_json::to_string_pretty(&tools).unwrap())
         );
         let given = t.with_var("date_string", &serde_json::json!("1 Jan 2000"));
         assert!(given

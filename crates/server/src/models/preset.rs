@@ -179,6 +179,8 @@ fn set(cfg: &mut ModelConfig, key: &str, value: &str) -> Result<bool, String> {
             cfg.speculation = Some((Some(value.to_string()), spec));
         }
         "pinned" => cfg.pinned = parse_bool(value)?,
+        "reasoning" => cfg.reasoning = crate::config::parse_reasoning(value)?,
+        "reasoning-budget" => cfg.reasoning = crate::config::reasoning_budget(num(value)?)?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -244,5 +246,18 @@ mod tests {
         let (line, msg) = p[0].apply(&base()).unwrap_err();
         assert_eq!(line, 3);
         assert!(msg.contains("c:") && msg.contains("lots"), "{msg}");
+    }
+
+    #[test]
+    fn reasoning_keys() {
+        let text = "[a]\nreasoning = off\n[b]\nreasoning-budget = 0\n[c]\nreasoning-budget = -1\n[d]\nreasoning-budget = 512\n";
+        let p = parse(text).unwrap();
+        let got = |i: usize| p[i].apply(&base()).map(|(c, _)| c.reasoning);
+        assert_eq!(got(0), Ok(Some(false)));
+        assert_eq!(got(1), Ok(Some(false)));
+        assert_eq!(got(2), Ok(None));
+        let (line, msg) = got(3).unwrap_err();
+        assert_eq!(line, 8);
+        assert!(msg.contains("only -1"), "{msg}");
     }
 }

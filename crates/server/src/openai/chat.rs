@@ -254,23 +254,54 @@ pub fn rendered(
         }
         other => other.map(|t| &t.json),
     };
-    // A copy of the template only for a request with variables of its own.
-    let with_vars;
-    let t = match req
+    // The request's word on thinking, else the server's (`--reasoning`).
+    let asked = req
         .chat_template_kwargs
         .as_ref()
-        .filter(|kw| !kw.is_empty())
-    {
-        None => template,
-        Some(kw) => {
-            with_vars = kw
-                .iter()
-                .fold(template.clone(), |t, (k, v)| t.with_var(k, v));
-            &with_vars
-        }
+        .and_then(|kw| kw.get("enable_thinking"))
+        .and_then(serde_json::Value::as_bool);
+    let thinking = asked.or(served.cfg.reasoning);
+    // As llama-server: a template that knows thinking is told whether it
+    // is on (some close their block when `enable_thinking` is not true).
+    let knows = served.abilities.thinking || template.source().contains("enable_thinking");
+    let default = served.cfg.reasoning.or(knows.then_some(true));
+    let server_var = default
+        .filter(|_| asked.is_none())
+        .map(|on| ("enable_thinking".to_string(), serde_json::Value::Bool(on)));
+    let vars: Vec<(String, serde_json::Value)> = req
+        .chat_template_kwargs
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .chain(server_var)
+        .collect();
+    // A copy of the template only for a request with variables.
+    let with_vars;
+    let t = if vars.is_empty() {
+        template
+    } else {
+        with_vars = vars
+            .iter()
+            .fold(template.clone(), |t, (k, v)| t.with_var(k, v));
+        &with_vars
     };
-    let text = render(t, &msgs, template_tools, req)?;
+    let mut text = render(t, &msgs, template_tools, req)?;
+    if thinking == Some(false) {
+        close_thinking(&mut text, template.source());
+    }
     Ok((text, tools, choice))
+}
+
+/// Closes the thinking block a prompt opens although thinking is off, as
+/// llama-server does: templates with no `enable_thinking` (DeepSeek R1,
+/// QwQ) open `<think>` for every answer, and Command R7B's answers begin
+/// with a thinking span of their own.
+fn close_thinking(text: &mut String, source: &str) {
+    if text.ends_with("<think>\n") || text.ends_with("<think>") {
+        text.push_str(THINK_CLOSE);
+    } else if text.ends_with("<|CHATBOT_TOKEN|>") && source.contains("<|START_THINKING|>") {
+        text.push_str("<|START_THINKING|><|END_THINKING|>");
+    }
 }
 
 /// Renders, tokenizes and configures `req` for `served`; `limit` is the
