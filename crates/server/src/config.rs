@@ -126,7 +126,47 @@ impl Default for ModelsConfig {
     }
 }
 
+impl ServerConfig {
+    /// The settings `minfer serve` starts with by default, for `model`
+    /// (none: each model loads when a request names it) run with
+    /// `per_model`.
+    pub fn new(model: Option<String>, per_model: ModelConfig) -> ServerConfig {
+        ServerConfig {
+            model,
+            per_model,
+            models: ModelsConfig::default(),
+            max_body: 8 << 20,
+            api_key: None,
+            drain_timeout: Duration::from_secs(10),
+            keep_alive: Duration::from_secs(5),
+            strict_model: false,
+            slots: true,
+            ui: false,
+            cors_origins: Vec::new(),
+        }
+    }
+}
+
 impl ModelConfig {
+    /// The settings `minfer serve` gives a model by default (4 requests
+    /// at once, 64 waiting, no token limit), on `engine`.
+    pub fn new(engine: EngineConfig) -> ModelConfig {
+        ModelConfig {
+            n_parallel: 4,
+            queue: 64,
+            n_predict: 0,
+            alias: None,
+            tags: Vec::new(),
+            temp: None,
+            seed: None,
+            chat_template: None,
+            reasoning: None,
+            engine,
+            speculation: None,
+            pinned: false,
+        }
+    }
+
     /// What a request of this model gets for the fields it does not set.
     pub fn defaults(&self) -> RequestDefaults {
         RequestDefaults {

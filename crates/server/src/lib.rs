@@ -37,6 +37,9 @@
 //!   they can do), `state` (what handlers share, admission counts),
 //!   `worker` and `events` (the model thread and what it sends),
 //!   `metrics`, `config`.
+//! - `start` puts a server together (state, start-up loads, the reaper of
+//!   idle models); `local` is the server in process, without a socket,
+//!   for embedders such as the Python package.
 
 mod anthropic;
 mod calls;
@@ -47,6 +50,7 @@ mod gather;
 mod guard;
 mod http;
 mod llama;
+mod local;
 mod metrics;
 mod metrics_llama;
 mod models;
@@ -56,6 +60,7 @@ mod output;
 mod responses;
 mod router;
 mod slots;
+mod start;
 mod state;
 mod template;
 #[cfg(test)]
@@ -67,7 +72,6 @@ mod worker;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::time::Duration;
 
 use minfer_engine::Store;
@@ -76,6 +80,7 @@ use tokio::net::TcpListener;
 pub use config::{parse_reasoning, reasoning_budget, ModelConfig, ModelsConfig, ServerConfig};
 pub use error::ServeError;
 pub use http::ApiError;
+pub use local::{Local, Piece, Reply};
 pub use metrics::Metrics;
 
 /// Reads a `keep_alive` value (Ollama's: seconds or a duration such as
@@ -88,8 +93,7 @@ pub fn keep_alive(v: &serde_json::Value) -> Result<Option<Option<Duration>>, Api
 }
 pub use template::TemplateChoice;
 
-use models::Models;
-use state::Shared;
+use start::{assemble, reap, wait_loaded};
 
 /// What the server tells its caller once it is ready.
 #[derive(Debug, Clone)]
@@ -169,33 +173,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_ready: impl FnOnce(&Ready),
 ) -> Result<(), ServeError> {
-    if cfg.per_model.n_parallel == 0 {
-        return Err(ServeError::Config("-np must be at least 1".into()));
-    }
     let addr = listener.local_addr()?;
-    let metrics = Arc::new(Metrics::default());
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    metrics.started_unix.store(
-        now.map_or(0, |d| d.as_secs()),
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    let catalog =
-        models::Catalog::scan(&cfg, &store).map_err(|e| ServeError::Config(e.to_string()))?;
-    let listed = catalog.entries.len();
-    let pool = Models::new(
-        (cfg.models.clone(), cfg.per_model.clone(), cfg.strict_model),
-        store,
-        catalog,
-        metrics.clone(),
-    );
-    let shared = Arc::new(Shared::new(cfg.clone(), pool, metrics.clone()));
-    let default = cfg.model.as_ref().map(|_| shared.models.resolve(""));
-    for id in shared.models.on_startup() {
-        shared
-            .models
-            .load(&id)
-            .map_err(|e| ServeError::Config(e.message))?;
-    }
+    let (shared, default, listed) = assemble(store, &cfg)?;
 
     // Shutdown: refuse new generations and answer 503 on `/health` (a
     // router's health check takes the replica out), keep accepting
@@ -225,15 +204,7 @@ pub async fn run(
             .with_graceful_shutdown(graceful)
             .await
     });
-    let reaper = shared.clone();
-    let reaping = tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(REAP_EVERY).await;
-            for id in reaper.models.reap() {
-                eprintln!("minfer serve: unloaded {id}, idle past its keep-alive");
-            }
-        }
-    });
+    let reaping = tokio::spawn(reap(shared.clone()));
 
     let load_result = match default {
         None => Ok(None),
@@ -262,29 +233,6 @@ pub async fn run(
     load_result?;
     served??;
     Ok(())
-}
-
-/// How often idle models are checked against their keep-alive.
-const REAP_EVERY: Duration = Duration::from_millis(500);
-
-/// Waits until the model `id` is loaded; its id, or why it failed.
-async fn wait_loaded(shared: &Arc<Shared>, id: &str) -> Result<String, ServeError> {
-    loop {
-        let model = shared.models.live().into_iter().find(|m| m.entry.id == id);
-        match model.map(|m| (m.status(), m)) {
-            Some((models::Status::Loaded, m)) => {
-                return Ok(m.served().map_or_else(|_| id.to_string(), |s| s.id.clone()))
-            }
-            Some((models::Status::Failed(why, _), _)) => return Err(ServeError::Load(why)),
-            Some((models::Status::Loading, _)) => {}
-            None => {
-                return Err(ServeError::Config(format!(
-                    "model {id} was unloaded while loading"
-                )))
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Resolves once no generation has run or waited for three polls in a row
