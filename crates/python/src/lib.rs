@@ -169,8 +169,8 @@ impl Server {
         self.local.model().map(str::to_string)
     }
 
-    /// Sends one request (a JSON body, or empty) and returns its response
-    /// once its status is known.
+    /// Sends one request (a JSON body, or empty) and returns at once; its
+    /// status and body are read from the `Response`.
     fn request(
         &self,
         py: Python<'_>,
@@ -182,37 +182,47 @@ impl Server {
             .detach(|| self.local.call(method, path, body))
             .map_err(PyValueError::new_err)?;
         Ok(Response {
-            status: reply.status,
-            stream: reply.stream,
             reply: Mutex::new(reply),
         })
     }
 }
 
-/// A response whose body is read as it comes; closing it (or dropping it)
-/// before the end cancels the generation behind it.
+/// A response read as it comes: its status, then its body; closing it (or
+/// dropping it) before the end cancels the generation behind it.
 #[pyclass(frozen, module = "minfer._minfer")]
 struct Response {
-    /// The HTTP status.
-    #[pyo3(get)]
-    status: u16,
-    /// Whether the body is a stream of events.
-    #[pyo3(get)]
-    stream: bool,
     reply: Mutex<Reply>,
+}
+
+impl Response {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Reply> {
+        self.reply.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 #[pymethods]
 impl Response {
+    /// The HTTP status, waiting at most `timeout` seconds for it: `None`
+    /// while the answer is being made (a non-streamed one is whole first).
+    #[pyo3(signature = (timeout=0.1))]
+    fn head(&self, py: Python<'_>, timeout: f64) -> Option<u16> {
+        let wait = Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
+        py.detach(|| self.lock().head(wait))
+    }
+
+    /// Whether the body is a stream of events (known once `head` gave
+    /// the status).
+    #[getter]
+    fn stream(&self) -> bool {
+        self.lock().stream()
+    }
+
     /// The next bytes of the body, waiting at most `timeout` seconds:
     /// `b""` when nothing came in that time, `None` at the end.
     #[pyo3(signature = (timeout=0.1))]
     fn read<'py>(&self, py: Python<'py>, timeout: f64) -> Option<Bound<'py, PyBytes>> {
         let wait = Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
-        let piece = py.detach(|| {
-            let mut r = self.reply.lock().unwrap_or_else(|e| e.into_inner());
-            r.next(wait)
-        });
+        let piece = py.detach(|| self.lock().next(wait));
         match piece {
             Piece::Data(b) => Some(PyBytes::new(py, &b)),
             Piece::Pending => Some(PyBytes::new(py, b"")),
@@ -222,7 +232,7 @@ impl Response {
 
     /// Ends the response now; a generation still running is cancelled.
     fn close(&self) {
-        self.reply.lock().unwrap_or_else(|e| e.into_inner()).close();
+        self.lock().close();
     }
 }
 

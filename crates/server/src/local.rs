@@ -68,8 +68,8 @@ impl Local {
         self.model.as_deref()
     }
 
-    /// Sends one request (`body` JSON or empty) and returns its answer
-    /// once its status is known; the body follows through [`Reply`].
+    /// Sends one request (`body` JSON or empty) and returns at once; the
+    /// status and the body follow through [`Reply`].
     ///
     /// # Errors
     /// A message when `method` or `path` is not a valid request line.
@@ -81,20 +81,22 @@ impl Local {
             .body(Body::from(body))
             .map_err(|e| e.to_string())?;
         let app = self.app.clone();
-        let res = self
-            .rt
-            .block_on(app.oneshot(req))
-            .unwrap_or_else(|never| match never {});
-        let status = res.status().as_u16();
-        let stream = res
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream") || v.contains("ndjson"));
+        let task = self.rt.spawn(async move {
+            let res = app
+                .oneshot(req)
+                .await
+                .unwrap_or_else(|never| match never {});
+            let stream = res
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("text/event-stream") || v.contains("ndjson"));
+            (res.status().as_u16(), stream, res.into_body())
+        });
         Ok(Reply {
-            status,
-            stream,
-            body: Some(res.into_body()),
+            state: State::Head(task),
+            status: None,
+            stream: false,
             rt: self.rt.handle().clone(),
         })
     }
@@ -119,22 +121,65 @@ pub enum Piece {
     End,
 }
 
-/// An answer whose body is read as it comes. Dropping it before the end
-/// cancels the generation behind it, as a client that goes away does.
+/// Where a reply stands.
+enum State {
+    /// The handler still runs: a non-streamed answer is whole before its
+    /// status is known.
+    Head(tokio::task::JoinHandle<(u16, bool, Body)>),
+    /// The status is known; the body comes.
+    Body(Body),
+    /// Over, or closed.
+    Done,
+}
+
+/// An answer read as it comes: first its status ([`Reply::head`]), then its
+/// body ([`Reply::next`]), each wait bounded so that a caller can look at
+/// its own interrupts between waits. Dropping it before the end cancels
+/// the generation behind it, as a client that goes away does.
 pub struct Reply {
-    /// The HTTP status.
-    pub status: u16,
-    /// Whether the body is a stream of events (SSE or NDJSON).
-    pub stream: bool,
-    body: Option<Body>,
+    state: State,
+    status: Option<u16>,
+    stream: bool,
     rt: tokio::runtime::Handle,
 }
 
 impl Reply {
-    /// The next piece of the body, waiting at most `wait` (so that a
-    /// caller can look at its own interrupts between waits).
+    /// The HTTP status, waiting at most `wait` for it; `None` while the
+    /// handler still runs.
+    pub fn head(&mut self, wait: Duration) -> Option<u16> {
+        if let State::Head(task) = &mut self.state {
+            let got = self
+                .rt
+                .block_on(async { tokio::time::timeout(wait, task).await });
+            match got {
+                Err(_) => return None,
+                Ok(Ok((status, stream, body))) => {
+                    self.status = Some(status);
+                    self.stream = stream;
+                    self.state = State::Body(body);
+                }
+                Ok(Err(_)) => {
+                    self.status = Some(500);
+                    self.state = State::Done;
+                }
+            }
+        }
+        self.status
+    }
+
+    /// Whether the body is a stream of events (SSE or NDJSON); known once
+    /// [`head`](Reply::head) has the status.
+    pub fn stream(&self) -> bool {
+        self.stream
+    }
+
+    /// The next piece of the body, waiting at most `wait` (for the status
+    /// first, when it is not known yet).
     pub fn next(&mut self, wait: Duration) -> Piece {
-        let Some(body) = self.body.as_mut() else {
+        if self.head(wait).is_none() {
+            return Piece::Pending;
+        }
+        let State::Body(body) = &mut self.state else {
             return Piece::End;
         };
         let got = self
@@ -147,14 +192,24 @@ impl Reply {
                 Err(_) => Piece::Pending,
             },
             Ok(Some(Err(_)) | None) => {
-                self.body = None;
+                self.state = State::Done;
                 Piece::End
             }
         }
     }
 
-    /// Drops the body: the generation behind it is cancelled.
+    /// Ends the reply now: a handler still running is stopped, and the
+    /// generation behind it cancelled.
     pub fn close(&mut self) {
-        self.body = None;
+        if let State::Head(task) = &self.state {
+            task.abort();
+        }
+        self.state = State::Done;
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        self.close();
     }
 }

@@ -20,16 +20,7 @@ pub fn model_config() -> ModelConfig {
     ModelConfig {
         n_parallel: 1,
         queue: 1,
-        n_predict: 0,
-        alias: None,
-        tags: Vec::new(),
-        temp: None,
-        seed: None,
-        chat_template: None,
-        reasoning: None,
-        engine: minfer_engine::EngineConfig::default(),
-        speculation: None,
-        pinned: false,
+        ..ModelConfig::new(minfer_engine::EngineConfig::default())
     }
 }
 

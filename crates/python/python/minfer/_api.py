@@ -50,13 +50,27 @@ def _read_all(resp: Response) -> bytes:
         resp.close()
 
 
+def _send(server: Server, method: str, path: str, data: bytes) -> "tuple[Response, int]":
+    """Sends a request and waits for its status, 0.1 s at a time, so that
+    Ctrl-C is seen (and cancels it) while a whole answer is made."""
+    resp = server.request(method, path, data)
+    try:
+        status = resp.head(0.1)
+        while status is None:
+            status = resp.head(0.1)
+    except BaseException:
+        resp.close()
+        raise
+    return resp, status
+
+
 def call(server: Server, path: str, body: Optional[Dict[str, Any]] = None, method: str = "POST") -> Any:
     """Sends ``body`` to ``path`` and returns the JSON answer."""
     data = b"" if body is None else json.dumps(body).encode()
-    resp = server.request(method, path, data)
+    resp, status = _send(server, method, path, data)
     raw = _read_all(resp)
-    if resp.status >= 400:
-        raise _error(resp.status, raw)
+    if status >= 400:
+        raise _error(status, raw)
     return json.loads(raw) if raw else None
 
 
@@ -64,9 +78,9 @@ def stream(server: Server, path: str, body: Dict[str, Any]) -> Iterator[Dict[str
     """Sends ``body`` to ``path`` and yields each server-sent event's data
     as it comes (``[DONE]`` ends it). Closing the iterator, or Ctrl-C,
     cancels the generation."""
-    resp = server.request("POST", path, json.dumps(body).encode())
-    if resp.status >= 400:
-        raise _error(resp.status, _read_all(resp))
+    resp, status = _send(server, "POST", path, json.dumps(body).encode())
+    if status >= 400:
+        raise _error(status, _read_all(resp))
     buf = b""
     try:
         while True:

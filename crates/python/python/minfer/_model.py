@@ -77,18 +77,18 @@ class Model:
         ``response_format``, ``logprobs``, ``n``, llama-server's sampler
         fields…). Returns the response dict, or with ``stream=True`` an
         iterator of chunk dicts."""
-        request.setdefault("model", self.id)
-        if request.get("stream"):
-            return _api.stream(self._server, "/v1/chat/completions", request)
-        return _api.call(self._server, "/v1/chat/completions", request)
+        return self._openai("/v1/chat/completions", request)
 
     def completion(self, **request: Any) -> Any:
         """An OpenAI text completion (``POST /v1/completions``): the
         response dict, or with ``stream=True`` an iterator of chunks."""
+        return self._openai("/v1/completions", request)
+
+    def _openai(self, path: str, request: Dict[str, Any]) -> Any:
         request.setdefault("model", self.id)
         if request.get("stream"):
-            return _api.stream(self._server, "/v1/completions", request)
-        return _api.call(self._server, "/v1/completions", request)
+            return _api.stream(self._server, path, request)
+        return _api.call(self._server, path, request)
 
     def request(self, path: str, body: Optional[Dict[str, Any]] = None, method: str = "POST") -> Any:
         """Any other endpoint of ``minfer serve`` (``/tokenize``,

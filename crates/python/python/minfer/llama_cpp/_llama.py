@@ -72,6 +72,22 @@ def _stops(stop: Union[str, List[str], None]) -> Optional[List[str]]:
     return [stop] if isinstance(stop, str) else list(stop)
 
 
+def _limits(body: Dict[str, Any], max_tokens: Optional[int], stop: Union[str, List[str], None],
+            seed: Optional[int], logit_bias: Optional[Dict[int, float]], grammar: Any) -> None:
+    """The fields completions and chat share, in the server's terms:
+    ``max_tokens`` None or <= 0 is no limit, llama.cpp's default seed is
+    none, bias keys become strings."""
+    if max_tokens is not None and max_tokens > 0:
+        body["max_tokens"] = max_tokens
+    if _stops(stop):
+        body["stop"] = _stops(stop)
+    if _seed(seed) is not None:
+        body["seed"] = seed
+    if logit_bias:
+        body["logit_bias"] = {str(k): v for k, v in logit_bias.items()}
+    _grammar(grammar, body)
+
+
 def _grammar(grammar: Any, body: Dict[str, Any]) -> None:
     if grammar is None:
         return
@@ -172,17 +188,9 @@ class Llama:
             "presence_penalty": presence_penalty, "repeat_penalty": repeat_penalty,
             "top_k": top_k, "stream": stream,
         }
-        if max_tokens is not None and max_tokens > 0:
-            body["max_tokens"] = max_tokens
+        _limits(body, max_tokens, stop, seed, logit_bias, grammar)
         if logprobs is not None:
             body["logprobs"] = logprobs
-        if _stops(stop):
-            body["stop"] = _stops(stop)
-        if _seed(seed) is not None:
-            body["seed"] = seed
-        if logit_bias:
-            body["logit_bias"] = {str(k): v for k, v in logit_bias.items()}
-        _grammar(grammar, body)
         if suffix is not None:
             return self._infill(body, suffix)
         return self._named(self._model.completion(**body))
@@ -277,14 +285,7 @@ class Llama:
             body["tools"] = tools
         if tool_choice is not None:
             body["tool_choice"] = tool_choice
-        if max_tokens is not None and max_tokens > 0:
-            body["max_tokens"] = max_tokens
-        if _stops(stop):
-            body["stop"] = _stops(stop)
-        if _seed(seed) is not None:
-            body["seed"] = seed
-        if logit_bias:
-            body["logit_bias"] = {str(k): v for k, v in logit_bias.items()}
+        _limits(body, max_tokens, stop, seed, logit_bias, grammar)
         if logprobs:
             body["logprobs"] = True
             if top_logprobs is not None:
@@ -294,7 +295,6 @@ class Llama:
             if rf.get("type") == "json_object" and "schema" in rf:
                 rf = {"type": "json_schema", "json_schema": {"name": "schema", "schema": rf["schema"]}}
             body["response_format"] = rf
-        _grammar(grammar, body)
         return self._named(self._model.chat_completion(**body))
 
     # Embeddings and tokens.
