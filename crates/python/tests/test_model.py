@@ -139,3 +139,31 @@ def test_three_lines_stream_an_answer(smollm_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert len(out.stdout.strip()) > 0
+
+
+def test_chat_prefills_only_the_new_message_and_saves(smollm, tmp_path):
+    chat = minfer.Chat(smollm, system="You are brief.", max_tokens=16, temperature=0)
+    first = chat.send("Name a colour.")
+    turn1 = chat.usage
+    second = "".join(chat.send("And another?", stream=True))
+    turn2 = chat.usage
+    assert first and second
+    assert [m["role"] for m in chat.messages] == ["system", "user", "assistant", "user", "assistant"]
+    # The first turn's prompt and answer were cached; only the new message
+    # (and the template's turn marks) were computed.
+    cached = turn2["prompt_tokens_details"]["cached_tokens"]
+    assert cached >= turn1["prompt_tokens"], (turn1, turn2)
+    assert turn2["prompt_tokens"] - cached < 20, turn2
+    path = tmp_path / "chat.json"
+    chat.save(path)
+    again = minfer.Chat.load(smollm, path)
+    assert again.messages == chat.messages and again.fields == chat.fields
+    # The same next turn, from the saved conversation or the live one.
+    assert again.send("One more?") == chat.send("One more?")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "minfer-chat/1", "messages": 3}')
+    with pytest.raises(minfer.MinferError, match="not a saved minfer chat"):
+        minfer.Chat.load(smollm, bad)
+    bad.write_text("{trunc")
+    with pytest.raises(minfer.MinferError):
+        minfer.Chat.load(smollm, bad)
