@@ -42,6 +42,17 @@ pub struct Report {
     pub timings: bool,
 }
 
+impl Report {
+    /// What a request with llama-server's `return_progress` and
+    /// `timings_per_token` gets: nothing unless it streams.
+    pub fn streamed(stream: bool, return_progress: bool, timings_per_token: bool) -> Report {
+        Report {
+            progress: stream && return_progress,
+            timings: stream && timings_per_token,
+        }
+    }
+}
+
 /// How far a prompt's evaluation has come (llama-server's
 /// `prompt_progress`), with the timings so far.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -29,6 +29,7 @@ pub fn load(store: &Store, entry: &Entry) -> Result<(Served, Scheduler), ServeEr
         .as_ref()
         .map(|t| template::abilities(t, loaded.tokenizer()))
         .unwrap_or_default();
+    let template = template.map(|t| template::with_thinking(t, &abilities, cfg.reasoning));
     let mut sched = loaded.scheduler(cfg.engine)?;
     if let Some((draft, spec)) = &cfg.speculation {
         let draft = match draft {

@@ -260,30 +260,22 @@ pub fn rendered(
         .as_ref()
         .and_then(|kw| kw.get("enable_thinking"))
         .and_then(serde_json::Value::as_bool);
+    // The server's `enable_thinking` is in the template since the load.
     let thinking = asked.or(served.cfg.reasoning);
-    // As llama-server: a template that knows thinking is told whether it
-    // is on (some close their block when `enable_thinking` is not true).
-    let knows = served.abilities.thinking || template.source().contains("enable_thinking");
-    let default = served.cfg.reasoning.or(knows.then_some(true));
-    let server_var = default
-        .filter(|_| asked.is_none())
-        .map(|on| ("enable_thinking".to_string(), serde_json::Value::Bool(on)));
-    let vars: Vec<(String, serde_json::Value)> = req
-        .chat_template_kwargs
-        .iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .chain(server_var)
-        .collect();
-    // A copy of the template only for a request with variables.
+    // A copy of the template only for a request with variables of its own.
     let with_vars;
-    let t = if vars.is_empty() {
-        template
-    } else {
-        with_vars = vars
-            .iter()
-            .fold(template.clone(), |t, (k, v)| t.with_var(k, v));
-        &with_vars
+    let t = match req
+        .chat_template_kwargs
+        .as_ref()
+        .filter(|kw| !kw.is_empty())
+    {
+        None => template,
+        Some(kw) => {
+            with_vars = kw
+                .iter()
+                .fold(template.clone(), |t, (k, v)| t.with_var(k, v));
+            &with_vars
+        }
     };
     let mut text = render(t, &msgs, template_tools, req)?;
     if thinking == Some(false) {

@@ -71,7 +71,8 @@ pub async fn answer(
     sampling: &Sampling,
     fill: impl FnOnce(Shape) -> Shape,
 ) -> Result<Response, ApiError> {
-    a.report = sampling.report();
+    let report = sampling.report();
+    a.report = report;
     let model = a.model.clone();
     let (ticket, rx) = admit(shared, a)?;
     let shape = fill(Shape::new(
@@ -81,12 +82,7 @@ pub async fn answer(
         sampling.include_usage(),
     ));
     Ok(if sampling.stream {
-        stream(
-            shape,
-            (ticket, rx),
-            sampling.report(),
-            shared.cfg.keep_alive,
-        )
+        stream(shape, (ticket, rx), report, shared.cfg.keep_alive)
     } else {
         collect(shape, ticket, rx).await
     })

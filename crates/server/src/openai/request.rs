@@ -216,10 +216,7 @@ pub struct Sampling {
 impl Sampling {
     /// What the request wants reported while it streams.
     pub fn report(&self) -> crate::events::Report {
-        crate::events::Report {
-            progress: self.stream && self.return_progress,
-            timings: self.stream && self.timings_per_token,
-        }
+        crate::events::Report::streamed(self.stream, self.return_progress, self.timings_per_token)
     }
 }
 

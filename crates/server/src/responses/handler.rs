@@ -30,10 +30,7 @@ pub async fn responses(
     let split: Split = prep.split;
     let shape_base = (model.served()?.id.clone(), prep.ids.len());
     let mut admission = Admission::one(model, prep.ids, prep.cfgs, "input");
-    let report = Report {
-        progress: req.stream && req.return_progress,
-        timings: req.stream && req.timings_per_token,
-    };
+    let report = Report::streamed(req.stream, req.return_progress, req.timings_per_token);
     admission.report = report;
     let (ticket, rx) = admit(&shared, admission)?;
     let shape = Shape {

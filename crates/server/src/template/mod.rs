@@ -131,6 +131,19 @@ pub struct Abilities {
     pub harmony: bool,
 }
 
+/// `t` with the server's `enable_thinking`, as llama-server passes it: a
+/// template that knows thinking (by its `<think>` tags or the variable)
+/// is told `reasoning` (`--reasoning`), on unless off, since some close
+/// their block when the variable is not true; other templates are left
+/// alone unless `reasoning` says. A request's own variable overrides it.
+pub fn with_thinking(t: ChatTemplate, ab: &Abilities, reasoning: Option<bool>) -> ChatTemplate {
+    let knows = ab.thinking || t.source().contains("enable_thinking");
+    match reasoning.or(knows.then_some(true)) {
+        Some(on) => t.with_var("enable_thinking", &serde_json::Value::Bool(on)),
+        None => t,
+    }
+}
+
 /// What `t` can do: whether it renders tools (its output changes when
 /// given one), which call syntax it teaches, whether it knows thinking.
 pub fn abilities(t: &ChatTemplate, tok: &Tokenizer) -> Abilities {
