@@ -183,7 +183,14 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
             0.0
         };
         let w = loaded.model().weight_bytes();
-        let report = crate::bench_bandwidth::report(w, tg, peak, threads);
+        let mut report = crate::bench_bandwidth::report(w, tg, peak, threads);
+        let choices = engine.runtime().kernel_choices();
+        if !choices.is_empty() {
+            report.push_str(&format!(
+                "\nkernel choices for one sequence's decode, measured on this machine: {}",
+                choices.join("; ")
+            ));
+        }
         // Through the same error path as the table: a closed pipe ends the
         // command quietly instead of panicking.
         writeln!(std::io::stdout().lock(), "\n{report}")?;

@@ -1,7 +1,9 @@
 //! Options shared by the commands that run a model, and model loading.
 
 use anyhow::Result;
-use minfer_engine::{DeviceChoice, Engine, EngineConfig, KvFormat, LoadedModel, SimdLevel, Store};
+use minfer_engine::{
+    DeviceChoice, Engine, EngineConfig, KernelTuning, KvFormat, LoadedModel, SimdLevel, Store,
+};
 
 /// How to run a model: threads, context, kernels, KV format.
 #[derive(clap::Args, Clone, Debug)]
@@ -29,6 +31,13 @@ pub struct RuntimeArgs {
     /// llama.cpp's --no-repack).
     #[arg(long = "no-repack")]
     pub no_repack: bool,
+    /// How the CPU kernels read a decode step's weights for one sequence:
+    /// `measured` (the default) times the choices (kernel, prefetch
+    /// distance) per weight type on this machine once and keeps them in
+    /// the store folder (kernel-tuning.tsv); `fixed` uses the kernels'
+    /// built-in choices. Same results either way.
+    #[arg(long = "kernel-tuning", value_name = "measured|fixed", default_value = "measured", value_parser = ["measured", "fixed"])]
+    pub kernel_tuning: String,
     /// Where the layers run: auto (a hardware GPU when there is one, else
     /// the CPU), cpu, gpu (the best adapter, software ones such as Mesa's
     /// lavapipe included) or gpu:N (an index from `minfer devices`).
@@ -114,6 +123,12 @@ impl RuntimeArgs {
                 None => minfer_engine::default_cache_ram(),
             },
             cache_dir: self.cache_dir.clone().map(minfer_engine::CacheDir::new),
+            kernel_tuning: match self.kernel_tuning.as_str() {
+                "fixed" => KernelTuning::Fixed,
+                _ => KernelTuning::Measured(Some(minfer_engine::CacheDir::new(
+                    minfer_engine::StoreConfig::from_env().home,
+                ))),
+            },
             ..EngineConfig::default()
         };
         if let Some(t) = self.threads {

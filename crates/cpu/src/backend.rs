@@ -86,6 +86,26 @@ impl CpuBackend {
         Ok(Self::new(Kernels::new(level)?, n_threads))
     }
 
+    /// Measures (or takes from this process's earlier measurements or
+    /// from `file`) how a lone token's products best read each type of
+    /// `weights`' interleaved matrices on this machine, and keeps it for this backend's
+    /// kernels (see [`crate::tuning`]). The results do not change; their
+    /// speed may.
+    pub fn tune(
+        &mut self,
+        weights: &WeightStore,
+        file: Option<&std::path::Path>,
+    ) -> crate::tuning::Tuned {
+        let (kernels, tuned) = crate::tuning::tune(self.kernels, &self.threads, weights, file);
+        self.kernels = kernels;
+        tuned
+    }
+
+    /// How a lone token's products read each type of interleaved weights.
+    pub fn tuning(&self) -> minfer_kernels::packed::TileTuning {
+        self.kernels.tuning()
+    }
+
     /// Grows the scratch to what the CPU's nodes of `view` need.
     fn size_scratch(&mut self, view: &GraphView) {
         let g = view.graph;

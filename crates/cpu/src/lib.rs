@@ -25,6 +25,7 @@ mod get_rows;
 pub mod moe;
 mod pool;
 mod rope;
+pub mod tuning;
 
 pub use backend::CpuBackend;
 

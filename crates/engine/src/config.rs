@@ -54,6 +54,36 @@ pub struct EngineConfig {
     /// Setting it costs one read of every weight at start-up (the model's
     /// identity names the files' folder). `None` keeps nothing on disk.
     pub cache_dir: Option<CacheDir>,
+    /// How the CPU kernels choose, per weight type, the tile kernel and
+    /// prefetch distance of a lone token's products (a decode step of one
+    /// sequence): fixed, or measured on this machine.
+    pub kernel_tuning: KernelTuning,
+}
+
+/// Whether the CPU kernels' choices for a lone token's products are
+/// measured on the machine (see `minfer_cpu::tuning`). Either way the
+/// results are the same bits; only decode speed differs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KernelTuning {
+    /// The kernels' fixed choices; nothing is measured (the default of a
+    /// runtime built as a library, and of tests).
+    #[default]
+    Fixed,
+    /// Measured when a runtime starts, about a tenth of a second per
+    /// weight type, once per process, machine, SIMD level and thread
+    /// count; with a folder, kept there in `kernel-tuning.tsv` so that
+    /// later processes on the same machine measure nothing.
+    Measured(Option<CacheDir>),
+}
+
+impl KernelTuning {
+    /// The file a measured tuning is kept in, when it is kept.
+    pub fn file(self) -> Option<PathBuf> {
+        match self {
+            KernelTuning::Measured(Some(dir)) => Some(dir.path().join("kernel-tuning.tsv")),
+            _ => None,
+        }
+    }
 }
 
 impl EngineConfig {
@@ -101,11 +131,12 @@ impl Default for EngineConfig {
             gpu_subgroups: true,
             cache_ram: 0,
             cache_dir: None,
+            kernel_tuning: KernelTuning::Fixed,
         }
     }
 }
 
-/// A prompt-cache folder, interned for the life of the process so that
+/// A folder (of the prompt cache, of the kernel tuning), interned for the life of the process so that
 /// [`EngineConfig`] stays `Copy` (front ends copy it freely). Equal paths
 /// share one allocation; a process names a handful at most.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -35,7 +35,7 @@ pub mod trace;
 mod vocab;
 
 pub use chat::{ChatSession, ChatStats, TurnStart, TurnStats};
-pub use config::{default_cache_ram, CacheDir, EngineConfig};
+pub use config::{default_cache_ram, CacheDir, EngineConfig, KernelTuning};
 pub use device::{list_devices, AdapterDesc, AdapterKind, DeviceChoice};
 pub use engine::Engine;
 pub use generate::{

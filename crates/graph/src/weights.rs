@@ -308,6 +308,17 @@ impl WeightStore {
         }
     }
 
+    /// The types of the tensors, each once, in the order first met.
+    pub fn types(&self) -> Vec<GgmlType> {
+        let mut out: Vec<GgmlType> = Vec::new();
+        for info in &self.infos {
+            if !out.contains(&info.ty) {
+                out.push(info.ty);
+            }
+        }
+        out
+    }
+
     /// Number of registered tensors.
     pub fn len(&self) -> usize {
         self.infos.len()

@@ -114,7 +114,7 @@ pub fn matmul(
     scratch: &mut ActScratch,
 ) -> Result<(), KernelError> {
     if w.layout == Layout::Packed {
-        return crate::packed::matmul(kernels.packed_tile(), pool, w, x, n_tok, out, scratch);
+        return crate::packed::matmul(&kernels.packed_tiles(), pool, w, x, n_tok, out, scratch);
     }
     let p = plan(kernels, w, x.len(), n_tok, out.len())?;
     if n_tok == 0 || w.rows == 0 {
@@ -213,7 +213,7 @@ pub fn matmul_many<'a>(
     products: impl IntoIterator<Item = Product<'a>>,
     scratch: &mut ActScratch,
 ) -> Result<(), KernelError> {
-    let tile = kernels.packed_tile();
+    let tiles = kernels.packed_tiles();
     let mut products = products.into_iter();
     loop {
         let mut batch: [Option<Product>; MAX_PRODUCTS] = std::array::from_fn(|_| None);
@@ -227,7 +227,7 @@ pub fn matmul_many<'a>(
                 matmul(kernels, pool, &p.w, p.x, p.n_tok, p.out, scratch)?;
             }
         }
-        crate::packed::matmul_many(tile, pool, &mut batch[..k], scratch)?;
+        crate::packed::matmul_many(&tiles, pool, &mut batch[..k], scratch)?;
         if k < MAX_PRODUCTS {
             return Ok(());
         }

@@ -6,7 +6,7 @@ mod common;
 
 use common::{product, row_major};
 use minfer_kernels::matmul::row_bytes;
-use minfer_kernels::packed::{dequantize_row, pack, packable, unpack_row};
+use minfer_kernels::packed::{dequantize_row, pack, packable, unpack_row, OneRow, TileTuning};
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::quant::quantize_row;
 use minfer_kernels::{
@@ -420,4 +420,89 @@ fn products_run_together_give_their_own_bits() {
             assert!(matches!(err, Err(KernelError::BadLength { .. })));
         }
     }
+}
+
+/// How a lone token's products read the weights (the tile kernel and the
+/// prefetch distance, which `Kernels::measure_tuning` picks per machine)
+/// changes their speed only: every choice gives the default's bits, for a
+/// lone token and for a product of several.
+#[test]
+fn every_one_row_tuning_gives_the_same_bits() {
+    let mut rng = StdRng::seed_from_u64(5);
+    for ty in PACKABLE {
+        let (rows, cols) = (48, 512);
+        let data = random_matrix(ty, rows, cols, &mut rng);
+        let packed = pack(ty, rows, cols, &data).unwrap();
+        let w = MatRef {
+            ty,
+            rows,
+            cols,
+            data: &packed,
+            layout: Layout::Packed,
+        };
+        for level in SimdLevel::supported() {
+            let kernels = Kernels::new(level).unwrap();
+            for n_tok in [1, 5] {
+                let x: Vec<f32> = (0..n_tok * cols)
+                    .map(|_| rng.gen_range(-2.0..2.0))
+                    .collect();
+                let base = product(&kernels, 2, &w, &x, n_tok);
+                for ahead_kib in [0, 4, 8, 32] {
+                    for narrow in [false, true] {
+                        let mut tuning = TileTuning::default();
+                        tuning.set_one_row(ty, OneRow { ahead_kib, narrow });
+                        let got = product(&kernels.with_tuning(tuning), 2, &w, &x, n_tok);
+                        assert!(
+                            got.iter()
+                                .zip(&base)
+                                .all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{ty} {level} n_tok {n_tok} ahead {ahead_kib} KiB narrow {narrow}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The measurement picks, for each interleaved type among its probes, one
+/// of the choices it tries, and leaves other types at the default; a
+/// probe that is not interleaved is refused and leaves its type alone.
+#[test]
+fn measured_tuning_picks_a_tried_choice_per_type() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let (rows, cols) = (256, 1024);
+    let mats: Vec<(GgmlType, Vec<u8>, Layout)> = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0]
+        .into_iter()
+        .map(|ty| {
+            let data = random_matrix(ty, rows, cols, &mut rng);
+            match ty {
+                GgmlType::Q8_0 => (ty, data, Layout::Rows),
+                _ => (ty, pack(ty, rows, cols, &data).unwrap(), Layout::Packed),
+            }
+        })
+        .collect();
+    let probes: Vec<MatRef> = mats
+        .iter()
+        .map(|(ty, data, layout)| MatRef {
+            ty: *ty,
+            rows,
+            cols,
+            data,
+            layout: *layout,
+        })
+        .collect();
+    let kernels = Kernels::detect();
+    let tuning = kernels.measure_tuning(&ThreadPool::new(2), &probes);
+    let wide = kernels.isa().avx512() && kernels.uses_vnni();
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        let one = tuning.one_row(ty);
+        assert!([0, 4, 8].contains(&one.ahead_kib), "{ty}: {one:?}");
+        assert!(
+            !one.narrow || wide,
+            "{ty}: the AVX2 tile beside no wider one"
+        );
+    }
+    assert_eq!(tuning.one_row(GgmlType::Q8_0), OneRow::DEFAULT);
+    assert_eq!(tuning.one_row(GgmlType::Q5_0), OneRow::DEFAULT);
 }

@@ -14,7 +14,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use minfer_engine::{
-    DeviceChoice, EngineConfig, KvFormat, SimdLevel, SpecConfig, Store, StoreConfig,
+    CacheDir, DeviceChoice, EngineConfig, KernelTuning, KvFormat, SimdLevel, SpecConfig, Store,
+    StoreConfig,
 };
 use minfer_server::{Local, ModelConfig, Piece, Reply, ServerConfig, TemplateChoice};
 use pyo3::create_exception;
@@ -63,6 +64,9 @@ impl Settings {
             simd: Some(simd),
             device,
             cache_ram: minfer_engine::default_cache_ram(),
+            // Measured once per machine and kept beside the models, as the
+            // command line does.
+            kernel_tuning: KernelTuning::Measured(Some(CacheDir::new(self.store_home()))),
             ..EngineConfig::default()
         };
         if let Some(t) = self.threads {
@@ -89,11 +93,18 @@ impl Settings {
         Ok(cfg)
     }
 
+    /// The store's folder: `home`, else the environment's (`MINFER_HOME`,
+    /// `~/.cache/minfer`).
+    fn store_home(&self) -> std::path::PathBuf {
+        match &self.home {
+            Some(h) => h.into(),
+            None => StoreConfig::from_env().home,
+        }
+    }
+
     fn store(&self) -> Store {
         let mut sc = StoreConfig::from_env();
-        if let Some(h) = &self.home {
-            sc.home = h.into();
-        }
+        sc.home = self.store_home();
         sc.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
         Store::new(sc)
     }

@@ -12,7 +12,7 @@ use minfer_models::Model;
 use super::batch::{Batch, BatchEntry, Entries};
 use super::tier::PromptTier;
 use super::types::{CacheUsage, SeqId, StepLogits};
-use crate::config::EngineConfig;
+use crate::config::{EngineConfig, KernelTuning};
 use crate::error::{EngineError, Result};
 
 /// What the runtime keeps per sequence.
@@ -86,7 +86,10 @@ impl Runtime {
         plan.window_positions.reserve(n_ctx);
         plan.kv_cells.reserve(n_batch);
         plan.window_offsets.reserve(n_batch + 1);
-        let cpu = minfer_cpu::CpuBackend::with_simd(simd, cfg.n_threads)?;
+        let mut cpu = minfer_cpu::CpuBackend::with_simd(simd, cfg.n_threads)?;
+        if cfg.repack {
+            pack_weights(&mut cpu, &model, cfg.kernel_tuning);
+        }
         let mut cache = GraphCache::new(Box::new(cpu));
         let (plan_devices, gpu) = crate::device::open(
             cfg.device,
@@ -98,17 +101,6 @@ impl Runtime {
         )?;
         if let Some(gpu) = gpu {
             cache.set_gpu(gpu);
-        }
-        if cfg.repack {
-            let t0 = std::time::Instant::now();
-            let bytes = cache.pack_weights(&model.weights);
-            if bytes > 0 {
-                tracing::info!(
-                    mb = bytes as f64 / 1e6,
-                    ms = t0.elapsed().as_secs_f64() * 1e3,
-                    "repacked weights into the interleaved layout"
-                );
-            }
         }
         let compute = format!("{simd:?}, {plan_devices:?}");
         let position_bytes =
@@ -154,6 +146,14 @@ impl Runtime {
     /// The GPU backend's description, when layers run on one.
     pub fn gpu_name(&self) -> Option<String> {
         self.cache.gpu_name()
+    }
+
+    /// The CPU kernels' choices for a lone token's products that differ
+    /// from their built-in ones (measured on this machine, see
+    /// [`KernelTuning`]), one line per weight type, e.g. `Q4_K: no
+    /// prefetch, AVX2 tile`.
+    pub fn kernel_choices(&self) -> Vec<String> {
+        self.cache.kernels().tuning().describe()
     }
 
     /// The SIMD level the kernels run at.
@@ -705,4 +705,37 @@ impl Runtime {
 /// Length of the common beginning of `a` and `b`.
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Repacks the model's weights for the CPU kernels and, unless the
+/// tuning is fixed, measures (or recalls) the kernels' choices for a lone
+/// token's products over them; logs both.
+fn pack_weights(cpu: &mut minfer_cpu::CpuBackend, model: &Model, tuning: KernelTuning) {
+    use minfer_graph::HostBackend;
+    let t0 = std::time::Instant::now();
+    let bytes = cpu.pack_weights(&model.weights);
+    if bytes > 0 {
+        tracing::info!(
+            mb = bytes as f64 / 1e6,
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            "repacked weights into the interleaved layout"
+        );
+    }
+    if tuning == KernelTuning::Fixed {
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    let file = tuning.file();
+    let tuned = cpu.tune(&model.weights, file.as_deref());
+    if let Some(e) = &tuned.save_error {
+        tracing::debug!(error = %e, "the kernel tuning was not kept on disk");
+    }
+    if !tuned.measured.is_empty() {
+        tracing::info!(
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            types = ?tuned.measured,
+            choices = ?cpu.tuning().describe(),
+            "measured the kernels' reads of a lone token on this machine"
+        );
+    }
 }

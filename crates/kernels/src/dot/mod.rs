@@ -332,10 +332,13 @@ fn avx512_kernel(ty: GgmlType, vnni: bool) -> Option<DotFn> {
     })
 }
 
-/// The kernel set of one instruction set (see [`Isa`]).
+/// The kernel set of one instruction set (see [`Isa`]), with how a lone
+/// token's products read each type of interleaved weights on this machine
+/// (see [`crate::packed::tuning`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Kernels {
     isa: Isa,
+    tuning: crate::packed::TileTuning,
 }
 
 impl Kernels {
@@ -346,7 +349,10 @@ impl Kernels {
 
     /// Kernels for an instruction set already chosen.
     pub fn for_isa(isa: Isa) -> Self {
-        Kernels { isa }
+        Kernels {
+            isa,
+            tuning: crate::packed::TileTuning::default(),
+        }
     }
 
     /// Kernels for the best level of this CPU.
@@ -378,10 +384,33 @@ impl Kernels {
         self.isa.avx2() && crate::packed::Format::of(ty).is_some()
     }
 
-    /// The tile kernel for interleaved weights at this level (the scalar
-    /// reference below AVX2: exact, but slow).
-    pub fn packed_tile(&self) -> crate::packed::TileFn {
-        crate::packed::tile_fn(self.isa)
+    /// The tile kernels for interleaved weights at this level (the scalar
+    /// reference below AVX2: exact, but slow), with this set's tuning.
+    pub fn packed_tiles(&self) -> crate::packed::Tiles {
+        crate::packed::Tiles::new(self.isa, self.tuning)
+    }
+
+    /// These kernels with `tuning` for a lone token's products: the same
+    /// results, at another speed.
+    pub fn with_tuning(self, tuning: crate::packed::TileTuning) -> Self {
+        Kernels { tuning, ..self }
+    }
+
+    /// How a lone token's products read each type of interleaved weights.
+    pub fn tuning(&self) -> crate::packed::TileTuning {
+        self.tuning
+    }
+
+    /// Measures the fastest way for a lone token's products to read each
+    /// type of interleaved weights among `probes` on `pool`'s threads (see
+    /// [`crate::packed::tuning::measure`]); pass the result to
+    /// [`Self::with_tuning`].
+    pub fn measure_tuning(
+        &self,
+        pool: &crate::pool::ThreadPool,
+        probes: &[crate::MatRef],
+    ) -> crate::packed::TileTuning {
+        crate::packed::tuning::measure(&self.packed_tiles(), pool, probes)
     }
 
     /// The requested level.

@@ -25,7 +25,7 @@
 use std::arch::x86_64::*;
 
 use super::layout::Format;
-use super::tile::{Acts, Tile, GROUP, PREFETCH, TILE};
+use super::tile::{Acts, Tile, GROUP, TILE};
 use crate::blocks::{KVALUES_IQ4NL, KVALUES_MXFP4};
 
 /// Rows per 256-bit register.
@@ -353,9 +353,13 @@ unsafe fn block<
     unsafe {
         // As in the AVX-512 kernel, a lone token outruns the hardware
         // prefetcher; prefill tiles reuse the group from the caches.
-        let mut line = if T <= 2 { 0 } else { usize::MAX };
+        let mut line = if T <= 2 && acts.ahead != 0 {
+            0
+        } else {
+            usize::MAX
+        };
         while line < f.group_block_bytes() {
-            _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(PREFETCH + line) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(acts.ahead + line) as *const i8);
             line += 64;
         }
         let [lo, hi] = acc;

@@ -23,7 +23,7 @@ use super::avx2::{bcast4, dot32_by, madd2_add, madd_add, nibble_quants, store};
 use super::layout_k::{
     q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes, Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT,
 };
-use super::tile::{Acts, Tile, GROUP, PREFETCH};
+use super::tile::{Acts, Tile, GROUP};
 
 /// `(hi & 0x30) | lo`.
 ///
@@ -181,7 +181,9 @@ unsafe fn tile_q6k_t<const T: usize, const V: bool>(
                 // A few tokens outrun the hardware prefetcher; a tile of
                 // prefill finds the group cached, where the hint costs
                 // little.
-                super::tile::prefetch(gb.wrapping_add(192 * s + PREFETCH));
+                if acts.ahead != 0 {
+                    super::tile::prefetch(gb.wrapping_add(192 * s + acts.ahead));
+                }
                 for (h, isum) in isum.iter_mut().enumerate() {
                     let q = unpack_sub(gb, s, h);
                     let sc2 = twice_signed(gb.add(Q6K_SC_AT + GROUP * s + 8 * h));
@@ -309,10 +311,10 @@ unsafe fn q45k_sums<const T: usize, const N: usize, const FIFTH: bool, const V: 
             // A few tokens outrun the hardware prefetcher; a tile of
             // prefill finds the group cached, where the hint costs little.
             // Once per block: the first half's pass reads every line.
-            if h0 == 0 {
+            if h0 == 0 && acts.ahead != 0 {
                 for line in (0..sub_bytes).step_by(64) {
                     _mm_prefetch::<_MM_HINT_T0>(
-                        gb.wrapping_add(sub_bytes * j + line + PREFETCH) as *const i8
+                        gb.wrapping_add(sub_bytes * j + line + acts.ahead) as *const i8
                     );
                 }
             }

@@ -57,7 +57,7 @@ use super::layout_k23::{
     IQ4XS_D_AT, IQ4XS_GROUP_BLOCK, IQ4XS_SC_AT, IQ4XS_SUB_BYTES, Q2K_D_AT, Q2K_GROUP_BLOCK,
     Q2K_SC_AT, Q3K_D_AT, Q3K_GROUP_BLOCK, Q3K_PAIR_BYTES, Q3K_SC_AT,
 };
-use super::tile::{Acts, Tile, GROUP, PREFETCH};
+use super::tile::{Acts, Tile, GROUP};
 use crate::blocks::KVALUES_IQ4NL;
 
 /// `isum + sc · Σ kv·y` over one 32-quant sub-block of eight rows,
@@ -117,10 +117,10 @@ unsafe fn iq4xs_sums<const T: usize, const N: usize, const V: bool>(
             // A few tokens outrun the hardware prefetcher; a tile of
             // prefill finds the group cached, where the hint costs little.
             // Once per block: the first half's pass reads every line.
-            if h0 == 0 {
+            if h0 == 0 && acts.ahead != 0 {
                 for line in (0..IQ4XS_SUB_BYTES).step_by(64) {
                     _mm_prefetch::<_MM_HINT_T0>(
-                        gb.wrapping_add(IQ4XS_SUB_BYTES * j + line + PREFETCH) as *const i8,
+                        gb.wrapping_add(IQ4XS_SUB_BYTES * j + line + acts.ahead) as *const i8,
                     );
                 }
             }
@@ -387,10 +387,10 @@ unsafe fn q23k_sums<const T: usize, const N: usize, const MIN: bool, const V: bo
         for s in 0..16usize {
             // A few tokens outrun the hardware prefetcher; a tile of
             // prefill finds the group cached, where the hint costs little.
-            if h0 == 0 && s.is_multiple_of(4) {
+            if h0 == 0 && acts.ahead != 0 && s.is_multiple_of(4) {
                 let mut line = (gbytes / 4) * (s / 4);
                 while line < (gbytes / 4) * (s / 4 + 1) {
-                    _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(line + PREFETCH) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(line + acts.ahead) as *const i8);
                     line += 64;
                 }
             }

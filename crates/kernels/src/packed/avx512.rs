@@ -15,7 +15,7 @@
 use std::arch::x86_64::*;
 
 use super::layout::Format;
-use super::tile::{Acts, Tile, GROUP, PREFETCH, TILE};
+use super::tile::{Acts, Tile, GROUP, TILE};
 use crate::blocks::{KVALUES_IQ4NL, KVALUES_MXFP4};
 
 /// The eight quant registers of one group-block at `gb`. With `CB`
@@ -167,12 +167,17 @@ unsafe fn block<
     // inside the group-block, and
     // `quants` gives 32 bytes of which the broadcasts read `4k..4k + 4`.
     unsafe {
-        // The first tile of a group reads it from memory, faster than the
-        // hardware prefetcher alone follows (see `PREFETCH`): ask for the
-        // group-block `PREFETCH` bytes ahead. Later tiles find it cached.
-        let mut line = if t0 == 0 { 0 } else { usize::MAX };
+        // The first tile of a group reads it from memory, on some cores
+        // faster than the hardware prefetcher alone follows (see
+        // `Acts::ahead`): ask for the group-block that far ahead. Later
+        // tiles find it cached.
+        let mut line = if t0 == 0 && acts.ahead != 0 {
+            0
+        } else {
+            usize::MAX
+        };
         while line < f.group_block_bytes() {
-            _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(PREFETCH + line) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(acts.ahead + line) as *const i8);
             line += 64;
         }
         let q = unpack::<NIB, FIFTH, CB, E8>(f, gb);

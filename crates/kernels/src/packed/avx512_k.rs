@@ -16,7 +16,7 @@ use std::arch::x86_64::*;
 use super::layout_k::{
     q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes, Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT,
 };
-use super::tile::{prefetch, Acts, Tile, GROUP, PREFETCH, TILE};
+use super::tile::{prefetch, Acts, Tile, GROUP, TILE};
 
 /// `(hi & mask) | lo`. A function rather than a closure: closures do not
 /// inherit the caller's target features, so their intrinsics would not
@@ -75,8 +75,8 @@ unsafe fn tile_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: usize
             let gb = group.as_ptr().add(b * Q6K_GROUP_BLOCK);
             let mut isum = [_mm512_setzero_si512(); T];
             for s in 0..16 {
-                if t0 == 0 {
-                    prefetch(gb.wrapping_add(192 * s + PREFETCH));
+                if t0 == 0 && acts.ahead != 0 {
+                    prefetch(gb.wrapping_add(192 * s + acts.ahead));
                 }
                 let q = unpack_sub(gb, s);
                 let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(
@@ -162,10 +162,10 @@ unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool>(
             let mut isum = [_mm512_setzero_si512(); T];
             let mut msum = [_mm512_setzero_si512(); T];
             for j in 0..8 {
-                if t0 == 0 {
+                if t0 == 0 && acts.ahead != 0 {
                     for line in (0..q45k_sub_bytes(FIFTH)).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>(
-                            gb.wrapping_add(q45k_sub_bytes(FIFTH) * j + line + PREFETCH)
+                            gb.wrapping_add(q45k_sub_bytes(FIFTH) * j + line + acts.ahead)
                                 as *const i8,
                         );
                     }

@@ -37,7 +37,7 @@ use super::layout_k23::{
     IQ4XS_D_AT, IQ4XS_GROUP_BLOCK, IQ4XS_SC_AT, IQ4XS_SUB_BYTES, Q2K_D_AT, Q2K_GROUP_BLOCK,
     Q2K_SC_AT, Q3K_D_AT, Q3K_GROUP_BLOCK, Q3K_PAIR_BYTES, Q3K_SC_AT,
 };
-use super::tile::{Acts, Tile, GROUP, PREFETCH, TILE};
+use super::tile::{Acts, Tile, GROUP, TILE};
 use crate::blocks::KVALUES_IQ4NL;
 
 /// `T` tokens from `t0` against one IQ4_XS group of `nb` super-blocks.
@@ -62,10 +62,10 @@ unsafe fn tile_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: usize
             let gb = group.as_ptr().add(b * IQ4XS_GROUP_BLOCK);
             let mut isum = [_mm512_setzero_si512(); T];
             for j in 0..8 {
-                if t0 == 0 {
+                if t0 == 0 && acts.ahead != 0 {
                     for line in (0..IQ4XS_SUB_BYTES).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>(
-                            gb.wrapping_add(IQ4XS_SUB_BYTES * j + line + PREFETCH) as *const i8,
+                            gb.wrapping_add(IQ4XS_SUB_BYTES * j + line + acts.ahead) as *const i8,
                         );
                     }
                 }
@@ -239,10 +239,10 @@ unsafe fn tile_q23k_t<const T: usize, const MIN: bool>(
             let gb = group.as_ptr().add(b * gbytes);
             let mut isum = [_mm512_setzero_si512(); T];
             for s in 0..16usize {
-                if t0 == 0 && s.is_multiple_of(4) {
+                if t0 == 0 && acts.ahead != 0 && s.is_multiple_of(4) {
                     let mut line = (gbytes / 4) * (s / 4);
                     while line < (gbytes / 4) * (s / 4 + 1) {
-                        _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(line + PREFETCH) as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(gb.wrapping_add(line + acts.ahead) as *const i8);
                         line += 64;
                     }
                 }

@@ -42,6 +42,7 @@ pub mod layout_k;
 pub mod layout_k23;
 pub mod scalar;
 mod tile;
+pub mod tuning;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -62,6 +63,7 @@ use minfer_gguf::GgmlType;
 
 pub use layout::{dequantize_row, pack, pack_groups, packable, unpack_row, Format, Kind};
 pub use tile::{Acts, Tile, GROUP, TILE};
+pub use tuning::{OneRow, TileTuning};
 
 use crate::blocks::{f16_to_f32, QK, QK_K};
 use crate::error::{check_len, KernelError};
@@ -74,6 +76,59 @@ use crate::pool::ThreadPool;
 /// memory; the SIMD kernels prefetch ahead in that tile only.
 pub type TileFn =
     fn(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile;
+
+/// The tile kernels of one instruction set, and how a lone token's
+/// product reads each type of weights with them (see [`tuning`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Tiles {
+    /// The instruction set's own kernel ([`tile_fn`]).
+    wide: TileFn,
+    /// The AVX2 kernel beside an AVX-512 one, for a lone token where the
+    /// tuning finds it faster.
+    narrow: Option<TileFn>,
+    /// Per weight type, the lone token's kernel and prefetch distance.
+    tuning: TileTuning,
+}
+
+impl Tiles {
+    /// The kernels of `isa` with `tuning`.
+    pub(crate) fn new(isa: crate::Isa, tuning: TileTuning) -> Tiles {
+        Tiles {
+            wide: tile_fn(isa),
+            narrow: narrow_tile_fn(isa),
+            tuning,
+        }
+    }
+
+    /// The kernel and prefetch distance of a product of `n_tok` tokens
+    /// over weights of type `ty`.
+    fn for_product(&self, ty: GgmlType, n_tok: usize) -> (TileFn, usize) {
+        if n_tok != 1 {
+            return (self.wide, tuning::DEFAULT_AHEAD);
+        }
+        let one = self.tuning.one_row(ty);
+        let tile = match self.narrow {
+            Some(narrow) if one.narrow => narrow,
+            _ => self.wide,
+        };
+        (tile, one.ahead())
+    }
+}
+
+/// The AVX2 kernel (fused by AVX-VNNI where the CPU has it) of an
+/// AVX-512 instruction set, which reads the same interleaved layout.
+fn narrow_tile_fn(isa: crate::Isa) -> Option<TileFn> {
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx512() && isa.vnni() {
+        return Some(if isa.avx_vnni() {
+            avx_vnni_tile
+        } else {
+            avx2_tile
+        });
+    }
+    let _ = isa;
+    None
+}
 
 /// The fastest tile kernel of `isa`: the AVX-512 VNNI one with AVX-512
 /// VNNI, the AVX2 one fused by AVX-VNNI with that, the AVX2 one with AVX2
@@ -160,7 +215,7 @@ fn vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
 /// layout (`w.data` as [`pack`] made it), with the same results as
 /// [`crate::matmul::matmul`] on the original rows.
 pub(crate) fn matmul(
-    tile: TileFn,
+    tiles: &Tiles,
     pool: &ThreadPool,
     w: &MatRef,
     x: &[f32],
@@ -174,13 +229,15 @@ pub(crate) fn matmul(
         n_tok,
         out,
     })];
-    matmul_many(tile, pool, &mut one, scratch)
+    matmul_many(tiles, pool, &mut one, scratch)
 }
 
 /// One product over interleaved weights, checked and with its activations
 /// prepared, ready to run beside others ([`run_parts`]).
 pub(crate) struct Part<'a> {
     f: Format,
+    /// The kernel for this product's tiles.
+    tile: TileFn,
     nb: usize,
     data: &'a [u8],
     acts: Acts<'a>,
@@ -212,7 +269,7 @@ fn check_product(p: &Product) -> Result<Format, KernelError> {
 /// Every product of `products` (interleaved weights; `None` entries are
 /// skipped) as one pool job, their activations side by side in `scratch`.
 pub(crate) fn matmul_many(
-    tile: TileFn,
+    tiles: &Tiles,
     pool: &ThreadPool,
     products: &mut [Option<Product>],
     scratch: &mut ActScratch,
@@ -251,34 +308,38 @@ pub(crate) fn matmul_many(
         if p.n_tok == 0 {
             continue;
         }
+        let (tile, ahead) = tiles.for_product(p.w.ty, p.n_tok);
+        let mut acts = prepare(
+            pool,
+            &f,
+            p.x,
+            p.w.cols,
+            p.n_tok,
+            ActBufs {
+                words: w,
+                table: t,
+                init: i,
+            },
+        )?;
+        acts.ahead = ahead;
         *part = Some(Part {
             f,
+            tile,
             nb: p.w.cols / f.block_quants(),
             data: p.w.data,
-            acts: prepare(
-                pool,
-                &f,
-                p.x,
-                p.w.cols,
-                p.n_tok,
-                ActBufs {
-                    words: w,
-                    table: t,
-                    init: i,
-                },
-            )?,
+            acts,
             n_tok: p.n_tok,
             rows: p.w.rows,
             out: crate::pool::SharedMut::new(p.out.as_mut_ptr()),
         });
     }
-    run_parts(tile, pool, &parts);
+    run_parts(pool, &parts);
     Ok(())
 }
 
 /// Runs `parts` as one pool job: their groups are spread over the threads
 /// together, so several small products wait once, not once each.
-pub(crate) fn run_parts(tile: TileFn, pool: &ThreadPool, parts: &[Option<Part>]) {
+pub(crate) fn run_parts(pool: &ThreadPool, parts: &[Option<Part>]) {
     let groups = |p: &Option<Part>| p.as_ref().map_or(0, |p| p.rows / GROUP);
     let total: usize = parts.iter().map(groups).sum();
     pool.for_chunks(total, 1, 4, |range: Range<usize>| {
@@ -290,20 +351,20 @@ pub(crate) fn run_parts(tile: TileFn, pool: &ThreadPool, parts: &[Option<Part>])
                 j += 1;
             }
             if let Some(p) = &parts[j] {
-                run_group(tile, p, i - first);
+                run_group(p, i - first);
             }
         }
     });
 }
 
 /// Every tile of group `g` of one product, written to its outputs.
-fn run_group(tile: TileFn, p: &Part, g: usize) {
+fn run_group(p: &Part, g: usize) {
     let gbytes = p.nb * p.f.group_block_bytes();
     let group = &p.data[g * gbytes..(g + 1) * gbytes];
     let mut t0 = 0;
     while t0 < p.n_tok {
         let nt = (p.n_tok - t0).min(TILE);
-        let v = tile(&p.f, p.nb, group, &p.acts, t0, nt);
+        let v = (p.tile)(&p.f, p.nb, group, &p.acts, t0, nt);
         for (t, v) in v.iter().enumerate().take(nt) {
             // SAFETY: each group of a part is run by one chunk of the job
             // alone, so rows `16g..16g + 16` of every token have one
@@ -433,5 +494,6 @@ fn prepare<'s>(
         d: &d[..n],
         s: if per == 2 { &rest[..n] } else { &rest[..0] },
         init: &init[..inits * n],
+        ahead: tuning::DEFAULT_AHEAD,
     })
 }

@@ -32,6 +32,12 @@ pub struct Acts<'a> {
     pub(super) d: &'a [f32],
     pub(super) s: &'a [f32],
     pub(super) init: &'a [i32],
+    /// How many bytes ahead of the block it reads the first tile of a
+    /// group (`t0 == 0`), the one that reads it from memory, asks for
+    /// (0: no hint). A lone token outruns the hardware prefetcher on some
+    /// cores and not others (see `super::tuning`); the later tiles of a
+    /// prefill find the group in the caches.
+    pub(super) ahead: usize,
 }
 
 impl Acts<'_> {
@@ -68,16 +74,6 @@ impl Acts<'_> {
         &self.init[at..at + self.inits]
     }
 }
-
-/// How far ahead the kernels ask for weight bytes in the first tile of a
-/// group (`t0 == 0`), the one that reads it from memory: the kernel
-/// outruns the hardware prefetcher (measured on Zen 5, one token, Q6_K:
-/// 18 GB/s from memory without, 34 GB/s with, 70 GB/s from cache), and so
-/// does a tile of four tokens in a decode step of several sequences
-/// (Q4_K and Q6_K twice as fast with the hint, `tile_levels`). The later
-/// tiles of a prefill find the group in the caches and skip the hint.
-#[cfg(target_arch = "x86_64")]
-pub(super) const PREFETCH: usize = 4096;
 
 /// Asks for the three cache lines from `p` on (a hint: never faults).
 ///
