@@ -40,10 +40,8 @@ import gguf
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import quantize
 
-from fixture_gguf import copy_keys, rms_of
+from fixture_gguf import copy_keys, copy_tensor, finish, open_source, rms_of
 
-ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
 ARCH = "phi3"
 N_HEAD, N_HEAD_KV, HEAD_DIM, N_ROT = 4, 2, 32, 24
 N_CTX_ORIG, N_CTX_TRAIN = 2048, 65536
@@ -99,8 +97,7 @@ def main(argv: list[str]) -> int:
         return 2
     out = Path(argv[0])
     rng = np.random.default_rng(0xF13)
-    reader = gguf.GGUFReader(SRC)
-    w = gguf.GGUFWriter(out, arch=ARCH, endianess=reader.endianess)
+    reader, w = open_source(out, ARCH)
     write_keys(reader, w)
 
     short, long = rope_factors(rng)
@@ -128,13 +125,8 @@ def main(argv: list[str]) -> int:
             gate = by_name[f"{blk}.ffn_gate.weight"]
             w.add_tensor(t.name, np.concatenate([gate.data, t.data]), raw_dtype=Q.Q8_0)
             continue
-        raw = None if t.tensor_type == Q.F32 else t.tensor_type
-        data = np.array(t.data, dtype=np.float32) if raw is None else t.data
-        w.add_tensor(t.name, data, raw_dtype=raw)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+        copy_tensor(w, t)
+    finish(w)
     return 0
 
 
