@@ -3,6 +3,7 @@ share: the source model they start from, opening it with a writer for the
 new file, copying its metadata and tensors, random quantized blocks, the
 RMS of a quantized tensor, and writing the file out."""
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,21 @@ def open_source(out: Path, arch: str | None = None) -> tuple[gguf.GGUFReader, gg
     reader = gguf.GGUFReader(SRC)
     arch = source_arch(reader) if arch is None else arch
     return reader, gguf.GGUFWriter(out, arch=arch, endianess=reader.endianess)
+
+
+def run_fixture(argv: list[str], doc: str, arch: str, seed: int, fill) -> int:
+    """The main of a fixture script whose one argument is the file to
+    write: `fill(reader, w, rng)` adds to the writer `w` for `arch` what it
+    makes of the source that `reader` reads, `rng` seeded with `seed`; the
+    file is then written out. Other arguments print `doc` and give 2."""
+    if len(argv) != 1:
+        print(doc, file=sys.stderr)
+        return 2
+    rng = np.random.default_rng(seed)
+    reader, w = open_source(Path(argv[0]), arch)
+    fill(reader, w, rng)
+    finish(w)
+    return 0
 
 
 def finish(w: gguf.GGUFWriter) -> None:

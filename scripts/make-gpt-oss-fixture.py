@@ -32,7 +32,6 @@ the same file. Needs ``pip install gguf==0.19.0``.
 
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -40,7 +39,7 @@ import gguf
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import quantize
 
-from fixture_gguf import copy_keys, copy_tensor, finish, open_source, rms_of
+from fixture_gguf import copy_keys, copy_tensor, rms_of, run_fixture
 
 ARCH = "gpt-oss"
 N_EXPERT, N_USED, N_FF_EXP = 8, 8, 64
@@ -88,13 +87,7 @@ def add_ffn(w: gguf.GGUFWriter, rng: np.random.Generator, blk: str, by_name: dic
     w.add_tensor(f"{blk}.ffn_down_exps.bias", normal(rng, (N_EXPERT, n_embd), 0.5))
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    out = Path(argv[0])
-    rng = np.random.default_rng(0x055)
-    reader, w = open_source(out, ARCH)
+def fill(reader: gguf.GGUFReader, w: gguf.GGUFWriter, rng: np.random.Generator) -> None:
     write_keys(reader, w)
     by_name = {t.name: t for t in reader.tensors}
     n_head = 4
@@ -118,9 +111,7 @@ def main(argv: list[str]) -> int:
             w.add_tensor(f"{blk}.attn_sinks.weight", normal(rng, (n_head,), 1.0))
         elif t.name == "token_embd.weight":
             copy_tensor(w, t, "output.weight")
-    finish(w)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_fixture(sys.argv[1:], __doc__, ARCH, 0x055, fill))

@@ -32,7 +32,6 @@ fixed: reruns give the same file. Needs ``pip install gguf==0.19.0``.
 
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -40,7 +39,7 @@ import gguf
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import quantize
 
-from fixture_gguf import copy_keys, copy_tensor, finish, open_source, rms_of
+from fixture_gguf import copy_keys, copy_tensor, rms_of, run_fixture
 
 ARCH = "phi3"
 N_HEAD, N_HEAD_KV, HEAD_DIM, N_ROT = 4, 2, 32, 24
@@ -91,13 +90,7 @@ def rope_factors(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return short, long
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    out = Path(argv[0])
-    rng = np.random.default_rng(0xF13)
-    reader, w = open_source(out, ARCH)
+def fill(reader: gguf.GGUFReader, w: gguf.GGUFWriter, rng: np.random.Generator) -> None:
     write_keys(reader, w)
 
     short, long = rope_factors(rng)
@@ -126,9 +119,7 @@ def main(argv: list[str]) -> int:
             w.add_tensor(t.name, np.concatenate([gate.data, t.data]), raw_dtype=Q.Q8_0)
             continue
         copy_tensor(w, t)
-    finish(w)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_fixture(sys.argv[1:], __doc__, ARCH, 0xF13, fill))
