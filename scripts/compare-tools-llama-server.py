@@ -8,21 +8,13 @@ usage: compare-tools-llama-server.py LLAMA_URL MINFER_URL
 
 import json
 import sys
+from pathlib import Path
 
 import openai
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The current weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
+# The tool-calling tests' weather tool, so that both compare the same call.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "crates/server/tests/python"))
+from weather_tool import WEATHER  # noqa: E402
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 CASES = [
     ("tools, tool_choice=auto", dict(messages=ASK, tools=[WEATHER])),

@@ -29,6 +29,8 @@ import jinja2.ext
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from golden_json import write_golden
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LLAMA_CPP = "/tmp/lsrc/llama_cpp_python-0.3.36/vendor/llama.cpp"
 NOW = datetime.datetime(2026, 11, 29)
@@ -118,11 +120,7 @@ def main() -> int:
         "per template; strftime_now fixed to 2026-11-29",
         "templates": templates,
     }
-    with open(a.out, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-    print(f"wrote {a.out}: {sum(len(t['cases']) for t in templates.values())} cases", file=sys.stderr)
-    return 0
+    return write_golden(a.out, doc, 1, f"{sum(len(t['cases']) for t in templates.values())} cases")
 
 
 if __name__ == "__main__":

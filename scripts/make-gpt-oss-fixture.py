@@ -32,7 +32,6 @@ the same file. Needs ``pip install gguf==0.19.0``.
 
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -40,10 +39,8 @@ import gguf
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import quantize
 
-from fixture_gguf import copy_keys, rms_of
+from fixture_gguf import copy_keys, copy_tensor, rms_of, run_fixture
 
-ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
 ARCH = "gpt-oss"
 N_EXPERT, N_USED, N_FF_EXP = 8, 8, 64
 N_CTX_ORIG, YARN_FACTOR, WINDOW = 4096, 32.0, 128
@@ -90,14 +87,7 @@ def add_ffn(w: gguf.GGUFWriter, rng: np.random.Generator, blk: str, by_name: dic
     w.add_tensor(f"{blk}.ffn_down_exps.bias", normal(rng, (N_EXPERT, n_embd), 0.5))
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    out = Path(argv[0])
-    rng = np.random.default_rng(0x055)
-    reader = gguf.GGUFReader(SRC)
-    w = gguf.GGUFWriter(out, arch=ARCH, endianess=reader.endianess)
+def fill(reader: gguf.GGUFReader, w: gguf.GGUFWriter, rng: np.random.Generator) -> None:
     write_keys(reader, w)
     by_name = {t.name: t for t in reader.tensors}
     n_head = 4
@@ -107,28 +97,21 @@ def main(argv: list[str]) -> int:
         blk = ".".join(parts[:2])
         if kind in ("attn_q_norm", "attn_k_norm", "ffn_gate", "ffn_up"):
             continue
-        raw = None if t.tensor_type == Q.F32 else t.tensor_type
-        data = np.array(t.data, dtype=np.float32) if raw is None else t.data
         if kind == "ffn_down":
             add_ffn(w, rng, blk, by_name, int(t.shape[1]))
             continue
         if kind == "ffn_norm":
-            w.add_tensor(f"{blk}.post_attention_norm.weight", data)
+            copy_tensor(w, t, f"{blk}.post_attention_norm.weight")
             continue
-        w.add_tensor(t.name, data, raw_dtype=raw)
+        copy_tensor(w, t)
         if kind in ("attn_q", "attn_k", "attn_v"):
             w.add_tensor(f"{blk}.{kind}.bias", normal(rng, (int(t.shape[1]),), 0.5))
         elif kind == "attn_output":
             w.add_tensor(f"{blk}.attn_output.bias", normal(rng, (int(t.shape[1]),), 0.2))
             w.add_tensor(f"{blk}.attn_sinks.weight", normal(rng, (n_head,), 1.0))
         elif t.name == "token_embd.weight":
-            w.add_tensor("output.weight", data, raw_dtype=raw)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return 0
+            copy_tensor(w, t, "output.weight")
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_fixture(sys.argv[1:], __doc__, ARCH, 0x055, fill))

@@ -39,8 +39,7 @@ import gguf
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import dequantize
 
-ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
+from fixture_gguf import add_field, finish, open_source, random_bytes, rms_of, row_bytes, source_arch
 
 # The grid types and the file type llama.cpp records for a model of each.
 TYPES = {
@@ -83,9 +82,9 @@ def widened_shape(name: str, ne0: int, ne1: int) -> tuple[int, int]:
 
 def random_blocks(qtype: Q, rows: int, cols: int, rms: float, rng: np.random.Generator) -> np.ndarray:
     """rows x (bytes per row) of random blocks whose values have about `rms`."""
-    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    block = gguf.GGML_QUANT_SIZES[qtype][0]
     n_blocks = rows * cols // block
-    raw = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
+    raw = random_bytes(rng, qtype, rows * cols)
     offsets = SCALES.get(qtype.name, (0,))
     for o in offsets:
         raw[:, o : o + 2] = np.frombuffer(np.float16(1.0).tobytes(), dtype=np.uint8)
@@ -96,7 +95,7 @@ def random_blocks(qtype: Q, rows: int, cols: int, rms: float, rng: np.random.Gen
     d = (rms / unit_rms) * rng.uniform(0.5, 1.5, size=n_blocks)
     for o in offsets:
         raw[:, o : o + 2] = d.astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
-    return raw.reshape(rows, cols // block * size)
+    return raw.reshape(rows, row_bytes(qtype, cols))
 
 
 def main(argv: list[str]) -> int:
@@ -107,13 +106,9 @@ def main(argv: list[str]) -> int:
     name, out_q, out_f = argv[0], Path(argv[1]), Path(argv[2])
     qtype = Q[name]
     rng = np.random.default_rng(0x1C0DE + int(qtype))
-    reader = gguf.GGUFReader(SRC)
-    arch = reader.fields[gguf.Keys.General.ARCHITECTURE]
-    arch = bytes(arch.parts[arch.data[0]]).decode()
-    writers = {
-        "q": gguf.GGUFWriter(out_q, arch=arch, endianess=reader.endianess),
-        "f": gguf.GGUFWriter(out_f, arch=arch, endianess=reader.endianess),
-    }
+    reader, w_q = open_source(out_q)
+    arch = source_arch(reader)
+    writers = {"q": w_q, "f": gguf.GGUFWriter(out_f, arch=arch, endianess=reader.endianess)}
     for field in reader.fields.values():
         key = field.name
         if key == gguf.Keys.General.ARCHITECTURE or key.startswith("GGUF."):
@@ -123,22 +118,20 @@ def main(argv: list[str]) -> int:
             val = N_EMBD
         elif key == f"{arch}.feed_forward_length":
             val = N_FF
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
         for which, w in writers.items():
             v = val
             if key == gguf.Keys.General.FILE_TYPE:
                 v = int(TYPES[name] if which == "q" else gguf.LlamaFileType.ALL_F32)
             elif key == gguf.Keys.General.NAME:
                 v = f"{val}-{name.lower()}" + ("" if which == "q" else "-f32")
-            w.add_key_value(key, v, vtype, sub_type=sub)
+            add_field(w, key, field, v)
 
     for t in reader.tensors:
         kind = t.name.split(".")[-2] if t.name.startswith("blk.") else t.name.split(".")[0]
         if t.name.startswith("blk.") and kind in MATRICES:
             ne0, ne1 = (int(x) for x in t.shape)
             # RMS of the Q8_0 matrix this one replaces.
-            rms = float(np.sqrt(np.mean(np.square(dequantize(t.data, t.tensor_type).astype(np.float64)))))
+            rms = rms_of(t)
             old_cols = ne0
             ne0, ne1 = widened_shape(t.name, ne0, ne1)
             # Longer rows sum more products: scale by sqrt(old / new) to keep
@@ -165,10 +158,7 @@ def main(argv: list[str]) -> int:
             print(f"make-iq-fixture.py: unexpected tensor {t.name} ({t.tensor_type.name})", file=sys.stderr)
             return 1
     for w in writers.values():
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
+        finish(w)
     return 0
 
 

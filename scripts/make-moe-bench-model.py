@@ -28,8 +28,7 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as Q
 
-ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
+from fixture_gguf import add_field, finish, open_source, random_bytes, row_bytes
 ARCH = "qwen3moe"
 D, N_HEAD, N_HEAD_KV, HEAD = 2048, 16, 4, 128
 
@@ -37,24 +36,18 @@ D, N_HEAD, N_HEAD_KV, HEAD = 2048, 16, 4, 128
 def q4k(rng: np.random.Generator, *shape: int) -> np.ndarray:
     """Random Q4_K blocks for a tensor of ggml shape reversed (`shape` is
     numpy order, the last dimension the row length in values)."""
-    block, size = gguf.GGML_QUANT_SIZES[Q.Q4_K]
-    rows = int(np.prod(shape[:-1]))
-    n = rows * shape[-1] // block
-    raw = rng.integers(0, 256, size=(n, size), dtype=np.uint8)
+    raw = random_bytes(rng, Q.Q4_K, int(np.prod(shape)))
     raw[:, 0:2] = np.frombuffer(np.float16(1e-4).tobytes(), dtype=np.uint8)
     raw[:, 2:4] = np.frombuffer(np.float16(5e-5).tobytes(), dtype=np.uint8)
-    return raw.reshape(*shape[:-1], shape[-1] // block * size)
+    return raw.reshape(*shape[:-1], row_bytes(Q.Q4_K, shape[-1]))
 
 
 def mxfp4(rng: np.random.Generator, *shape: int) -> np.ndarray:
     """Random MXFP4 blocks (as `q4k`), every E8M0 scale 118: values up
     to 12 x 2^-11, near +-0.006."""
-    block, size = gguf.GGML_QUANT_SIZES[Q.MXFP4]
-    rows = int(np.prod(shape[:-1]))
-    n = rows * shape[-1] // block
-    raw = rng.integers(0, 256, size=(n, size), dtype=np.uint8)
+    raw = random_bytes(rng, Q.MXFP4, int(np.prod(shape)))
     raw[:, 0] = 118
-    return raw.reshape(*shape[:-1], shape[-1] // block * size)
+    return raw.reshape(*shape[:-1], row_bytes(Q.MXFP4, shape[-1]))
 
 
 def main() -> int:
@@ -70,17 +63,14 @@ def main() -> int:
     exp_ty = Q[a.expert_type]
     experts = mxfp4 if exp_ty == Q.MXFP4 else q4k
     rng = np.random.default_rng(a.seed)
-    reader = gguf.GGUFReader(SRC)
-    w = gguf.GGUFWriter(Path(a.out), arch=ARCH, endianess=reader.endianess)
+    reader, w = open_source(Path(a.out), ARCH)
     for field in reader.fields.values():
         key = field.name
         # Everything of the source's architecture is set below; the
         # tokenizer and the chat template carry over.
         if key.startswith(("general.architecture", "GGUF.", "qwen3.")):
             continue
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(key, field.contents(), vtype, sub_type=sub)
+        add_field(w, key, field, field.contents())
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     for key, val in [
         ("block_count", a.layers),
@@ -117,10 +107,7 @@ def main() -> int:
         w.add_tensor(f"{b}.ffn_up_exps.weight", experts(rng, a.experts, a.ff, D), raw_dtype=exp_ty)
         w.add_tensor(f"{b}.ffn_down_exps.weight", experts(rng, a.experts, D, a.ff), raw_dtype=exp_ty)
     w.add_tensor("output_norm.weight", ones)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     return 0
 
 

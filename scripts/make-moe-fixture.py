@@ -38,10 +38,8 @@ import gguf
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import quantize
 
-from fixture_gguf import copy_keys, rms_of
+from fixture_gguf import copy_keys, copy_tensor, finish, open_source, rms_of
 
-ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
 ARCH = "qwen3moe"
 N_EXPERT, N_USED, N_FF_EXP = 8, 2, 64
 
@@ -64,8 +62,7 @@ def main(argv: list[str]) -> int:
         return 2
     out = Path(argv[0])
     rng = np.random.default_rng(0x3E0E)
-    reader = gguf.GGUFReader(SRC)
-    w = gguf.GGUFWriter(out, arch=ARCH, endianess=reader.endianess)
+    reader, w = open_source(out, ARCH)
     copy_keys(reader, w, ARCH, replace=lambda k, v: f"{v}-moe" if k == gguf.Keys.General.NAME else v)
     w.add_uint32(f"{ARCH}.expert_count", N_EXPERT)
     w.add_uint32(f"{ARCH}.expert_used_count", n_used)
@@ -89,13 +86,8 @@ def main(argv: list[str]) -> int:
             rms = rms_of(t) * (int(t.shape[0]) / N_FF_EXP) ** 0.5
             w.add_tensor(f"{blk}.ffn_down_exps.weight", experts(rng, n_embd, N_FF_EXP, rms, ty), raw_dtype=ty)
             continue
-        raw = None if t.tensor_type == Q.F32 else t.tensor_type
-        data = np.array(t.data, dtype=np.float32) if raw is None else t.data
-        w.add_tensor(t.name, data, raw_dtype=raw)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+        copy_tensor(w, t)
+    finish(w)
     return 0
 
 

@@ -32,7 +32,6 @@ fixed: reruns give the same file. Needs ``pip install gguf==0.19.0``.
 
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -40,10 +39,8 @@ import gguf
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import quantize
 
-from fixture_gguf import copy_keys, rms_of
+from fixture_gguf import copy_keys, copy_tensor, rms_of, run_fixture
 
-ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
 ARCH = "phi3"
 N_HEAD, N_HEAD_KV, HEAD_DIM, N_ROT = 4, 2, 32, 24
 N_CTX_ORIG, N_CTX_TRAIN = 2048, 65536
@@ -93,14 +90,7 @@ def rope_factors(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return short, long
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    out = Path(argv[0])
-    rng = np.random.default_rng(0xF13)
-    reader = gguf.GGUFReader(SRC)
-    w = gguf.GGUFWriter(out, arch=ARCH, endianess=reader.endianess)
+def fill(reader: gguf.GGUFReader, w: gguf.GGUFWriter, rng: np.random.Generator) -> None:
     write_keys(reader, w)
 
     short, long = rope_factors(rng)
@@ -128,15 +118,8 @@ def main(argv: list[str]) -> int:
             gate = by_name[f"{blk}.ffn_gate.weight"]
             w.add_tensor(t.name, np.concatenate([gate.data, t.data]), raw_dtype=Q.Q8_0)
             continue
-        raw = None if t.tensor_type == Q.F32 else t.tensor_type
-        data = np.array(t.data, dtype=np.float32) if raw is None else t.data
-        w.add_tensor(t.name, data, raw_dtype=raw)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return 0
+        copy_tensor(w, t)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_fixture(sys.argv[1:], __doc__, ARCH, 0xF13, fill))

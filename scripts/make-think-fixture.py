@@ -15,8 +15,8 @@ from pathlib import Path
 
 import gguf
 
-ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "tests/models/qwen3-tiny-q8_0.gguf"
+from fixture_gguf import ROOT, add_field, open_source
+
 TEMPLATE = ROOT / "tests/fixtures/qwen3-chat-template.jinja"
 # Token id -> new text; the ids are control tokens no merge produces.
 RENAMED = {3: "<think>", 4: "</think>", 5: "<tool_call>", 6: "</tool_call>"}
@@ -25,11 +25,8 @@ USER_DEFINED = int(gguf.TokenType.USER_DEFINED)
 
 def main() -> None:
     out = Path(sys.argv[1])
-    reader = gguf.GGUFReader(SRC)
-    arch = reader.fields[gguf.Keys.General.ARCHITECTURE]
-    arch = bytes(arch.parts[arch.data[0]]).decode()
     tmp = out.with_suffix(".tmp")
-    writer = gguf.GGUFWriter(tmp, arch=arch, endianess=reader.endianess)
+    reader, writer = open_source(tmp)
     for field in reader.fields.values():
         name = field.name
         if name == gguf.Keys.General.ARCHITECTURE or name.startswith("GGUF."):
@@ -41,9 +38,7 @@ def main() -> None:
             val = [RENAMED.get(i, t) for i, t in enumerate(val)]
         elif name == gguf.Keys.Tokenizer.TOKEN_TYPE:
             val = [USER_DEFINED if i in RENAMED else t for i, t in enumerate(val)]
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(name, val, vtype, sub_type=sub)
+        add_field(writer, name, field, val)
     writer.add_chat_template(TEMPLATE.read_text())
     for t in reader.tensors:
         writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import llama_cpp
 
+from golden_json import write_golden
+
 ROOT = Path(__file__).resolve().parent.parent
 SEPARATOR = "\n__ggml_vocab_test__\n"
 
@@ -88,11 +90,7 @@ def main() -> int:
         for text in corpus
     ]
     doc = {"model": model.name, "reference": a.reference, "cases": cases}
-    with open(a.out, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=0, ensure_ascii=False)
-        f.write("\n")
-    print(f"wrote {a.out}: {len(cases)} strings", file=sys.stderr)
-    return 0
+    return write_golden(a.out, doc, 0, f"{len(cases)} strings")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ use minfer_graph::ir::{KvKind, Op};
 use minfer_graph::kv::KvRegion;
 use minfer_graph::splits::runs;
 use minfer_graph::{
-    Backend, Device, GraphError, GraphUid, GraphView, HostBackend, KvFormat, KvInfo, PoolSizes,
-    Region, RegionTable, Result, Slot, WeightStore,
+    Backend, Device, GraphError, GraphUid, GraphView, HostBackend, KvInfo, PoolSizes, Region,
+    RegionTable, Result, Slot, WeightStore,
 };
 use minfer_kernels::pool::shared::shared_pool;
 use minfer_kernels::pool::ThreadPool;
@@ -212,21 +212,10 @@ impl Backend for CpuBackend {
         grow(&mut self.pool.i32, &sizes.i32)
     }
 
-    fn ensure_kv(
-        &mut self,
-        layer: usize,
-        kind: KvKind,
-        row: usize,
-        n_ctx: usize,
-        format: KvFormat,
-    ) -> Result<bool> {
-        let want = KvInfo {
-            format,
-            row_elems: row,
-            n_ctx,
-        };
-        self.kv
-            .ensure(layer, kind, want, || KvRegion::new(format, row, n_ctx))
+    fn ensure_kv(&mut self, layer: usize, kind: KvKind, want: KvInfo) -> Result<bool> {
+        self.kv.ensure(layer, kind, want, || {
+            KvRegion::new(want.format, want.row_elems, want.n_ctx)
+        })
     }
 
     fn kv_info(&self, layer: usize, kind: KvKind) -> Option<KvInfo> {

@@ -407,23 +407,16 @@ fn attention_is_bit_exact_against_the_plain_f32_order() {
         for &format in formats {
             for (threads, group) in [(1, 1), (3, 1), (1, 7), (2, 2), (3, 7)] {
                 let mut ctx = Ctx::new(cfg, format, threads).grouped(group);
+                let mut check = |batch: &[(u32, i32)], what: &str| {
+                    let got = ctx.step(batch, |s| 11 + s as u64);
+                    let want = ctx.exact_reference(batch, |s| 11 + s as u64);
+                    let at = format!("{format:?} {what}, {threads} threads, group {group}");
+                    assert_eq!(bits(&got), bits(&want), "{at}");
+                };
                 let prompt: Vec<(u32, i32)> = (0..13).map(|p| (p as u32 % 2, p / 2)).collect();
-                let got = ctx.step(&prompt, |s| 11 + s as u64);
-                let want = ctx.exact_reference(&prompt, |s| 11 + s as u64);
-                assert_eq!(
-                    bits(&got),
-                    bits(&want),
-                    "{format:?} prefill, {threads} threads, group {group}"
-                );
+                check(&prompt, "prefill");
                 for p in 7..10 {
-                    let b = [(0, p), (1, p - 1)];
-                    let got = ctx.step(&b, |s| 11 + s as u64);
-                    let want = ctx.exact_reference(&b, |s| 11 + s as u64);
-                    assert_eq!(
-                        bits(&got),
-                        bits(&want),
-                        "{format:?} decode, {threads} threads, group {group}"
-                    );
+                    check(&[(0, p), (1, p - 1)], "decode");
                 }
             }
         }

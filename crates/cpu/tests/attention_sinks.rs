@@ -7,11 +7,11 @@ mod support;
 
 use std::ops::Range;
 
-use support::{assert_close, randn};
+use support::{assert_close, randn, TestCache};
 
 use minfer_cpu::Windows;
-use minfer_cpu::{attention, attention_sliding, attention_with_sinks, kv_store, AttnScratch};
-use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
+use minfer_cpu::{attention, attention_sliding, attention_with_sinks, AttnScratch};
+use minfer_graph::kv::KvRegion;
 use minfer_graph::{AttnParams, GraphError, KvFormat};
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::RowKernels;
@@ -59,9 +59,7 @@ fn mixed() -> Batch {
 /// last batch (its K/V stored too).
 struct Case {
     shape: Shape,
-    k: KvRegion,
-    v: KvRegion,
-    plan: BatchPlan,
+    kv: TestCache,
     q: Vec<f32>,
     pos: Vec<i32>,
 }
@@ -69,33 +67,13 @@ struct Case {
 impl Case {
     fn new(shape: Shape, format: KvFormat, last: &Batch) -> Self {
         let row = shape.1 * shape.2;
-        let mut k = KvRegion::new(format, row, N_CTX).unwrap();
-        let mut v = KvRegion::new(format, row, N_CTX).unwrap();
-        let mut cells = KvCells::new(N_CTX);
-        let mut plan = BatchPlan::default();
+        let mut kv = TestCache::new(format, row, N_CTX);
         let mut q = Vec::new();
         for batch in history().iter().chain([last]) {
-            cells.plan_batch(batch, &mut plan).unwrap();
-            let (mut ks, mut vs) = (Vec::new(), Vec::new());
-            q.clear();
-            for &(s, p) in batch {
-                let (qr, kr, vr) = token_rows(shape, s, p);
-                q.extend(qr);
-                ks.extend(kr);
-                vs.extend(vr);
-            }
-            kv_store(&mut k, &ks, &plan.kv_cells).unwrap();
-            kv_store(&mut v, &vs, &plan.kv_cells).unwrap();
+            q = kv.store_rows(batch, |s, p| token_rows(shape, s, p));
         }
         let pos = last.iter().map(|&(_, p)| p).collect();
-        Case {
-            shape,
-            k,
-            v,
-            plan,
-            q,
-            pos,
-        }
+        Case { shape, kv, q, pos }
     }
 
     fn params(&self, window: u32) -> AttnParams {
@@ -112,7 +90,7 @@ impl Case {
         pool: &ThreadPool,
         scratch: &mut AttnScratch,
     ) -> Vec<f32> {
-        let o = &self.plan.window_offsets;
+        let o = &self.kv.plan.window_offsets;
         let (a, b) = (o[tokens.start] as usize, o[tokens.end] as usize);
         let offsets: Vec<i32> = o[tokens.start..=tokens.end]
             .iter()
@@ -122,12 +100,12 @@ impl Case {
         let q = &self.q[tokens.start * row..tokens.end * row];
         let w = Windows {
             offsets: &offsets,
-            cells: &self.plan.window_cells[a..b],
+            cells: &self.kv.plan.window_cells[a..b],
             query_pos: &self.pos[tokens],
-            cell_pos: &self.plan.window_positions[a..b],
+            cell_pos: &self.kv.plan.window_positions[a..b],
         };
         let p = self.params(window);
-        let (k, v) = (&self.k, &self.v);
+        let (k, v) = (&self.kv.k, &self.kv.v);
         let mut out = vec![f32::NAN; q.len()];
         let r = match (sinks, window) {
             (Some(s), _) => attention_with_sinks(q, k, v, &w, s, &p, pool, scratch, &mut out),
@@ -170,14 +148,14 @@ impl Case {
             r.read_row(cell as usize, &mut x).unwrap();
             x
         };
-        let o = &self.plan.window_offsets;
+        let o = &self.kv.plan.window_offsets;
         let mut out = Vec::new();
         for (t, &qp) in self.pos.iter().enumerate() {
             let span = o[t] as usize..o[t + 1] as usize;
             let seen: Vec<(Vec<f32>, Vec<f32>)> = span
-                .filter(|&j| window == 0 || qp - self.plan.window_positions[j] < window as i32)
-                .map(|j| self.plan.window_cells[j])
-                .map(|c| (row(&self.k, c), row(&self.v, c)))
+                .filter(|&j| window == 0 || qp - self.kv.plan.window_positions[j] < window as i32)
+                .map(|j| self.kv.plan.window_cells[j])
+                .map(|c| (row(&self.kv.k, c), row(&self.kv.v, c)))
                 .collect();
             for (h, &sink) in sinks.iter().enumerate() {
                 let q = &self.q[(t * n_head + h) * hd..][..hd];
@@ -364,7 +342,7 @@ fn an_empty_window_with_a_sink_gives_zeros() {
     // Token 0 sees no cell, token 1 two.
     let w = Windows {
         offsets: &[0, 0, 2],
-        cells: &case.plan.window_cells[..2],
+        cells: &case.kv.plan.window_cells[..2],
         query_pos: &[],
         cell_pos: &[],
     };
@@ -375,8 +353,8 @@ fn an_empty_window_with_a_sink_gives_zeros() {
     let s = [3.0, -3.0, 0.0, 50.0];
     attention_with_sinks(
         q,
-        &case.k,
-        &case.v,
+        &case.kv.k,
+        &case.kv.v,
         &w,
         &s,
         &p,
@@ -395,10 +373,10 @@ fn sinks_must_be_one_per_query_head() {
     let case = Case::new((4, 2, 48), KvFormat::F32, &mixed());
     let n = case.pos.len();
     let w = Windows {
-        offsets: &case.plan.window_offsets,
-        cells: &case.plan.window_cells,
+        offsets: &case.kv.plan.window_offsets,
+        cells: &case.kv.plan.window_cells,
         query_pos: &case.pos,
-        cell_pos: &case.plan.window_positions,
+        cell_pos: &case.kv.plan.window_positions,
     };
     let pool = ThreadPool::new(1);
     let mut scratch = AttnScratch::new(1, N_CTX, 48);
@@ -407,8 +385,8 @@ fn sinks_must_be_one_per_query_head() {
     for bad in [&[0.0f32; 3][..], &[0.0; 5]] {
         let r = attention_with_sinks(
             &case.q,
-            &case.k,
-            &case.v,
+            &case.kv.k,
+            &case.kv.v,
             &w,
             bad,
             &p,

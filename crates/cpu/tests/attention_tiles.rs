@@ -7,10 +7,9 @@
 
 mod support;
 
-use support::randn;
+use support::{randn, TestCache};
 
-use minfer_cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
-use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
+use minfer_cpu::{attention, attention_sliding, AttnScratch, Windows};
 use minfer_graph::{AttnParams, KvFormat};
 use minfer_kernels::pool::ThreadPool;
 use minfer_kernels::RowKernels;
@@ -39,9 +38,7 @@ fn token_rows(seq: u32, pos: i32) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
 /// A cache after `history` batches, and the plan, queries and positions of
 /// the batch `last` (its K/V stored too).
 struct Case {
-    k: KvRegion,
-    v: KvRegion,
-    plan: BatchPlan,
+    kv: TestCache,
     q: Vec<f32>,
     pos: Vec<i32>,
 }
@@ -49,31 +46,18 @@ struct Case {
 impl Case {
     fn new(format: KvFormat, history: &[Batch], fork: bool, last: &[(u32, i32)]) -> Self {
         let row = N_HEAD_KV * HEAD_DIM;
-        let mut k = KvRegion::new(format, row, N_CTX).unwrap();
-        let mut v = KvRegion::new(format, row, N_CTX).unwrap();
-        let mut cells = KvCells::new(N_CTX);
-        let mut plan = BatchPlan::default();
+        let mut kv = TestCache::new(format, row, N_CTX);
         let mut q = Vec::new();
         for (i, batch) in history.iter().chain([&last.to_vec()]).enumerate() {
             if i == history.len() && fork {
                 // Sequence 2 shares the first 150 positions of sequence 0.
-                cells.share(0, 2, 150).unwrap();
+                kv.cells.share(0, 2, 150).unwrap();
             }
-            cells.plan_batch(batch, &mut plan).unwrap();
-            let (mut ks, mut vs) = (Vec::new(), Vec::new());
-            q.clear();
-            for &(s, p) in batch {
-                // A fork's shared positions hold sequence 0's rows.
-                let (qr, kr, vr) = token_rows(s, p);
-                q.extend(qr);
-                ks.extend(kr);
-                vs.extend(vr);
-            }
-            kv_store(&mut k, &ks, &plan.kv_cells).unwrap();
-            kv_store(&mut v, &vs, &plan.kv_cells).unwrap();
+            // A fork's shared positions hold sequence 0's rows.
+            q = kv.store_rows(batch, token_rows);
         }
         let pos = last.iter().map(|&(_, p)| p).collect();
-        Case { k, v, plan, q, pos }
+        Case { kv, q, pos }
     }
 
     /// Attention of the queries `tokens` of the last batch (their windows
@@ -85,15 +69,15 @@ impl Case {
         threads: usize,
         scratch: &mut AttnScratch,
     ) -> Vec<f32> {
-        let o = &self.plan.window_offsets;
+        let o = &self.kv.plan.window_offsets;
         let (a, b) = (o[tokens.start] as usize, o[tokens.end] as usize);
         let offsets: Vec<i32> = o[tokens.clone()]
             .iter()
             .chain([&o[tokens.end]])
             .map(|&x| x - a as i32)
             .collect();
-        let cells = &self.plan.window_cells[a..b];
-        let cell_pos = &self.plan.window_positions[a..b];
+        let cells = &self.kv.plan.window_cells[a..b];
+        let cell_pos = &self.kv.plan.window_positions[a..b];
         let row = N_HEAD * HEAD_DIM;
         let q = &self.q[tokens.start * row..tokens.end * row];
         let pool = ThreadPool::new(threads);
@@ -101,7 +85,7 @@ impl Case {
         if window == 0 {
             let p = params(0);
             attention(
-                q, &self.k, &self.v, &offsets, cells, &p, &pool, scratch, &mut out,
+                q, &self.kv.k, &self.kv.v, &offsets, cells, &p, &pool, scratch, &mut out,
             )
             .unwrap();
         } else {
@@ -112,7 +96,7 @@ impl Case {
                 cell_pos,
             };
             let p = params(window);
-            attention_sliding(q, &self.k, &self.v, &w, &p, &pool, scratch, &mut out).unwrap();
+            attention_sliding(q, &self.kv.k, &self.kv.v, &w, &p, &pool, scratch, &mut out).unwrap();
         }
         out
     }

@@ -6,10 +6,10 @@
 
 mod support;
 
-use support::randn;
+use support::{randn, TestCache};
 
 use minfer_cpu::{attention, attention_sliding, kv_store, AttnScratch, Windows};
-use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
+use minfer_graph::kv::{BatchPlan, KvRegion};
 use minfer_graph::{AttnParams, GraphError, KvFormat};
 use minfer_kernels::pool::ThreadPool;
 use rand::rngs::StdRng;
@@ -30,10 +30,7 @@ fn params(sliding_window: u32) -> AttnParams {
 /// Returns the regions, the last batch's plan and its query positions.
 fn setup(format: KvFormat) -> (KvRegion, KvRegion, BatchPlan, Vec<i32>) {
     let row = N_HEAD_KV * HEAD_DIM;
-    let mut k = KvRegion::new(format, row, N_CTX).unwrap();
-    let mut v = KvRegion::new(format, row, N_CTX).unwrap();
-    let mut cells = KvCells::new(N_CTX);
-    let mut plan = BatchPlan::default();
+    let mut c = TestCache::new(format, row, N_CTX);
     let mut rng = StdRng::seed_from_u64(7);
     let batches: [Vec<(u32, i32)>; 3] = [
         (0..40).map(|p| (0, p)).collect(),
@@ -41,12 +38,11 @@ fn setup(format: KvFormat) -> (KvRegion, KvRegion, BatchPlan, Vec<i32>) {
         vec![(0, 40), (1, 12), (0, 41), (0, 42)],
     ];
     for batch in &batches {
-        cells.plan_batch(batch, &mut plan).unwrap();
-        kv_store(&mut k, &randn(&mut rng, batch.len() * row), &plan.kv_cells).unwrap();
-        kv_store(&mut v, &randn(&mut rng, batch.len() * row), &plan.kv_cells).unwrap();
+        let k = randn(&mut rng, batch.len() * row);
+        c.store(batch, &k, &randn(&mut rng, batch.len() * row));
     }
     let query_pos = batches[2].iter().map(|&(_, p)| p).collect();
-    (k, v, plan, query_pos)
+    (c.k, c.v, c.plan, query_pos)
 }
 
 /// The windows of `plan` cut by hand: cells at positions `> pos - window`.

@@ -22,7 +22,7 @@ use crate::builder::BuiltGraph;
 use crate::error::Result;
 use crate::ir::KvKind;
 use crate::kv::KvRegion;
-use crate::params::{GraphParams, KvFormat};
+use crate::params::GraphParams;
 use crate::plan::{MemPlan, Slot};
 use crate::regions::KvInfo;
 use crate::types::{Device, GraphUid, PoolSizes};
@@ -60,16 +60,9 @@ pub trait Backend: Send {
     /// index; none shrinks).
     fn ensure_buffers(&mut self, sizes: &PoolSizes) -> Result<()>;
 
-    /// Creates layer `layer`'s `kind` region, or checks that the existing
-    /// one has this shape; returns whether it was created.
-    fn ensure_kv(
-        &mut self,
-        layer: usize,
-        kind: KvKind,
-        row_elems: usize,
-        n_ctx: usize,
-        format: KvFormat,
-    ) -> Result<bool>;
+    /// Creates layer `layer`'s `kind` region of shape `want`, or checks
+    /// that the existing one has this shape; returns whether it was created.
+    fn ensure_kv(&mut self, layer: usize, kind: KvKind, want: KvInfo) -> Result<bool>;
 
     /// The shape of a region, when this backend holds it.
     fn kv_info(&self, layer: usize, kind: KvKind) -> Option<KvInfo>;

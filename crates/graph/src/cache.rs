@@ -28,7 +28,7 @@ use crate::error::{GraphError, Result};
 use crate::fusion::{fuse, FusionReport};
 use crate::ir::{KvKind, NodeId};
 use crate::kv::KvRegion;
-use crate::params::{GraphParams, KvFormat};
+use crate::params::GraphParams;
 use crate::plan::{MemPlan, Slot};
 use crate::regions::KvInfo;
 use crate::splits::{Schedule, Split, TraceConfig};
@@ -180,6 +180,27 @@ impl GraphCache {
         g.kv_info(layer, kind).map(|i| (Device::Gpu, i))
     }
 
+    /// The backend holding layer `layer`'s `kind` region, to read or
+    /// write its cells through ([`Backend::kv_read_raw_rows`],
+    /// [`Backend::kv_write_raw`], [`Backend::kv_store_row`]) wherever it
+    /// lives.
+    ///
+    /// # Errors
+    /// [`GraphError::NoKvRegion`] when no backend holds the region.
+    pub fn kv_backend(&self, layer: usize, kind: KvKind) -> Result<&dyn Backend> {
+        let d = self.kv_home(layer, kind)?;
+        self.backend(d)
+    }
+
+    /// As [`GraphCache::kv_backend`], for writing.
+    ///
+    /// # Errors
+    /// As [`GraphCache::kv_backend`].
+    pub fn kv_backend_mut(&mut self, layer: usize, kind: KvKind) -> Result<&mut dyn Backend> {
+        let d = self.kv_home(layer, kind)?;
+        self.backend_mut(d)
+    }
+
     fn kv_home(&self, layer: usize, kind: KvKind) -> Result<Device> {
         self.kv_info(layer, kind)
             .map(|(d, _)| d)
@@ -190,84 +211,14 @@ impl GraphCache {
             })
     }
 
-    /// Appends cell `cell`'s row of a region, in the raw format of
-    /// [`KvRegion::read_raw_row`], wherever the region lives.
-    ///
-    /// # Errors
-    /// No such region, a cell past it, device errors.
-    pub fn kv_read_raw_row(
-        &self,
-        layer: usize,
-        kind: KvKind,
-        cell: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<()> {
-        let d = self.kv_home(layer, kind)?;
-        self.backend(d)?.kv_read_raw(layer, kind, cell, out)
-    }
-
-    /// Appends the rows of `cells` of a region, in order, in the raw
-    /// format (one device read where the region is on a GPU).
-    ///
-    /// # Errors
-    /// No such region, a cell past it, device errors.
-    pub fn kv_read_raw_rows(
-        &self,
-        layer: usize,
-        kind: KvKind,
-        cells: &[usize],
-        out: &mut Vec<u8>,
-    ) -> Result<()> {
-        let d = self.kv_home(layer, kind)?;
-        self.backend(d)?.kv_read_raw_rows(layer, kind, cells, out)
-    }
-
-    /// Writes cell `cell`'s row of a region from the raw format.
-    ///
-    /// # Errors
-    /// No such region, a cell past it, a row of the wrong length.
-    pub fn kv_write_raw_row(
-        &mut self,
-        layer: usize,
-        kind: KvKind,
-        cell: usize,
-        src: &[u8],
-    ) -> Result<()> {
-        let d = self.kv_home(layer, kind)?;
-        self.backend_mut(d)?.kv_write_raw(layer, kind, cell, src)
-    }
-
-    /// Stores f32 values into cell `cell` of a region, rounded as a KV
-    /// store rounds (tests fill cells a sequence must never read).
-    ///
-    /// # Errors
-    /// No such region, a cell past it, a row of the wrong length.
-    pub fn kv_store_row(
-        &mut self,
-        layer: usize,
-        kind: KvKind,
-        cell: usize,
-        row: &[f32],
-    ) -> Result<()> {
-        let d = self.kv_home(layer, kind)?;
-        self.backend_mut(d)?.kv_store_row(layer, kind, cell, row)
-    }
-
-    /// Creates layer `layer`'s `kind` region on the CPU (`n_ctx` cells of
-    /// `row` values in `format`) if no graph has yet, so that cells can be
-    /// restored before the first step; an existing region must match.
+    /// Creates layer `layer`'s `kind` region of shape `want` on the CPU if
+    /// no graph has yet, so that cells can be restored before the first
+    /// step; an existing region must match.
     ///
     /// # Errors
     /// A region of another shape; an allocation failure.
-    pub fn ensure_kv_region(
-        &mut self,
-        layer: usize,
-        kind: KvKind,
-        row: usize,
-        n_ctx: usize,
-        format: KvFormat,
-    ) -> Result<()> {
-        self.ensure_kv_region_on(Device::Cpu, layer, kind, row, n_ctx, format)
+    pub fn ensure_kv_region(&mut self, layer: usize, kind: KvKind, want: KvInfo) -> Result<()> {
+        self.ensure_kv_region_on(Device::Cpu, layer, kind, want)
     }
 
     /// As [`GraphCache::ensure_kv_region`], on device `d` (the one the
@@ -280,16 +231,11 @@ impl GraphCache {
         d: Device,
         layer: usize,
         kind: KvKind,
-        row: usize,
-        n_ctx: usize,
-        format: KvFormat,
+        want: KvInfo,
     ) -> Result<()> {
-        if self
-            .backend_mut(d)?
-            .ensure_kv(layer, kind, row, n_ctx, format)?
-        {
-            self.alloc
-                .note_region(crate::kv::region_bytes(format, row, n_ctx));
+        if self.backend_mut(d)?.ensure_kv(layer, kind, want)? {
+            let bytes = crate::kv::region_bytes(want.format, want.row_elems, want.n_ctx);
+            self.alloc.note_region(bytes);
         }
         Ok(())
     }
@@ -526,13 +472,8 @@ impl GraphCache {
     ) -> Result<()> {
         let (n_ctx, format) = (params.compute.n_ctx as usize, params.compute.kv_format);
         for need in &plan.kv {
-            if self
-                .backend_mut(need.device)?
-                .ensure_kv(need.layer, need.kind, need.row, n_ctx, format)?
-            {
-                self.alloc
-                    .note_region(crate::kv::region_bytes(format, need.row, n_ctx));
-            }
+            let want = KvInfo::new(format, need.row, n_ctx);
+            self.ensure_kv_region_on(need.device, need.layer, need.kind, want)?;
         }
         for d in Device::ALL {
             if d == Device::Gpu && self.gpu.is_none() {
@@ -588,38 +529,27 @@ impl GraphCache {
 /// The fields in which `new` differs from `old`, for the log line that says
 /// why a graph was rebuilt.
 fn param_changes(old: &GraphParams, new: &GraphParams) -> String {
+    fn change<T: PartialEq + std::fmt::Debug>(out: &mut Vec<String>, name: &str, a: T, b: T) {
+        if a != b {
+            out.push(format!("{name} {a:?} -> {b:?}"));
+        }
+    }
     let mut out = Vec::new();
-    if old.n_tokens != new.n_tokens {
-        out.push(format!("n_tokens {} -> {}", old.n_tokens, new.n_tokens));
-    }
-    if old.n_out != new.n_out {
-        out.push(format!("n_out {} -> {}", old.n_out, new.n_out));
-    }
-    if old.kind != new.kind {
-        out.push(format!("kind {:?} -> {:?}", old.kind, new.kind));
-    }
-    if old.output != new.output {
-        out.push(format!("output {:?} -> {:?}", old.output, new.output));
-    }
     let (a, b) = (&old.compute, &new.compute);
-    if a.n_ctx != b.n_ctx {
-        out.push(format!("n_ctx {} -> {}", a.n_ctx, b.n_ctx));
-    }
-    if a.kv_format != b.kv_format {
-        out.push(format!("kv_format {:?} -> {:?}", a.kv_format, b.kv_format));
-    }
-    if a.backend != b.backend {
-        out.push(format!("backend {:?} -> {:?}", a.backend, b.backend));
-    }
-    if a.fusion != b.fusion {
-        out.push(format!("fusion {:?} -> {:?}", a.fusion, b.fusion));
-    }
-    if old.weights_version != new.weights_version {
-        out.push(format!(
-            "weights_version {} -> {}",
-            old.weights_version, new.weights_version
-        ));
-    }
+    change(&mut out, "n_tokens", old.n_tokens, new.n_tokens);
+    change(&mut out, "n_out", old.n_out, new.n_out);
+    change(&mut out, "kind", old.kind, new.kind);
+    change(&mut out, "output", old.output, new.output);
+    change(&mut out, "n_ctx", a.n_ctx, b.n_ctx);
+    change(&mut out, "kv_format", a.kv_format, b.kv_format);
+    change(&mut out, "backend", a.backend, b.backend);
+    change(&mut out, "fusion", a.fusion, b.fusion);
+    change(
+        &mut out,
+        "weights_version",
+        old.weights_version,
+        new.weights_version,
+    );
     if out.is_empty() {
         // Equal to the most recent graph but evicted from the cache.
         return "params of an evicted graph".into();
@@ -630,7 +560,7 @@ fn param_changes(old: &GraphParams, new: &GraphParams) -> String {
 #[cfg(test)]
 mod param_change_tests {
     use super::*;
-    use crate::params::{BackendPlan, ComputeParams, Fusion, GraphKind, OutputKind};
+    use crate::params::{BackendPlan, ComputeParams, Fusion, GraphKind, KvFormat, OutputKind};
 
     #[test]
     fn a_rebuild_names_the_params_that_changed() {

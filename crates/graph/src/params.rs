@@ -167,3 +167,23 @@ pub struct GraphParams {
     /// Bumped whenever weights change, so no graph outlives its weights.
     pub weights_version: u64,
 }
+
+impl GraphParams {
+    /// The params of a forward of `n_tokens` rows (a decode for one, a
+    /// prefill for more) with `n_out` outputs of kind `output`, in context
+    /// `compute`, over weights that never change (version 0).
+    pub fn forward(n_tokens: u32, n_out: u32, output: OutputKind, compute: ComputeParams) -> Self {
+        GraphParams {
+            n_tokens,
+            n_out,
+            kind: if n_tokens == 1 {
+                GraphKind::Decode
+            } else {
+                GraphKind::Prefill
+            },
+            output,
+            compute,
+            weights_version: 0,
+        }
+    }
+}

@@ -20,6 +20,15 @@ pub struct KvInfo {
 }
 
 impl KvInfo {
+    /// The shape of `n_ctx` cells of `row_elems` values in `format`.
+    pub const fn new(format: KvFormat, row_elems: usize, n_ctx: usize) -> Self {
+        Self {
+            format,
+            row_elems,
+            n_ctx,
+        }
+    }
+
     /// Bytes of one cell's row in the raw format of
     /// [`crate::kv::KvRegion::read_raw_row`], which every backend speaks.
     pub fn raw_row_bytes(&self) -> usize {
@@ -35,11 +44,7 @@ pub trait Region {
 
 impl Region for crate::kv::KvRegion {
     fn shape(&self) -> KvInfo {
-        KvInfo {
-            format: self.format(),
-            row_elems: self.row_elems(),
-            n_ctx: self.n_ctx(),
-        }
+        KvInfo::new(self.format(), self.row_elems(), self.n_ctx())
     }
 }
 
@@ -162,11 +167,7 @@ mod tests {
     }
 
     fn shape(n_ctx: usize) -> KvInfo {
-        KvInfo {
-            format: KvFormat::F16,
-            row_elems: 8,
-            n_ctx,
-        }
+        KvInfo::new(KvFormat::F16, 8, n_ctx)
     }
 
     #[test]

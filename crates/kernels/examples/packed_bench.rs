@@ -8,12 +8,12 @@
 use minfer_kernels::matmul::row_bytes;
 use minfer_kernels::packed::pack;
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::{matmul, ActScratch, Kernels, Layout, MatRef};
+use minfer_kernels::{matmul, ActScratch, Kernels, Layout};
 use std::time::Instant;
 
 mod common;
 
-use common::{matrices, median};
+use common::{activations, mat, matrices, median};
 
 fn main() {
     let threads: usize = std::env::args()
@@ -33,9 +33,7 @@ fn main() {
             .map(|m| pack(ty, rows, cols, m).unwrap())
             .collect();
         for n_tok in [1usize, 512] {
-            let x: Vec<f32> = (0..n_tok * cols)
-                .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
-                .collect();
+            let x = activations(n_tok, cols);
             let mut out = vec![0f32; n_tok * rows];
             let mut scratch = ActScratch::default();
             let reps = if n_tok == 1 { copies.max(200) } else { 3 };
@@ -44,13 +42,8 @@ fn main() {
                 for (k, set) in [&mats, &packed].into_iter().enumerate() {
                     let t0 = Instant::now();
                     for i in 0..reps {
-                        let w = MatRef {
-                            ty,
-                            rows,
-                            cols,
-                            data: &set[i % set.len()],
-                            layout: if k == 0 { Layout::Rows } else { Layout::Packed },
-                        };
+                        let layout = if k == 0 { Layout::Rows } else { Layout::Packed };
+                        let w = mat(ty, rows, cols, &set[i % set.len()], layout);
                         matmul(&kernels, &pool, &w, &x, n_tok, &mut out, &mut scratch).unwrap();
                     }
                     t[k].push(t0.elapsed().as_secs_f64() / reps as f64);

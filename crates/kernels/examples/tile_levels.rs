@@ -16,12 +16,12 @@
 use minfer_kernels::matmul::row_bytes;
 use minfer_kernels::packed::pack;
 use minfer_kernels::pool::ThreadPool;
-use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, MatRef, SimdLevel};
+use minfer_kernels::{matmul, ActScratch, GgmlType, Kernels, Layout, SimdLevel};
 use std::time::Instant;
 
 mod common;
 
-use common::{median, thread_cpu_seconds};
+use common::{activations, mat, median, thread_cpu_seconds};
 
 /// The most tokens whose products stream their weights from memory.
 const STREAMED: usize = 16;
@@ -77,9 +77,7 @@ fn main() {
         let hot = matrices(ty, rows, cols, 1);
         for &n_tok in &n_toks {
             let set = if n_tok <= STREAMED { &streamed } else { &hot };
-            let x: Vec<f32> = (0..n_tok * cols)
-                .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
-                .collect();
+            let x = activations(n_tok, cols);
             let mut out = vec![0f32; n_tok * rows];
             let mut scratch = ActScratch::default();
             let reps = (work * 512 / n_tok).clamp(3, set.len().max(work));
@@ -88,13 +86,7 @@ fn main() {
                 for (k, kernels) in kernels.iter().enumerate() {
                     let (t0, c0) = (Instant::now(), thread_cpu_seconds());
                     for i in 0..reps {
-                        let w = MatRef {
-                            ty,
-                            rows,
-                            cols,
-                            data: &set[i % set.len()],
-                            layout: Layout::Packed,
-                        };
+                        let w = mat(ty, rows, cols, &set[i % set.len()], Layout::Packed);
                         matmul(kernels, &pool, &w, &x, n_tok, &mut out, &mut scratch).unwrap();
                     }
                     let spent = if threads == 1 {

@@ -222,28 +222,9 @@ fn extreme_quants_and_activations_stay_exact() {
             for sign in [1.0f32, -1.0] {
                 let x = vec![sign; n_tok * cols];
                 let rows_ref = row_major(ty, rows, cols, &data);
-                let base = product(
-                    &Kernels::new(SimdLevel::Scalar).unwrap(),
-                    1,
-                    &rows_ref,
-                    &x,
-                    n_tok,
-                );
-                let packed_ref = MatRef {
-                    data: &packed,
-                    layout: Layout::Packed,
-                    ..rows_ref
-                };
-                for level in SimdLevel::supported() {
-                    let got = product(&Kernels::new(level).unwrap(), 2, &packed_ref, &x, n_tok);
-                    for (i, (a, b)) in got.iter().zip(&base).enumerate() {
-                        assert_eq!(
-                            a.to_bits(),
-                            b.to_bits(),
-                            "{ty} fill {fill:#x} x {sign} {level} [{i}]: {a} vs {b}"
-                        );
-                    }
-                }
+                let base = scalar_product(&rows_ref, &x, n_tok);
+                let what = format!("{ty} fill {fill:#x} x {sign} ");
+                assert_packed_bits(&rows_ref, &packed, &x, n_tok, &base, &what);
             }
         }
     }
@@ -268,23 +249,35 @@ fn mxfp4_tiles_widen_every_scale_byte_exactly() {
         .map(|_| rng.gen_range(-2.0..2.0))
         .collect();
     let rows_ref = row_major(ty, rows, cols, &data);
-    let base = product(
-        &Kernels::new(SimdLevel::Scalar).unwrap(),
-        1,
-        &rows_ref,
-        &x,
-        n_tok,
-    );
+    let base = scalar_product(&rows_ref, &x, n_tok);
     assert!(base.iter().all(|v| v.is_finite() && *v != 0.0));
+    assert_packed_bits(&rows_ref, &packed, &x, n_tok, &base, "");
+}
+
+/// The product of `w` and `x` on the scalar path, one thread.
+fn scalar_product(w: &MatRef, x: &[f32], n_tok: usize) -> Vec<f32> {
+    product(&Kernels::new(SimdLevel::Scalar).unwrap(), 1, w, x, n_tok)
+}
+
+/// The product of `packed` (the packed form of `rows_ref`) and `x` gives
+/// `base`'s bits at every SIMD level; `what` begins each failure's message.
+fn assert_packed_bits(
+    rows_ref: &MatRef,
+    packed: &[u8],
+    x: &[f32],
+    n_tok: usize,
+    base: &[f32],
+    what: &str,
+) {
     let packed_ref = MatRef {
-        data: &packed,
+        data: packed,
         layout: Layout::Packed,
-        ..rows_ref
+        ..*rows_ref
     };
     for level in SimdLevel::supported() {
-        let got = product(&Kernels::new(level).unwrap(), 2, &packed_ref, &x, n_tok);
-        for (i, (a, b)) in got.iter().zip(&base).enumerate() {
-            assert_eq!(a.to_bits(), b.to_bits(), "{level} [{i}]: {a} vs {b}");
+        let got = product(&Kernels::new(level).unwrap(), 2, &packed_ref, x, n_tok);
+        for (i, (a, b)) in got.iter().zip(base).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "{what}{level} [{i}]: {a} vs {b}");
         }
     }
 }

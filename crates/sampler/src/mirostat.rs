@@ -5,21 +5,39 @@
 use rand::Rng;
 
 use crate::filters::{draw_index, softmax, top_k, Candidate};
+use crate::Mirostat;
 
 /// Candidates used to estimate the Zipf exponent in Mirostat 1.
 const MIROSTAT_M: usize = 100;
 
-/// Mirostat 1: estimates the Zipf exponent from the best candidates,
-/// derives a top-k from it and `mu`, draws, and updates `mu`.
-pub(crate) fn mirostat_v1(
+/// Mirostat `version` (1 or 2) over `cands` from a vocabulary of `n_vocab`
+/// tokens: truncates them by `mu`, draws, and moves `mu` at rate `eta`
+/// towards the target surprise `tau`.
+pub(crate) fn mirostat(
     cands: &mut Vec<Candidate>,
+    version: Mirostat,
     n_vocab: usize,
-    tau: f32,
-    eta: f32,
+    (tau, eta): (f32, f32),
     mu: &mut f32,
     rng: &mut impl Rng,
 ) -> u32 {
     softmax(cands);
+    if version == Mirostat::V1 {
+        truncate_v1(cands, n_vocab, *mu);
+    } else {
+        truncate_v2(cands, *mu);
+    }
+    softmax(cands);
+    let i = draw_index(cands, rng);
+    let Some(c) = cands.get(i) else { return 0 };
+    let surprise = -c.p.log2();
+    *mu -= eta * (surprise - tau);
+    c.id
+}
+
+/// Mirostat 1: estimates the Zipf exponent from the best candidates and
+/// keeps the top-k it and `mu` give.
+fn truncate_v1(cands: &mut Vec<Candidate>, n_vocab: usize, mu: f32) {
     let mut sum_ti_bi = 0.0f32;
     let mut sum_ti_sq = 0.0f32;
     for i in 0..(MIROSTAT_M - 1).min(cands.len().saturating_sub(1)) {
@@ -30,7 +48,7 @@ pub(crate) fn mirostat_v1(
     }
     let s_hat = sum_ti_bi / sum_ti_sq;
     let eps = s_hat - 1.0;
-    let k = ((eps * 2f32.powf(*mu)) / (1.0 - (n_vocab as f32).powf(-eps))).powf(1.0 / s_hat);
+    let k = ((eps * 2f32.powf(mu)) / (1.0 - (n_vocab as f32).powf(-eps))).powf(1.0 / s_hat);
     // A degenerate estimate (a flat or single-candidate list) keeps all.
     let k = if k.is_finite() {
         (k as usize).max(1)
@@ -38,35 +56,17 @@ pub(crate) fn mirostat_v1(
         cands.len()
     };
     top_k(cands, k);
-    finish(cands, tau, eta, mu, rng)
 }
 
 /// Mirostat 2: keeps the candidates whose surprise (in bits) is at most
-/// `mu`, draws, and updates `mu`.
-pub(crate) fn mirostat_v2(
-    cands: &mut Vec<Candidate>,
-    tau: f32,
-    eta: f32,
-    mu: &mut f32,
-    rng: &mut impl Rng,
-) -> u32 {
-    softmax(cands);
+/// `mu`.
+fn truncate_v2(cands: &mut Vec<Candidate>, mu: f32) {
     let keep = cands
         .iter()
-        .position(|c| -c.p.log2() > *mu)
+        .position(|c| -c.p.log2() > mu)
         .unwrap_or(cands.len())
         .max(1);
     cands.truncate(keep);
-    finish(cands, tau, eta, mu, rng)
-}
-
-fn finish(cands: &mut [Candidate], tau: f32, eta: f32, mu: &mut f32, rng: &mut impl Rng) -> u32 {
-    softmax(cands);
-    let i = draw_index(cands, rng);
-    let Some(c) = cands.get(i) else { return 0 };
-    let surprise = -c.p.log2();
-    *mu -= eta * (surprise - tau);
-    c.id
 }
 
 #[cfg(test)]
@@ -91,7 +91,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let mut mu = 1.5; // keeps p >= 2^-1.5: only the first (p ≈ 0.5).
         let mut c = base.clone();
-        let t = mirostat_v2(&mut c, 3.0, 0.1, &mut mu, &mut rng);
+        let t = mirostat(&mut c, Mirostat::V2, 8, (3.0, 0.1), &mut mu, &mut rng);
         assert_eq!(t, 0);
         assert_eq!(c.len(), 1);
         // The drawn token had surprise 0 after renormalisation: mu rises
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn mirostat_drives_the_average_surprise_to_tau() {
-        for v1 in [true, false] {
+        for version in [Mirostat::V1, Mirostat::V2] {
             for tau in [2.0f32, 4.0] {
                 let mut rng = ChaCha8Rng::seed_from_u64(7);
                 let eta = 0.1;
@@ -111,11 +111,7 @@ mod tests {
                 for _ in 0..n {
                     let mut c = zipf(1000, 1.1);
                     let before = mu;
-                    if v1 {
-                        mirostat_v1(&mut c, 1000, tau, eta, &mut mu, &mut rng);
-                    } else {
-                        mirostat_v2(&mut c, tau, eta, &mut mu, &mut rng);
-                    }
+                    mirostat(&mut c, version, 1000, (tau, eta), &mut mu, &mut rng);
                     // mu moves by -eta * (surprise - tau): recover the
                     // surprise the algorithm observed.
                     total += tau - (mu - before) / eta;
@@ -123,7 +119,7 @@ mod tests {
                 let avg = total / n as f32;
                 assert!(
                     (avg - tau).abs() < 0.1,
-                    "v1={v1}, tau={tau}: average surprise {avg}"
+                    "{version:?}, tau={tau}: average surprise {avg}"
                 );
             }
         }

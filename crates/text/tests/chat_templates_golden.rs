@@ -4,6 +4,41 @@ mod common;
 
 use common::{golden, open_model, MODELS};
 use minfer_text::{ChatMessage, ChatTemplate, DateTime};
+use serde_json::Value;
+
+/// One golden case: what the template is given and what it must render.
+struct Case<'a> {
+    name: &'a str,
+    messages: Vec<ChatMessage>,
+    tools: Option<&'a Value>,
+    add_gen: bool,
+    want: &'a str,
+}
+
+impl<'a> Case<'a> {
+    fn read(case: &'a Value) -> Self {
+        Self {
+            name: case["name"].as_str().unwrap_or("?"),
+            messages: serde_json::from_value(case["messages"].clone()).expect("messages"),
+            tools: (!case["tools"].is_null()).then_some(&case["tools"]),
+            add_gen: case["add_generation_prompt"].as_bool().expect("flag"),
+            want: case["rendered"].as_str().expect("rendered"),
+        }
+    }
+
+    /// Renders the case with `t`; a failure or a different render is added
+    /// to `failures`, under `model`'s name.
+    fn check(&self, t: &ChatTemplate, model: &str, failures: &mut Vec<String>) {
+        let (name, want) = (self.name, self.want);
+        match t.render(&self.messages, self.tools, self.add_gen) {
+            Ok(got) if got == want => {}
+            Ok(got) => failures.push(format!(
+                "{model}/{name}: rendered differently\n  got:  {got:?}\n  want: {want:?}"
+            )),
+            Err(e) => failures.push(format!("{model}/{name}: {e}")),
+        }
+    }
+}
 
 #[test]
 fn golden_chat_templates_render_identically() {
@@ -23,24 +58,13 @@ fn golden_chat_templates_render_identically() {
             .expect("template compiles");
         let mut failures = Vec::new();
         for case in cases {
-            let case_name = case["name"].as_str().unwrap_or("?");
-            let messages: Vec<ChatMessage> =
-                serde_json::from_value(case["messages"].clone()).expect("messages");
-            let tools = (!case["tools"].is_null()).then_some(&case["tools"]);
-            let add_gen = case["add_generation_prompt"].as_bool().expect("flag");
-            let want = case["rendered"].as_str().expect("rendered");
-            match t.render(&messages, tools, add_gen) {
-                Ok(got) if got == want => {}
-                Ok(got) => failures.push(format!(
-                    "{name}/{case_name}: rendered differently\n  got:  {got:?}\n  want: {want:?}"
-                )),
-                Err(e) => failures.push(format!("{name}/{case_name}: {e}")),
-            }
+            let c = Case::read(case);
+            c.check(&t, name, &mut failures);
             // The JSON entry point must agree with the typed one.
             let via_json = t
-                .render_json(&case["messages"], tools, add_gen)
+                .render_json(&case["messages"], c.tools, c.add_gen)
                 .expect("renders");
-            assert_eq!(via_json, want, "{name}/{case_name} via render_json");
+            assert_eq!(via_json, c.want, "{name}/{} via render_json", c.name);
             checked += 1;
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -72,19 +96,7 @@ fn extra_chat_templates_render_identically() {
         let cases = entry["cases"].as_array().expect("cases");
         assert!(!cases.is_empty(), "{name}: no cases");
         for case in cases {
-            let case_name = case["name"].as_str().unwrap_or("?");
-            let messages: Vec<ChatMessage> =
-                serde_json::from_value(case["messages"].clone()).expect("messages");
-            let tools = (!case["tools"].is_null()).then_some(&case["tools"]);
-            let add_gen = case["add_generation_prompt"].as_bool().expect("flag");
-            let want = case["rendered"].as_str().expect("rendered");
-            match t.render(&messages, tools, add_gen) {
-                Ok(got) if got == want => {}
-                Ok(got) => failures.push(format!(
-                    "{name}/{case_name}: rendered differently\n  got:  {got:?}\n  want: {want:?}"
-                )),
-                Err(e) => failures.push(format!("{name}/{case_name}: {e}")),
-            }
+            Case::read(case).check(&t, name, &mut failures);
             checked += 1;
         }
     }

@@ -1,9 +1,12 @@
 //! Small helpers shared by the CPU-kernel tests: random inputs, a
-//! tolerance check against f64 references, RoPE parameters.
+//! tolerance check against f64 references, RoPE parameters, a KV cache
+//! filled batch by batch.
 
 #![allow(dead_code)]
 
-use minfer_graph::{RopeParams, RopeStyle};
+use minfer_cpu::kv_store;
+use minfer_graph::kv::{BatchPlan, KvCells, KvRegion};
+use minfer_graph::{KvFormat, RopeParams, RopeStyle};
 use rand::rngs::StdRng;
 use rand::Rng;
 
@@ -34,5 +37,52 @@ pub fn rope_params(style: RopeStyle, n_head: usize, head_dim: usize, n_rot: usiz
         freq_scale: 1.0,
         attn_factor: 1.0,
         yarn: None,
+    }
+}
+
+/// A K and a V region of `n_ctx` cells with their cell table, and the plan
+/// of the batch stored last, as the attention tests fill them.
+pub struct TestCache {
+    pub k: KvRegion,
+    pub v: KvRegion,
+    pub cells: KvCells,
+    pub plan: BatchPlan,
+}
+
+impl TestCache {
+    /// Empty regions of rows of `row` values in `format`.
+    pub fn new(format: KvFormat, row: usize, n_ctx: usize) -> Self {
+        Self {
+            k: KvRegion::new(format, row, n_ctx).unwrap(),
+            v: KvRegion::new(format, row, n_ctx).unwrap(),
+            cells: KvCells::new(n_ctx),
+            plan: BatchPlan::default(),
+        }
+    }
+
+    /// Plans `batch` of `(sequence, position)` rows and stores its K and V
+    /// rows (one a token, in batch order).
+    pub fn store(&mut self, batch: &[(u32, i32)], k: &[f32], v: &[f32]) {
+        self.cells.plan_batch(batch, &mut self.plan).unwrap();
+        kv_store(&mut self.k, k, &self.plan.kv_cells).unwrap();
+        kv_store(&mut self.v, v, &self.plan.kv_cells).unwrap();
+    }
+
+    /// As [`TestCache::store`], with each token's q, k and v rows from
+    /// `rows(sequence, position)`; returns the batch's queries.
+    pub fn store_rows(
+        &mut self,
+        batch: &[(u32, i32)],
+        rows: impl Fn(u32, i32) -> (Vec<f32>, Vec<f32>, Vec<f32>),
+    ) -> Vec<f32> {
+        let (mut q, mut ks, mut vs) = (Vec::new(), Vec::new(), Vec::new());
+        for &(s, p) in batch {
+            let (qr, kr, vr) = rows(s, p);
+            q.extend(qr);
+            ks.extend(kr);
+            vs.extend(vr);
+        }
+        self.store(batch, &ks, &vs);
+        q
     }
 }

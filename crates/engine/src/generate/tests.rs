@@ -8,6 +8,17 @@ use minfer_sampler::{SamplingParams, TokenVocab};
 use super::*;
 use crate::error::EngineError;
 
+/// Greedy decoding of at most `max_tokens` tokens (0: no limit), ending
+/// at any of `stop`.
+fn greedy(max_tokens: usize, stop: &[&str]) -> GenerateConfig {
+    GenerateConfig {
+        max_tokens,
+        stop: stop.iter().map(|s| s.to_string()).collect(),
+        sampler: SamplingParams::greedy(),
+        logprobs: None,
+    }
+}
+
 mod scripted {
     use super::*;
 
@@ -103,15 +114,6 @@ mod scripted {
         }
     }
 
-    fn greedy(max_tokens: usize, stop: &[&str]) -> GenerateConfig {
-        GenerateConfig {
-            max_tokens,
-            stop: stop.iter().map(|s| s.to_string()).collect(),
-            sampler: SamplingParams::greedy(),
-            logprobs: None,
-        }
-    }
-
     /// Runs the loop and returns (emitted bytes, stats, model).
     fn run_toy(
         script: &[u32],
@@ -128,14 +130,27 @@ mod scripted {
         (out, stats, m)
     }
 
+    /// [`run_toy`], checked for the text, the stop reason and the count of
+    /// generated tokens that every stop test expects.
+    fn run_toy_stops(
+        script: &[u32],
+        n_ctx: u32,
+        cfg: &GenerateConfig,
+        (text, reason, generated): (&[u8], StopReason, usize),
+    ) -> (GenerationStats, Scripted) {
+        let (out, stats, m) = run_toy(script, n_ctx, cfg);
+        assert_eq!(out, text);
+        assert_eq!(stats.stop_reason, reason);
+        assert_eq!(stats.generated_tokens, generated);
+        (stats, m)
+    }
+
     #[test]
     fn eog_stops_without_emitting_or_evaluating_it() {
         // Greedy replays the script from the first sampled token on.
-        let (out, stats, m) = run_toy(&[1, 3, 4, EOG, 2], 64, &greedy(0, &[]));
-        assert_eq!(out, b"Hello world");
-        assert_eq!(stats.stop_reason, StopReason::Eog);
+        let want = (&b"Hello world"[..], StopReason::Eog, 3);
+        let (stats, m) = run_toy_stops(&[1, 3, 4, EOG, 2], 64, &greedy(0, &[]), want);
         assert_eq!(stats.tokens, vec![1, 3, 4]);
-        assert_eq!(stats.generated_tokens, 3);
         assert_eq!(stats.prompt_tokens, 2);
         // Prompt plus the three generated tokens; the EOG never ran.
         assert_eq!(m.history, vec![1, 2, 1, 3, 4]);
@@ -144,20 +159,16 @@ mod scripted {
 
     #[test]
     fn max_tokens_stops_after_n_without_a_wasted_forward() {
-        let (out, stats, m) = run_toy(&[1, 2, 3, 4, 1, 2], 64, &greedy(3, &[]));
-        assert_eq!(out, b"Hello, wor");
-        assert_eq!(stats.stop_reason, StopReason::MaxTokens);
-        assert_eq!(stats.generated_tokens, 3);
+        let want = (&b"Hello, wor"[..], StopReason::MaxTokens, 3);
+        let (_, m) = run_toy_stops(&[1, 2, 3, 4, 1, 2], 64, &greedy(3, &[]), want);
         // Prefill plus two decode steps: the third token is never evaluated.
         assert_eq!(m.evals, 3);
     }
 
     #[test]
     fn stop_string_across_tokens_is_not_emitted() {
-        let (out, stats, m) = run_toy(&[1, 2, 3, 4, 2, 1], 64, &greedy(0, &["world"]));
-        assert_eq!(out, b"Hello, ");
-        assert_eq!(stats.stop_reason, StopReason::StopString);
-        assert_eq!(stats.generated_tokens, 4);
+        let want = (&b"Hello, "[..], StopReason::StopString, 4);
+        let (_, m) = run_toy_stops(&[1, 2, 3, 4, 2, 1], 64, &greedy(0, &["world"]), want);
         // No forward after the stop.
         assert_eq!(m.evals, 4);
     }
@@ -173,10 +184,8 @@ mod scripted {
     fn full_context_stops_cleanly() {
         // Prompt of 2 in a context of 5: tokens at positions 2, 3, 4 are
         // evaluated, the fourth generated token has no room.
-        let (out, stats, m) = run_toy(&[1, 2, 3, 4, 1, 2], 5, &greedy(0, &[]));
-        assert_eq!(stats.stop_reason, StopReason::ContextFull);
-        assert_eq!(stats.generated_tokens, 4);
-        assert_eq!(out, b"Hello, world");
+        let want = (&b"Hello, world"[..], StopReason::ContextFull, 4);
+        let (_, m) = run_toy_stops(&[1, 2, 3, 4, 1, 2], 5, &greedy(0, &[]), want);
         assert_eq!(m.history.len(), 5);
     }
 
@@ -294,84 +303,78 @@ mod real_model {
         (ids("prompt_ids"), ids("greedy_ids"))
     }
 
-    fn greedy(max_tokens: usize, stop: &[&str]) -> GenerateConfig {
-        GenerateConfig {
-            max_tokens,
-            stop: stop.iter().map(|s| s.to_string()).collect(),
-            sampler: SamplingParams::greedy(),
-            logprobs: None,
-        }
-    }
+    /// What [`run_fib`] gives: the emitted bytes, the stats, the tokenizer
+    /// and llama.cpp's greedy ids.
+    type FibRun = (Vec<u8>, GenerationStats, Tokenizer, Vec<u32>);
 
-    /// Generates from the raw-fib prompt on a fresh engine; returns the
-    /// emitted bytes and the stats.
-    fn run_fib(n_ctx: u32, cfg: &GenerateConfig) -> Option<(Vec<u8>, GenerationStats, Tokenizer)> {
+    /// Generates from the raw-fib prompt on a fresh engine and checks that
+    /// the run ended by `stop`.
+    fn run_fib(n_ctx: u32, cfg: &GenerateConfig, stop: StopReason) -> Option<FibRun> {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let (mut engine, tok) = load(n_ctx)?;
-        let (prompt, _) = raw_fib();
+        let (prompt, golden) = raw_fib();
         let mut out = Vec::new();
         let stats = generate(&mut engine, &tok, &prompt, cfg, |b| {
             out.extend_from_slice(b);
             true
         })
         .expect("generation runs");
-        Some((out, stats, tok))
+        assert_eq!(stats.stop_reason, stop);
+        Some((out, stats, tok, golden))
+    }
+
+    /// Greedy decoding with `max_tokens` = `n` stops after `n` tokens,
+    /// llama.cpp's, and emits their text.
+    fn check_greedy_prefix(n: usize) {
+        let Some((out, stats, tok, golden)) = run_fib(512, &greedy(n, &[]), StopReason::MaxTokens)
+        else {
+            return;
+        };
+        assert_eq!(stats.generated_tokens, n);
+        assert_eq!(stats.tokens, golden[..n]);
+        assert_eq!(stats.prompt_tokens, raw_fib().0.len());
+        assert_eq!(out, tok.decode(&golden[..n], true));
     }
 
     #[test]
     fn greedy_16_tokens_match_llama_cpp() {
-        let Some((out, stats, tok)) = run_fib(512, &greedy(16, &[])) else {
-            return;
-        };
-        let (prompt, golden) = raw_fib();
-        assert_eq!(stats.tokens, golden[..16]);
-        assert_eq!(stats.stop_reason, StopReason::MaxTokens);
-        assert_eq!(stats.prompt_tokens, prompt.len());
-        assert_eq!(out, tok.decode(&golden[..16], true));
+        check_greedy_prefix(16);
     }
 
     #[test]
     fn stop_string_ends_generation_and_is_not_emitted() {
-        let Some((out, stats, tok)) = run_fib(512, &greedy(64, &["return"])) else {
+        let stop = StopReason::StopString;
+        let Some((out, stats, tok, golden)) = run_fib(512, &greedy(64, &["return"]), stop) else {
             return;
         };
-        let (_, golden) = raw_fib();
         let full = tok.decode(&golden, true);
         let cut = full
             .windows(6)
             .position(|w| w == b"return")
             .expect("the golden text contains the stop string");
-        assert_eq!(stats.stop_reason, StopReason::StopString);
         assert_eq!(out, full[..cut]);
         assert_eq!(stats.tokens, golden[..stats.generated_tokens]);
     }
 
     #[test]
     fn max_tokens_stops_at_n() {
-        let Some((out, stats, tok)) = run_fib(512, &greedy(5, &[])) else {
-            return;
-        };
-        let (_, golden) = raw_fib();
-        assert_eq!(stats.stop_reason, StopReason::MaxTokens);
-        assert_eq!(stats.generated_tokens, 5);
-        assert_eq!(out, tok.decode(&golden[..5], true));
+        check_greedy_prefix(5);
     }
 
     #[test]
     fn full_context_stops_cleanly() {
         // A 4-token prompt in 8 cells: 4 generated tokens are evaluated, the
         // fifth is emitted but has no cell, and the run ends without error.
-        let Some((_, stats, _)) = run_fib(8, &greedy(0, &[])) else {
+        let Some((_, stats, _, golden)) = run_fib(8, &greedy(0, &[]), StopReason::ContextFull)
+        else {
             return;
         };
-        let (_, golden) = raw_fib();
-        assert_eq!(stats.stop_reason, StopReason::ContextFull);
         assert_eq!(stats.tokens, golden[..5]);
     }
 
     #[test]
     fn decode_reuses_one_graph_for_128_tokens() {
-        let Some((_, stats, _)) = run_fib(512, &greedy(128, &[])) else {
+        let Some((_, stats, ..)) = run_fib(512, &greedy(128, &[]), StopReason::MaxTokens) else {
             return;
         };
         println!(

@@ -1,7 +1,7 @@
 //! The graph parameters of one forward: what a step asks the graph cache
 //! for, on every step.
 
-use minfer_graph::{ComputeParams, GraphKind, GraphParams, OutputKind};
+use minfer_graph::{ComputeParams, GraphParams, OutputKind};
 
 use super::base::Runtime;
 
@@ -14,23 +14,13 @@ impl Runtime {
         n_out: usize,
         output: OutputKind,
     ) -> GraphParams {
-        GraphParams {
-            n_tokens: n_tokens as u32,
-            n_out: n_out as u32,
-            kind: if n_tokens == 1 {
-                GraphKind::Decode
-            } else {
-                GraphKind::Prefill
-            },
-            output,
-            compute: ComputeParams {
-                n_ctx: self.cfg.n_ctx,
-                kv_format: self.cfg.kv_format,
-                backend: self.offload,
-                fusion: self.cfg.fusion,
-            },
-            // The model is immutable for the life of the runtime.
-            weights_version: 0,
-        }
+        let compute = ComputeParams {
+            n_ctx: self.cfg.n_ctx,
+            kv_format: self.cfg.kv_format,
+            backend: self.offload,
+            fusion: self.cfg.fusion,
+        };
+        // The model is immutable for the life of the runtime: version 0.
+        GraphParams::forward(n_tokens as u32, n_out as u32, output, compute)
     }
 }

@@ -27,20 +27,8 @@ impl Runtime {
         for c in window {
             mine[c as usize] = true;
         }
-        for layer in 0..self.model.hparams.n_layer {
-            for kind in [KvKind::K, KvKind::V] {
-                let Some((_, info)) = self.cache.kv_info(layer, kind) else {
-                    continue;
-                };
-                let row = vec![value; info.row_elems];
-                for (cell, &own) in mine.iter().enumerate() {
-                    if !own {
-                        self.cache.kv_store_row(layer, kind, cell, &row)?;
-                    }
-                }
-            }
-        }
-        Ok(())
+        let others: Vec<usize> = (0..mine.len()).filter(|&c| !mine[c]).collect();
+        self.poison(&others, value)
     }
 
     /// Writes `value` into every K and V row of every free cell (one no
@@ -53,14 +41,21 @@ impl Runtime {
         let free: Vec<usize> = (0..self.cells.n_ctx())
             .filter(|&c| self.cells.cell_seqs(c) == 0)
             .collect();
+        self.poison(&free, value)
+    }
+
+    /// Writes `value` into every K and V row of `cells`, in every layer
+    /// whose regions exist.
+    fn poison(&mut self, cells: &[usize], value: f32) -> Result<()> {
         for layer in 0..self.model.hparams.n_layer {
             for kind in [KvKind::K, KvKind::V] {
                 let Some((_, info)) = self.cache.kv_info(layer, kind) else {
                     continue;
                 };
                 let row = vec![value; info.row_elems];
-                for &cell in &free {
-                    self.cache.kv_store_row(layer, kind, cell, &row)?;
+                let backend = self.cache.kv_backend_mut(layer, kind)?;
+                for &cell in cells {
+                    backend.kv_store_row(layer, kind, cell, &row)?;
                 }
             }
         }

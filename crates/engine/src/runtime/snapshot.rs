@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use minfer_graph::{KvFormat, KvKind};
+use minfer_graph::{KvFormat, KvInfo, KvKind};
 
 use super::base::Runtime;
 use super::types::SeqId;
@@ -107,7 +107,8 @@ impl Runtime {
                     )));
                 }
                 let mut r = Vec::with_capacity(cells.len() * layout.row_bytes());
-                self.cache.kv_read_raw_rows(layer, kind, &cells, &mut r)?;
+                let backend = self.cache.kv_backend(layer, kind)?;
+                backend.kv_read_raw_rows(layer, kind, &cells, &mut r)?;
                 per_region.push(r);
             }
         }
@@ -190,14 +191,9 @@ impl Runtime {
         }
         for layer in 0..layout.n_layer {
             for kind in [KvKind::K, KvKind::V] {
-                self.cache.ensure_kv_region_on(
-                    self.offload.layer_device(layer),
-                    layer,
-                    kind,
-                    layout.row_elems,
-                    layout.n_ctx as usize,
-                    layout.format,
-                )?;
+                let want = KvInfo::new(layout.format, layout.row_elems, layout.n_ctx as usize);
+                let device = self.offload.layer_device(layer);
+                self.cache.ensure_kv_region_on(device, layer, kind, want)?;
             }
         }
         if let Err(e) = self.write_rows(seq.slot, start, rows) {
@@ -222,7 +218,8 @@ impl Runtime {
             for (r, bytes) in position.chunks_exact(row).enumerate() {
                 let (layer, kind) = (r / 2, if r % 2 == 0 { KvKind::K } else { KvKind::V });
                 if self.cache.kv_info(layer, kind).is_some() {
-                    self.cache.kv_write_raw_row(layer, kind, cell, bytes)?;
+                    let backend = self.cache.kv_backend_mut(layer, kind)?;
+                    backend.kv_write_raw(layer, kind, cell, bytes)?;
                 }
             }
         }

@@ -41,45 +41,36 @@ pub struct Tolerance {
     pub id_gap: f64,
 }
 
-pub const QWEN_TOL: Tolerance = Tolerance {
-    top1: 0.5,
-    mean_top5: 0.1,
-    id_gap: 0.5,
-};
-pub const SMOLLM_TOL: Tolerance = Tolerance {
-    top1: 1.1,
-    mean_top5: 0.25,
-    id_gap: 1.0,
-};
+impl Tolerance {
+    /// Bounds of `top1`, `mean_top5` and `id_gap`, in that order.
+    pub const fn new(top1: f64, mean_top5: f64, id_gap: f64) -> Self {
+        Self {
+            top1,
+            mean_top5,
+            id_gap,
+        }
+    }
+}
+
+pub const QWEN_TOL: Tolerance = Tolerance::new(0.5, 0.1, 0.5);
+pub const SMOLLM_TOL: Tolerance = Tolerance::new(1.1, 0.25, 1.0);
 /// Qwen2.5-1.5B: llama.cpp's AVX-512 and AVX2 builds differ by up to
 /// 0.51, mean 0.083 (golden README).
-pub const QWEN_1_5B_TOL: Tolerance = Tolerance {
-    top1: 0.6,
-    mean_top5: 0.1,
-    id_gap: 0.5,
-};
+pub const QWEN_1_5B_TOL: Tolerance = Tolerance::new(0.6, 0.1, 0.5);
 /// Gemma-3-270M: the two builds differ by up to 1.73, mean 0.22, on
 /// logits near 30. The margins are the other models' (the bound about
 /// 1.4 times the spread): minfer sits as far from each build (mean 0.25
 /// and 0.26, at most 1.9) as the builds sit from each other, which is
 /// what rounding alone does (llama.cpp's flash attention rounds Q and
 /// its V sums to f16; minfer keeps them in f32).
-pub const GEMMA3_TOL: Tolerance = Tolerance {
-    top1: 2.4,
-    mean_top5: 0.31,
-    id_gap: 1.0,
-};
+pub const GEMMA3_TOL: Tolerance = Tolerance::new(2.4, 0.31, 1.0);
 /// The random-weight qwen3 model has only an AVX2 reference, so there is
 /// no measured spread between two builds. Its logits are large (around
 /// 25, from seeded normal weights), and the difference sits at the same
 /// relative size from the prefill on, with an f16 or an f32 KV cache
 /// alike: about 0.4 % of a logit, like the real models'. The bounds are
 /// the 0.5B Qwen's with the mean scaled to these larger logits.
-pub const QWEN3_TINY_TOL: Tolerance = Tolerance {
-    top1: 0.5,
-    mean_top5: 0.13,
-    id_gap: 0.5,
-};
+pub const QWEN3_TINY_TOL: Tolerance = Tolerance::new(0.5, 0.13, 0.5);
 /// The random-weight Qwen3-MoE (two of eight experts per row). Two
 /// llama.cpp builds of the golden commit (AVX2, and AVX without AVX2 or
 /// FMA: `greedy-qwen3moe-tiny.avx.json`) differ by up to 1.44, mean
@@ -92,22 +83,14 @@ pub const QWEN3_TINY_TOL: Tolerance = Tolerance {
 /// same weights give mean 0.070 against the builds' 0.046 and at most
 /// 0.39: the routed FFN itself is faithful. The bounds allow the flips;
 /// the weights left unnormalised (a wrong gating) give a mean of 2.17.
-pub const QWEN3MOE_TINY_TOL: Tolerance = Tolerance {
-    top1: 3.0,
-    mean_top5: 0.19,
-    id_gap: 0.5,
-};
+pub const QWEN3MOE_TINY_TOL: Tolerance = Tolerance::new(3.0, 0.19, 0.5);
 
 /// The Qwen3-MoE fixture with MXFP4 experts, all eight used by every row
 /// (no routing choice to flip, so the comparison is of the MXFP4
 /// arithmetic). Three llama.cpp builds of the golden commit differ by up
 /// to 0.28, mean 0.048 to 0.056, where they saw the same context; the
 /// bounds are the dense qwen3 fixture's.
-pub const QWEN3MOE_MXFP4_TINY_TOL: Tolerance = Tolerance {
-    top1: 0.5,
-    mean_top5: 0.13,
-    id_gap: 0.5,
-};
+pub const QWEN3MOE_MXFP4_TINY_TOL: Tolerance = Tolerance::new(0.5, 0.13, 0.5);
 /// The random-weight gpt-oss (all eight MXFP4 experts used, so no
 /// routing choice can flip). Three llama.cpp builds of the golden commit
 /// differ by up to 0.25, mean 0.036 to 0.045, where they saw the same
@@ -116,11 +99,7 @@ pub const QWEN3MOE_MXFP4_TINY_TOL: Tolerance = Tolerance {
 /// of 0.55 (top logit off by up to 9.9), YaRN read as linear scaling
 /// 2.21, and the sliding window left off puts the top logit of the one
 /// prompt longer than the window 1.18 away.
-pub const GPT_OSS_TINY_TOL: Tolerance = Tolerance {
-    top1: 0.5,
-    mean_top5: 0.13,
-    id_gap: 0.5,
-};
+pub const GPT_OSS_TINY_TOL: Tolerance = Tolerance::new(0.5, 0.13, 0.5);
 /// The random-weight Phi-3, against three llama.cpp builds of the golden
 /// commit (native AVX-512, AVX2, AVX without FMA). The builds differ
 /// from each other by up to 0.45, mean 0.024 to 0.050, on the steps where
@@ -130,11 +109,7 @@ pub const GPT_OSS_TINY_TOL: Tolerance = Tolerance {
 /// qwen3 fixture's with the top-1 bound above the builds' own maximum;
 /// the short factors used past the original window give a mean of 4.77,
 /// and the attention factor left out 2.17.
-pub const PHI3_TINY_TOL: Tolerance = Tolerance {
-    top1: 0.6,
-    mean_top5: 0.13,
-    id_gap: 0.5,
-};
+pub const PHI3_TINY_TOL: Tolerance = Tolerance::new(0.6, 0.13, 0.5);
 
 /// The ids of a JSON array.
 pub fn ids(v: &serde_json::Value) -> Vec<u32> {

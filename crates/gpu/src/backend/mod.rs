@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use minfer_graph::{
-    Backend, Device, GraphError, GraphUid, GraphView, KvFormat, KvInfo, KvKind, PoolSizes, Region,
+    Backend, Device, GraphError, GraphUid, GraphView, KvInfo, KvKind, PoolSizes, Region,
     RegionTable, Slot, WeightId, WeightStore,
 };
 
@@ -211,22 +211,10 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
-    fn ensure_kv(
-        &mut self,
-        layer: usize,
-        kind: KvKind,
-        row: usize,
-        n_ctx: usize,
-        format: KvFormat,
-    ) -> GResult<bool> {
-        let want = KvInfo {
-            format,
-            row_elems: row,
-            n_ctx,
-        };
+    fn ensure_kv(&mut self, layer: usize, kind: KvKind, want: KvInfo) -> GResult<bool> {
         let gpu = &self.gpu;
         self.kv.ensure(layer, kind, want, || {
-            attention::new_kv(gpu, format, row, n_ctx).map_err(gerr)
+            attention::new_kv(gpu, want.format, want.row_elems, want.n_ctx).map_err(gerr)
         })
     }
 

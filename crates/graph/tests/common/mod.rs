@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use minfer_graph::{
-    AttnParams, BackendPlan, ComputeParams, Fusion, GraphBuilder, GraphCache, GraphKind,
-    GraphParams, GraphUid, KvFormat, KvKind, NodeId, OutputKind, Result, RopeParams, RopeStyle,
-    StepInputs, WeightStore,
+    AttnParams, BackendPlan, ComputeParams, Fusion, GraphBuilder, GraphCache, GraphParams,
+    GraphUid, KvFormat, KvKind, NodeId, OutputKind, Result, RopeParams, RopeStyle, StepInputs,
+    WeightStore,
 };
 use minfer_kernels::GgmlType;
 use rand::rngs::StdRng;
@@ -116,23 +116,13 @@ pub fn store(hp: &Hp, ty: GgmlType, seed: u64) -> WeightStore {
 
 /// Params of a graph over `n_tokens` tokens.
 pub fn params(n_tokens: u32, n_out: u32, n_ctx: u32, fusion: Fusion) -> GraphParams {
-    GraphParams {
-        n_tokens,
-        n_out,
-        kind: if n_tokens == 1 {
-            GraphKind::Decode
-        } else {
-            GraphKind::Prefill
-        },
-        output: OutputKind::Logits,
-        compute: ComputeParams {
-            n_ctx,
-            kv_format: KvFormat::F32,
-            backend: BackendPlan::Cpu,
-            fusion,
-        },
-        weights_version: 0,
-    }
+    let compute = ComputeParams {
+        n_ctx,
+        kv_format: KvFormat::F32,
+        backend: BackendPlan::Cpu,
+        fusion,
+    };
+    GraphParams::forward(n_tokens, n_out, OutputKind::Logits, compute)
 }
 
 /// The forward pass: embedding → per layer attention and SwiGLU FFN with

@@ -1,11 +1,12 @@
 //! What the kernel benchmarks share: weight matrices of random quants with
-//! small scales, and the median of a run's timings.
+//! small scales, the activations they multiply, and the median of a run's
+//! timings.
 
 // Each example includes this module and uses part of it.
 #![allow(dead_code)]
 
 use minfer_kernels::matmul::row_bytes;
-use minfer_kernels::GgmlType;
+use minfer_kernels::{GgmlType, Layout, MatRef};
 
 /// The weight types measured, each at one of Qwen2.5-0.5B's (or, for the
 /// types it lacks, Qwen2.5-1.5B's) matrix shapes: `(type, rows, cols)`.
@@ -62,6 +63,24 @@ pub fn matrices(ty: GgmlType, rows: usize, cols: usize, copies: usize) -> Vec<Ve
             d
         })
         .collect()
+}
+
+/// `n_tok` tokens' activations of `cols` values, the same on every call.
+pub fn activations(n_tok: usize, cols: usize) -> Vec<f32> {
+    (0..n_tok * cols)
+        .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
+        .collect()
+}
+
+/// `data` as a `rows` × `cols` matrix of `ty` in `layout`.
+pub fn mat(ty: GgmlType, rows: usize, cols: usize, data: &[u8], layout: Layout) -> MatRef<'_> {
+    MatRef {
+        ty,
+        rows,
+        cols,
+        data,
+        layout,
+    }
 }
 
 /// Seconds of CPU time the calling thread has used: on a shared machine,

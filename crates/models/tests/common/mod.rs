@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use minfer_gguf::GgufFile;
 use minfer_graph::{
-    BackendPlan, ComputeParams, Fusion, GraphKind, GraphParams, KvFormat, OutputKind, StepInputs,
+    BackendPlan, ComputeParams, Fusion, GraphParams, KvFormat, OutputKind, StepInputs,
 };
 use minfer_kernels::Kernels;
 use minfer_models::testing::TinyModel;
@@ -68,23 +68,13 @@ pub fn graph_logits(m: &Model, tokens: &[u32], fusion: Fusion) -> Vec<f32> {
 /// Phi's LongRoPE picks its factors by it).
 pub fn graph_logits_ctx(m: &Model, tokens: &[u32], fusion: Fusion, n_ctx: u32) -> Vec<f32> {
     let n = tokens.len();
-    let params = GraphParams {
-        n_tokens: n as u32,
-        n_out: 1,
-        kind: if n == 1 {
-            GraphKind::Decode
-        } else {
-            GraphKind::Prefill
-        },
-        output: OutputKind::Logits,
-        compute: ComputeParams {
-            n_ctx,
-            kv_format: KvFormat::F32,
-            backend: BackendPlan::Cpu,
-            fusion,
-        },
-        weights_version: 0,
+    let compute = ComputeParams {
+        n_ctx,
+        kv_format: KvFormat::F32,
+        backend: BackendPlan::Cpu,
+        fusion,
     };
+    let params = GraphParams::forward(n as u32, 1, OutputKind::Logits, compute);
     let mut cache =
         minfer_cpu::graph_cache(Kernels::detect(), 2, minfer_graph::CacheConfig::default());
     cache.set_verify(true);

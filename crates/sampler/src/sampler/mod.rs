@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::dry::{dry_penalties, Breakers, DryParams, DryScratch};
 pub(crate) use crate::filters::*;
 use crate::grammar::{Allowed, Grammar};
-use crate::mirostat::{mirostat_v1, mirostat_v2};
+use crate::mirostat::mirostat;
 pub(crate) use crate::penalties::*;
 use crate::{Mirostat, SamplerError, SamplingParams, Stage, TokenVocab};
 
@@ -336,20 +336,16 @@ impl Sampler {
     fn mirostat(&mut self, m: Mirostat) -> u32 {
         self.list_candidates();
         temperature(&mut self.cands, self.cfg.temp);
-        let (tau, eta) = (self.cfg.mirostat_tau, self.cfg.mirostat_eta);
-        if m == Mirostat::V1 {
-            let n_vocab = self.work.len();
-            mirostat_v1(
-                &mut self.cands,
-                n_vocab,
-                tau,
-                eta,
-                &mut self.mu,
-                &mut self.rng,
-            )
-        } else {
-            mirostat_v2(&mut self.cands, tau, eta, &mut self.mu, &mut self.rng)
-        }
+        let target = (self.cfg.mirostat_tau, self.cfg.mirostat_eta);
+        let n_vocab = self.work.len();
+        mirostat(
+            &mut self.cands,
+            m,
+            n_vocab,
+            target,
+            &mut self.mu,
+            &mut self.rng,
+        )
     }
 
     fn list_candidates(&mut self) {

@@ -22,20 +22,8 @@ import os
 import openai
 import pytest
 
-
-# The weather tool the tool-calling tests offer: the function itself, and
-# its Chat Completions (and Ollama) form; the Responses API takes the
-# function's fields at the top level, Anthropic's renames `parameters`.
-WEATHER_FUNCTION = {
-    "name": "get_weather",
-    "description": "The current weather in a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
-WEATHER = {"type": "function", "function": WEATHER_FUNCTION}
+# Re-exported: the tests take the weather tool from here.
+from weather_tool import WEATHER, WEATHER_FUNCTION  # noqa: F401
 
 # The schema the structured-output tests of several APIs ask for: a city
 # and its country, nothing else.

@@ -100,6 +100,12 @@ def console_errors(d):
     return [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
 
 
+def assert_clean(d, origin):
+    """The page fetched from `origin` alone and logged no error."""
+    assert_only_own_origin(d, origin)
+    assert console_errors(d) == []
+
+
 def wait_until(cond, what, timeout=WAIT, every=0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -143,6 +149,17 @@ def open_settings(d):
     assert el(d, "#settings").is_displayed()
 
 
+def send(d, text, **fields):
+    """Sets the settings `fields` (keyed by their inputs' ids) and sends
+    `text` as the next message."""
+    if fields:
+        open_settings(d)
+    for name, value in fields.items():
+        set_field(d, "#" + name, value)
+    el(d, "#input").send_keys(text)
+    el(d, "#send").click()
+
+
 def open_page(d, url, model=None):
     # What came before (the browser's own start page) is not the page's.
     requests_seen(d).clear()
@@ -150,6 +167,12 @@ def open_page(d, url, model=None):
     d.get(url + "/")
     if model:
         wait_until(lambda: el(d, "#model-name").text == model, f"the model name {model!r} in the header", 30)
+
+
+def new_chat(d, url, model):
+    """Opens the page of the server at `url` and starts a new chat."""
+    open_page(d, url, model)
+    el(d, "#new-chat").click()
 
 
 def metric(base_url, name):
@@ -179,12 +202,7 @@ def test_chat_streams_answers_and_sends_the_history(driver, base_url, model):
     d = driver
     open_page(d, base_url, model)
     assert els(d, "#messages .msg") == []
-    open_settings(d)
-    set_field(d, "#max_tokens", "64")
-    set_field(d, "#temperature", "0")
-
-    el(d, "#input").send_keys("Write a short poem about the sea.")
-    el(d, "#send").click()
+    send(d, "Write a short poem about the sea.", max_tokens="64", temperature="0")
     # Watch the answer as it grows: it must be seen part-written at least
     # twice (two different texts) before it is finished.
     partial = []
@@ -206,8 +224,7 @@ def test_chat_streams_answers_and_sends_the_history(driver, base_url, model):
     assert 0 < n <= 64, meta
 
     # A second turn sends the whole conversation, the settings with it.
-    el(d, "#input").send_keys("Now give it a title.")
-    el(d, "#send").click()
+    send(d, "Now give it a title.")
     wait_until(lambda: len(els(d, "#messages .msg.assistant")) == 2 and not last_answer(d)[1], "the second answer")
     assert last_answer(d)[0].strip()
     roles = [m.get_attribute("class") for m in els(d, "#messages .msg")]
@@ -224,8 +241,7 @@ def test_chat_streams_answers_and_sends_the_history(driver, base_url, model):
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     d.save_screenshot(str(SCREENSHOT))
     assert SCREENSHOT.stat().st_size > 10_000
-    assert_only_own_origin(d, base_url)
-    assert console_errors(d) == []
+    assert_clean(d, base_url)
 
 
 def test_stop_keeps_the_partial_answer_and_cancels_generation(driver, base_url, model):
@@ -233,14 +249,10 @@ def test_stop_keeps_the_partial_answer_and_cancels_generation(driver, base_url, 
     from selenium.webdriver.common.keys import Keys
 
     d = driver
-    open_page(d, base_url, model)
-    el(d, "#new-chat").click()
+    new_chat(d, base_url, model)
     assert els(d, "#messages .msg") == []
-    open_settings(d)
-    set_field(d, "#max_tokens", "2000")
-
-    el(d, "#input").send_keys("Write a very long story, at least two thousand words, about a dragon who learns to sail.")
-    el(d, "#send").click()
+    story = "Write a very long story, at least two thousand words, about a dragon who learns to sail."
+    send(d, story, max_tokens="2000")
     wait_until(lambda: el(d, "#stop").is_enabled(), "Stop to be enabled")
     assert not el(d, "#send").is_enabled()
     wait_until(lambda: len(last_answer(d)[0].strip()) >= 20, "the answer to begin")
@@ -273,27 +285,19 @@ def test_stop_keeps_the_partial_answer_and_cancels_generation(driver, base_url, 
     assert body["messages"][1]["content"].strip()
     assert body["messages"][2]["content"] == "Thanks.\nThat is enough."
     assert body["max_tokens"] == 8
-    assert_only_own_origin(d, base_url)
-    assert console_errors(d) == []
+    assert_clean(d, base_url)
 
 
 def test_a_refused_request_shows_the_servers_message(driver, base_url, model):
     d = driver
-    open_page(d, base_url, model)
-    el(d, "#new-chat").click()
-    open_settings(d)
-    set_field(d, "#temperature", "9")
-    el(d, "#input").send_keys("Hello?")
-    el(d, "#send").click()
+    new_chat(d, base_url, model)
+    send(d, "Hello?", temperature="9")
     wait_until(lambda: els(d, "#messages .msg.assistant .error"), "the error message")
     error = el(d, "#messages .msg.assistant .error").text
     assert "temperature must be between 0 and 2" in error, error
     assert el(d, "#send").is_enabled() and not el(d, "#stop").is_enabled()
     # The failed turn is not part of the conversation any more.
-    set_field(d, "#temperature", "0")
-    set_field(d, "#max_tokens", "4")
-    el(d, "#input").send_keys("Hello again.")
-    el(d, "#send").click()
+    send(d, "Hello again.", temperature="0", max_tokens="4")
     wait_until(lambda: len(els(d, "#messages .msg.assistant")) == 2 and not last_answer(d)[1], "the next answer")
     body = chat_bodies(d, base_url)[-1]
     assert body["messages"] == [{"role": "user", "content": "Hello again."}]
@@ -338,9 +342,7 @@ def test_the_api_key_is_asked_for_and_kept(driver, keyed_url, api_key, model):
     open_page(d, keyed_url, model)
     open_settings(d)
     assert el(d, "#api-key").get_attribute("value") == api_key
-    set_field(d, "#max_tokens", "4")
-    el(d, "#input").send_keys("Hi")
-    el(d, "#send").click()
+    send(d, "Hi", max_tokens="4")
     wait_until(lambda: last_answer(d) and not last_answer(d)[1], "the answer from the keyed server")
     assert last_answer(d)[0].strip()
     assert "error" not in d.execute_script("return document.querySelector('#messages').innerHTML")
@@ -365,12 +367,7 @@ def test_reasoning_is_shown_in_a_folded_thinking_block(driver, think_url, think_
     steps = ["<think>", "Paris", "</think>", " Rome", "<|im_end|>"]
     extra = {"logit_bias": {str(token(t)): 100 - 5 * i for i, t in enumerate(steps)}, "repeat_penalty": 1000}
     open_page(d, think_url, think_model)
-    open_settings(d)
-    set_field(d, "#max_tokens", "12")
-    set_field(d, "#temperature", "0")
-    set_field(d, "#extra", json.dumps(extra))
-    el(d, "#input").send_keys("What is the capital of France?")
-    el(d, "#send").click()
+    send(d, "What is the capital of France?", max_tokens="12", temperature="0", extra=json.dumps(extra))
     wait_until(lambda: last_answer(d) and not last_answer(d)[1], "the answer")
     box = el(d, "#messages .msg.assistant details.thinking")
     assert box.get_attribute("open") is None, "the thinking block is folded once the answer came"
@@ -380,5 +377,4 @@ def test_reasoning_is_shown_in_a_folded_thinking_block(driver, think_url, think_
     assert answer.strip() and "Paris" not in answer and "think>" not in answer
     body = chat_bodies(d, think_url)[-1]
     assert body["logit_bias"] == extra["logit_bias"] and body["repeat_penalty"] == 1000
-    assert_only_own_origin(d, think_url)
-    assert console_errors(d) == []
+    assert_clean(d, think_url)

@@ -49,11 +49,7 @@ pub struct DeviceKv {
 
 impl minfer_graph::Region for DeviceKv {
     fn shape(&self) -> minfer_graph::KvInfo {
-        minfer_graph::KvInfo {
-            format: self.format,
-            row_elems: self.row_elems,
-            n_ctx: self.n_ctx,
-        }
+        minfer_graph::KvInfo::new(self.format, self.row_elems, self.n_ctx)
     }
 }
 
