@@ -173,30 +173,43 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
     let threads = engine.config().n_threads;
     print_rows(&args, &loaded, &backend, threads, &rows)?;
     if args.output == "md" {
-        let tg = rows
-            .iter()
-            .find(|r| r.test.starts_with("tg"))
-            .map(|r| (r.test.as_str(), r.mean()));
-        let peak = if tg.is_some() {
-            crate::bench_bandwidth::read_bandwidth(threads)
-        } else {
-            0.0
-        };
-        let w = loaded.model().weight_bytes();
-        let mut report = crate::bench_bandwidth::report(w, tg, peak, threads);
-        let choices = engine.runtime().kernel_choices();
-        if !choices.is_empty() {
-            report.push_str(&format!(
-                "\nkernel choices for one sequence's decode, measured on this machine: {}",
-                choices.join("; ")
-            ));
-        }
-        // Through the same error path as the table: a closed pipe ends the
-        // command quietly instead of panicking.
-        writeln!(std::io::stdout().lock(), "\n{report}")?;
+        print_machine_report(&engine, &loaded, &rows, threads)?;
     }
     runtime::log_kv_usage(engine.runtime());
     diag.finish()
+}
+
+/// Under the markdown table: the weights a token reads and, with a tg
+/// test, the share of the machine's read bandwidth that draws, then the
+/// kernel choices measured on this machine.
+fn print_machine_report(
+    engine: &minfer_engine::Engine,
+    loaded: &minfer_engine::LoadedModel,
+    rows: &[Row],
+    threads: usize,
+) -> Result<()> {
+    let tg = rows
+        .iter()
+        .find(|r| r.test.starts_with("tg"))
+        .map(|r| (r.test.as_str(), r.mean()));
+    let peak = if tg.is_some() {
+        crate::bench_bandwidth::read_bandwidth(threads)
+    } else {
+        0.0
+    };
+    let w = loaded.model().weight_bytes();
+    let mut report = crate::bench_bandwidth::report(w, tg, peak, threads);
+    let choices = engine.runtime().kernel_choices();
+    if !choices.is_empty() {
+        report.push_str(&format!(
+            "\nkernel choices for one sequence's decode, measured on this machine: {}",
+            choices.join("; ")
+        ));
+    }
+    // Through the same error path as the table: a closed pipe ends the
+    // command quietly instead of panicking.
+    writeln!(std::io::stdout().lock(), "\n{report}")?;
+    Ok(())
 }
 
 /// The backend column: `CPU`, or the GPU adapter with the layers it runs

@@ -403,14 +403,14 @@ impl Kernels {
 
     /// Measures the fastest way for a lone token's products to read each
     /// type of interleaved weights among `probes` on `pool`'s threads (see
-    /// [`crate::packed::tuning::measure`]); pass the result to
+    /// [`crate::packed::measure::measure`]); pass the result to
     /// [`Self::with_tuning`].
     pub fn measure_tuning(
         &self,
         pool: &crate::pool::ThreadPool,
         probes: &[crate::MatRef],
     ) -> crate::packed::TileTuning {
-        crate::packed::tuning::measure(&self.packed_tiles(), pool, probes)
+        crate::packed::measure::measure(&self.packed_tiles(), pool, probes)
     }
 
     /// The requested level.

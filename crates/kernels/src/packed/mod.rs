@@ -40,6 +40,7 @@ macro_rules! by_legacy_format {
 pub mod layout;
 pub mod layout_k;
 pub mod layout_k23;
+pub mod measure;
 pub mod scalar;
 mod tile;
 pub mod tuning;
