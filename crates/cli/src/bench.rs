@@ -174,6 +174,7 @@ pub fn run(store: &Store, mut args: Args) -> Result<()> {
     print_rows(&args, &loaded, &backend, threads, &rows)?;
     if args.output == "md" {
         print_machine_report(&engine, &loaded, &rows, threads)?;
+        print_first_token(&rows, args.n_prompt)?;
     }
     runtime::log_kv_usage(engine.runtime());
     diag.finish()
@@ -209,6 +210,29 @@ fn print_machine_report(
     // Through the same error path as the table: a closed pipe ends the
     // command quietly instead of panicking.
     writeln!(std::io::stdout().lock(), "\n{report}")?;
+    Ok(())
+}
+
+/// With both tests: the time to the first token of a prompt of the pp
+/// test's length (at the same depth), the prefill at the pp rate then one
+/// decode step at the tg rate: what a chat or an agent waits for before
+/// its answer starts (`-p 10000 -n 1` for an agent-sized prompt).
+fn print_first_token(rows: &[Row], n_prompt: usize) -> Result<()> {
+    let rate = |prefix: &str| {
+        rows.iter()
+            .find(|r| r.test.starts_with(prefix))
+            .map(|r| (r.test.as_str(), r.mean()))
+    };
+    if let (Some((pp, pp_ts)), Some((_, tg_ts))) = (rate("pp"), rate("tg")) {
+        let at = pp.split_once(" @ d").map_or(String::new(), |(_, d)| {
+            format!(" after {d} tokens of context")
+        });
+        let secs = n_prompt as f64 / pp_ts + 1.0 / tg_ts;
+        writeln!(
+            std::io::stdout().lock(),
+            "time to first token of a {n_prompt}-token prompt{at}: {secs:.2} s"
+        )?;
+    }
     Ok(())
 }
 
