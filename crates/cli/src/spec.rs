@@ -18,7 +18,9 @@ pub struct SpecArgs {
     pub draft: Option<String>,
     /// Prompt lookup: guess the next tokens from earlier occurrences of the
     /// last N tokens in the prompt and the answer (no second model; pays
-    /// where the answer repeats its context, as in code edits).
+    /// where the answer repeats its context, as in code edits). `serve`
+    /// has it on (N = 3), each generation's guesses checked only while
+    /// they pay; 0 turns it off.
     #[arg(long = "lookup", value_name = "N", num_args = 0..=1,
           default_missing_value = DEFAULT_LOOKUP_NGRAM_STR)]
     pub lookup: Option<usize>,
@@ -52,7 +54,16 @@ const DEFAULT_LOOKUP_NGRAM_STR: &str = match DEFAULT_LOOKUP_NGRAM {
 impl SpecArgs {
     /// Whether any speculation was asked for.
     pub fn enabled(&self) -> bool {
-        self.draft.is_some() || self.lookup.is_some()
+        self.draft.is_some() || self.lookup.is_some_and(|n| n > 0)
+    }
+
+    /// These options with prompt lookup of `ngram` where `--lookup` was
+    /// not given (`--lookup 0` stays off).
+    pub fn with_default_lookup(&self, ngram: usize) -> SpecArgs {
+        SpecArgs {
+            lookup: Some(self.lookup.unwrap_or(ngram)),
+            ..self.clone()
+        }
     }
 
     /// The engine's settings for these options (checked).
@@ -64,9 +75,6 @@ impl SpecArgs {
             lookup_max: self.lookup.unwrap_or(0),
             adaptive: !self.fixed,
         };
-        if self.lookup == Some(0) {
-            anyhow::bail!("--lookup N needs an n-gram length of at least 1");
-        }
         cfg.validate()?;
         Ok(cfg)
     }

@@ -1,10 +1,14 @@
 //! Speculative decoding through the binary: `run --lookup` and `run
 //! --draft` print exactly llama.cpp's greedy tokens for the golden prompt,
-//! the counts are reported, bad settings are refused before any work, and
-//! `bench --lookup` prints its table with the answers checked equal.
+//! the counts are reported, bad settings are refused before any work,
+//! `bench --lookup` prints its table with the answers checked equal, and
+//! `serve` looks up by default with the answers of no lookup.
 
 mod common;
 
+use std::io::Read;
+
+use common::server::{exchange, send, Server};
 use common::{assert_one_line_error, minfer, minfer_stdin, stderr, stdout};
 use minfer_testutil::{require_model, QWEN, SMOLLM};
 
@@ -55,8 +59,6 @@ fn bad_speculation_settings_are_refused_before_loading() {
         home.path(),
     );
     assert_one_line_error(&out, 1, &["draft-max", "1 to 32"]);
-    let out = minfer(&["run", m, "hi", "--lookup", "0"], home.path());
-    assert_one_line_error(&out, 1, &["--lookup"]);
     let out = minfer(
         &[
             "run",
@@ -149,4 +151,52 @@ fn bench_lookup_prints_a_row_per_prompt_and_method() {
         3,
         "{text}"
     );
+}
+
+/// A server's answer to a greedy completion of a prompt that repeats
+/// itself, whether `/slots` says it speculates, and how many guessed
+/// tokens its metrics say it checked.
+fn serve_repeating(args: &[&str]) -> (String, bool, f64) {
+    let model = require_model(SMOLLM).expect("the SmolLM2 model");
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(&model, home.path(), args);
+    let addr = &server.addr;
+    let (status, slots) = exchange(addr, "GET", "/slots", "");
+    assert_eq!(status, 200, "{slots}");
+    let slots: serde_json::Value = serde_json::from_str(&slots).unwrap();
+    let line = "The quick brown fox jumps over the lazy dog by the river bank.";
+    let req = serde_json::json!({"prompt": format!("{line}\n{line}\n{line}\n"),
+                                 "n_predict": 32, "temperature": 0});
+    let (status, body) = exchange(addr, "POST", "/completion", &req.to_string());
+    assert_eq!(status, 200, "{body}");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let mut conn = send(addr, "GET", "/metrics", "");
+    let mut metrics = String::new();
+    conn.read_to_string(&mut metrics).unwrap();
+    let drafted: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("minfer:spec_decode_num_draft_tokens_total "))
+        .map_or(0.0, |v| v.parse().unwrap());
+    let text = body["content"].as_str().unwrap().to_string();
+    (text, slots[0]["speculative"] == true, drafted)
+}
+
+/// `serve` checks prompt-lookup guesses without a flag (each generation's
+/// only while they pay; with `--spec-fixed` always, so a prompt that
+/// repeats itself gets guesses checked), the answers are those of
+/// `--lookup 0`, which turns it off.
+#[test]
+fn serve_looks_up_by_default_with_the_same_answers() {
+    if require_model(SMOLLM).is_none() {
+        return;
+    }
+    let (plain, on, _) = serve_repeating(&["--lookup", "0"]);
+    assert!(!on, "--lookup 0 turns speculation off");
+    let (default, on, _) = serve_repeating(&[]);
+    assert!(on, "serve speculates by default");
+    assert_eq!(default, plain);
+    let (fixed, on, drafted) = serve_repeating(&["--spec-fixed"]);
+    assert!(on);
+    assert!(drafted > 0.0, "a repeating prompt gives lookup guesses");
+    assert_eq!(fixed, plain);
 }
