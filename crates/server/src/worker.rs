@@ -120,6 +120,10 @@ struct Branch {
     cached: usize,
     /// The tokens it generated, once done (kept for a slot only).
     tokens: Vec<u32>,
+    /// Text events relayed so far: a speculative step hands over several
+    /// tokens at once, and each piece's timings count only those before
+    /// it and its own.
+    relayed: usize,
 }
 
 struct Running {
@@ -396,6 +400,7 @@ impl Worker {
                                     first,
                                     cached: 0,
                                     tokens: Vec::new(),
+                                    relayed: 0,
                                 })
                                 .collect(),
                             out: job.out,
@@ -587,10 +592,13 @@ impl Relay<'_> {
                     scored.push((b.part, entries));
                 }
                 Event::Text(bytes) => {
+                    b.relayed += 1;
                     let s = b.utf8.push(&bytes);
                     if !s.is_empty() {
-                        if let Some(p) = self.timings.then(|| self.sched.progress(b.gen)).flatten()
+                        if let Some(mut p) =
+                            self.timings.then(|| self.sched.progress(b.gen)).flatten()
                         {
+                            p.generated_tokens = p.generated_tokens.min(b.relayed);
                             let _ = self.out.send(Out::Timings(k, Timings::of(&p)));
                         }
                         let _ = self.out.send(Out::Text(k, s.to_string()));
