@@ -77,7 +77,7 @@ fn openai_client_against_minfer_serve() {
 
 /// The four servers the Python tests talk to.
 struct Servers {
-    /// Open to all, four slots, a prompt-cache budget.
+    /// Open to all, four slots, a prompt-cache budget, no speculation.
     open: Server,
     /// Behind an API key, with speculation and a one-request queue.
     keyed: Server,
@@ -92,8 +92,11 @@ fn start_servers(model: &Path, qwen: &Path, home: &Path) -> Servers {
         model,
         home,
         // The soak test bounds the RSS: the prompt-cache tier gets a
-        // budget it counts.
+        // budget it counts. Without speculation (on by default): the
+        // reference the speculating servers' answers are checked against.
         &[
+            "--lookup",
+            "0",
             "-np",
             "4",
             "--n-ctx",

@@ -190,8 +190,9 @@ fn serve_looks_up_by_default_with_the_same_answers() {
     if require_model(SMOLLM).is_none() {
         return;
     }
-    let (plain, on, _) = serve_repeating(&["--lookup", "0"]);
+    let (plain, on, drafted) = serve_repeating(&["--lookup", "0"]);
     assert!(!on, "--lookup 0 turns speculation off");
+    assert_eq!(drafted, 0.0);
     let (default, on, _) = serve_repeating(&[]);
     assert!(on, "serve speculates by default");
     assert_eq!(default, plain);
