@@ -113,6 +113,8 @@ for row in rows:
     print(sys.argv[1], sys.argv[2], sys.argv[3], f\"tg128 x{row['pl']} streams\", row['speed_tg'], sep='\t')" "$@"
 }
 
+# --pp 0 --tg 0: only the streams of --parallel.
+[ "$pp" -eq 0 ] && [ "$tg" -eq 0 ] && depths=""
 raw=$(mktemp)
 probe=$(mktemp)
 for m in "${models[@]}"; do
