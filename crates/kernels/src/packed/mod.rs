@@ -116,16 +116,13 @@ impl Tiles {
     }
 }
 
-/// The AVX2 kernel (fused by AVX-VNNI where the CPU has it) of an
-/// AVX-512 instruction set, which reads the same interleaved layout.
+/// The AVX2 kernel beside the AVX-512 VNNI one: it reads the same
+/// interleaved layout and gives the same bits, and the AVX-512 level
+/// implies AVX2, FMA and F16C.
 fn narrow_tile_fn(isa: crate::Isa) -> Option<TileFn> {
     #[cfg(target_arch = "x86_64")]
-    if isa.avx512() && isa.vnni() {
-        return Some(if isa.avx_vnni() {
-            avx_vnni_tile
-        } else {
-            avx2_tile
-        });
+    if isa.avx512() && isa.vnni() && isa.avx2() {
+        return Some(avx2_tile);
     }
     let _ = isa;
     None
@@ -165,8 +162,8 @@ fn check_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: u
 #[cfg(target_arch = "x86_64")]
 fn avx2_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     check_tile(f, nb, group, acts, t0, nt);
-    // SAFETY: `tile_fn` hands this out only when the caller confirmed AVX2,
-    // FMA and F16C; `check_tile` is the kernels' bounds contract.
+    // SAFETY: `tile_fn` and `narrow_tile_fn` hand this out only when the
+    // caller confirmed AVX2, FMA and F16C (`Isa::avx2`); `check_tile` is the kernels' bounds contract.
     unsafe {
         match f.kind {
             Kind::Legacy => avx2::tile(f, nb, group, acts, t0, nt),
