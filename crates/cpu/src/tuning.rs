@@ -54,18 +54,27 @@ pub fn tune(
     let probes = probes(weights);
     let mut tuning = kernels.tuning();
     let mut tuned = Tuned::default();
-    let mut measured = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
-    let mut from_file = file.map(read_file).unwrap_or_default();
+    let mut memo = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
+    // Read only when the process has not measured every type already.
+    let mut kept_file: Option<Vec<(Key, GgmlType, OneRow)>> = None;
+    let find = |entries: &[(Key, GgmlType, OneRow)], ty| {
+        entries
+            .iter()
+            .find(|(k, t, _)| *k == key && *t == ty)
+            .map(|e| e.2)
+    };
     for p in &probes {
         if tuned.kept.contains(&p.ty) || tuned.measured.contains(&p.ty) {
             continue;
         }
-        let known = measured
-            .iter()
-            .chain(from_file.iter())
-            .find(|(k, t, _)| *k == key && *t == p.ty);
+        let known = find(&memo, p.ty).or_else(|| {
+            let entries = kept_file.get_or_insert_with(|| file.map(read_file).unwrap_or_default());
+            let one = find(entries, p.ty)?;
+            memo.push((key.clone(), p.ty, one));
+            Some(one)
+        });
         match known {
-            Some(&(_, _, one)) => {
+            Some(one) => {
                 tuning.set_one_row(p.ty, one);
                 tuned.kept.push(p.ty);
             }
@@ -78,14 +87,15 @@ pub fn tune(
             .filter(|p| tuned.measured.contains(&p.ty))
             .collect();
         let found = kernels.measure_tuning(pool, &missing);
+        let entries = kept_file.get_or_insert_with(Vec::new);
         for &ty in &tuned.measured {
             let one = found.one_row(ty);
             tuning.set_one_row(ty, one);
-            measured.push((key.clone(), ty, one));
-            from_file.push((key.clone(), ty, one));
+            memo.push((key.clone(), ty, one));
+            entries.push((key.clone(), ty, one));
         }
         if let Some(path) = file {
-            tuned.save_error = write_file(path, &from_file).err();
+            tuned.save_error = write_file(path, entries).err();
         }
     }
     (kernels.with_tuning(tuning), tuned)
@@ -132,6 +142,12 @@ fn probes(weights: &WeightStore) -> Vec<MatRef<'_>> {
 /// The CPU as its identity matters here: vendor, family, model, stepping
 /// and name (a VM may hide the name but not the rest).
 fn machine() -> String {
+    static MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    MACHINE.get_or_init(read_machine).clone()
+}
+
+/// [`machine`], read from `/proc/cpuinfo`.
+fn read_machine() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let field = |name: &str| {
         info.lines()

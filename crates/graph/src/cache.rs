@@ -240,12 +240,6 @@ impl GraphCache {
         Ok(())
     }
 
-    /// Repacks `weights` for the CPU's kernels (see [`WeightStore::pack`])
-    /// on its pool; returns the bytes packed.
-    pub fn pack_weights(&self, weights: &WeightStore) -> usize {
-        self.cpu.pack_weights(weights)
-    }
-
     /// The thread pool the CPU's kernels run on.
     pub fn threads(&self) -> &ThreadPool {
         self.cpu.threads()
