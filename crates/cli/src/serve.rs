@@ -223,7 +223,13 @@ fn parse_secs(s: &str) -> Result<f64, String> {
 
 pub fn run(store: Store, args: Args) -> Result<()> {
     let engine = args.runtime.engine_config()?;
-    let spec = &args.spec;
+    // Prompt lookup is on unless turned off: a generation's guesses cost
+    // a decode step little, the plan stops checking them where they miss,
+    // and the answers are the same tokens either way; code edits, which
+    // repeat their context, get faster without a flag.
+    let spec = args
+        .spec
+        .with_default_lookup(minfer_engine::spec::DEFAULT_LOOKUP_NGRAM);
     spec.check()?;
     let speculation = if spec.enabled() {
         Some((spec.draft.clone(), spec.config()?))

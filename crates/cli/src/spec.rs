@@ -18,8 +18,9 @@ pub struct SpecArgs {
     pub draft: Option<String>,
     /// Prompt lookup: guess the next tokens from earlier occurrences of the
     /// last N tokens in the prompt and the answer (no second model; pays
-    /// where the answer repeats its context, as in code edits). 0 turns
-    /// it off.
+    /// where the answer repeats its context, as in code edits). `serve`
+    /// has it on (N = 3), each generation's guesses checked only while
+    /// they pay; 0 turns it off.
     #[arg(long = "lookup", value_name = "N", num_args = 0..=1,
           default_missing_value = DEFAULT_LOOKUP_NGRAM_STR)]
     pub lookup: Option<usize>,
@@ -54,6 +55,15 @@ impl SpecArgs {
     /// Whether any speculation was asked for.
     pub fn enabled(&self) -> bool {
         self.draft.is_some() || self.lookup.is_some_and(|n| n > 0)
+    }
+
+    /// These options with prompt lookup of `ngram` where `--lookup` was
+    /// not given (`--lookup 0` stays off).
+    pub fn with_default_lookup(&self, ngram: usize) -> SpecArgs {
+        SpecArgs {
+            lookup: Some(self.lookup.unwrap_or(ngram)),
+            ..self.clone()
+        }
     }
 
     /// The engine's settings for these options (checked).

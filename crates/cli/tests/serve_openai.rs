@@ -92,7 +92,7 @@ fn start_servers(model: &Path, qwen: &Path, home: &Path) -> Servers {
         model,
         home,
         // The soak test bounds the RSS: the prompt-cache tier gets a
-        // budget it counts. Without speculation, said outright: the
+        // budget it counts. Without speculation (on by default): the
         // reference the speculating servers' answers are checked against.
         &[
             "--lookup",

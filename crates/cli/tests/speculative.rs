@@ -2,7 +2,7 @@
 //! --draft` print exactly llama.cpp's greedy tokens for the golden prompt,
 //! the counts are reported, bad settings are refused before any work,
 //! `bench --lookup` prints its table with the answers checked equal, and
-//! `serve --lookup` answers as `--lookup 0` does.
+//! `serve` looks up by default with the answers of no lookup.
 
 mod common;
 
@@ -181,21 +181,22 @@ fn serve_repeating(args: &[&str]) -> (String, bool, f64) {
     (text, slots[0]["speculative"] == true, drafted)
 }
 
-/// `serve --lookup` checks prompt-lookup guesses (with `--spec-fixed`
-/// every one it finds, so a prompt that repeats itself gets guesses
-/// checked) and answers as `--lookup 0` (off, as without the flag) does.
+/// `serve` checks prompt-lookup guesses without a flag (each generation's
+/// only while they pay; with `--spec-fixed` always, so a prompt that
+/// repeats itself gets guesses checked), the answers are those of
+/// `--lookup 0`, which turns it off.
 #[test]
-fn serve_lookup_gives_the_answers_of_no_lookup() {
+fn serve_looks_up_by_default_with_the_same_answers() {
     if require_model(SMOLLM).is_none() {
         return;
     }
     let (plain, on, drafted) = serve_repeating(&["--lookup", "0"]);
     assert!(!on, "--lookup 0 turns speculation off");
     assert_eq!(drafted, 0.0);
-    let (adaptive, on, _) = serve_repeating(&["--lookup"]);
-    assert!(on, "--lookup turns speculation on");
-    assert_eq!(adaptive, plain);
-    let (fixed, on, drafted) = serve_repeating(&["--lookup", "--spec-fixed"]);
+    let (default, on, _) = serve_repeating(&[]);
+    assert!(on, "serve speculates by default");
+    assert_eq!(default, plain);
+    let (fixed, on, drafted) = serve_repeating(&["--spec-fixed"]);
     assert!(on);
     assert!(drafted > 0.0, "a repeating prompt gives lookup guesses");
     assert_eq!(fixed, plain);

@@ -91,6 +91,9 @@ impl Models {
         metrics: Arc<Metrics>,
     ) -> Models {
         let (cfg, base, strict) = cfg;
+        // Models come and go in this process: their buffers must go back
+        // to the system when they do.
+        memory::map_large_blocks();
         let default = catalog
             .entries
             .iter()

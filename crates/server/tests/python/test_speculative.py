@@ -4,7 +4,7 @@ server without it.
 The keyed server runs SmolLM2 with itself as the draft model, checking up
 to four guesses every step (`--draft ... --spec-fixed --draft-max 4`) and
 prompt lookup; the open server runs the same model with speculation
-off (`--lookup 0`, as without the flag).
+turned off (`--lookup 0`; `serve` looks up by default).
 The tools server (Qwen2.5-Coder-0.5B) runs with adaptive prompt lookup, so
 every test of tools, grammars and `n > 1` there runs with speculation on."""
 
