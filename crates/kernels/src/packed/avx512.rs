@@ -142,6 +142,29 @@ pub(super) unsafe fn dot32(q: &[__m512i; 8], y: *const u8, init: __m512i) -> __m
     }
 }
 
+/// `init + Σ q·y` over 16 quants per lane: register `m` of `q` against
+/// the four activation bytes at `y + 4m`, broadcast. Two chains of two, as
+/// in [`dot32`] (the i32 sums are exact, so the split does not change
+/// them).
+///
+/// # Safety
+/// AVX-512 F and VNNI; 16 bytes from `y` are readable.
+#[inline(always)]
+pub(super) unsafe fn dot16(q: &[__m512i; 4], y: *const u8, init: __m512i) -> __m512i {
+    // SAFETY: the caller's contract; the loads read `y..y + 16`.
+    unsafe {
+        let mut i0 = init;
+        let mut i1 = _mm512_setzero_si512();
+        for k in 0..2 {
+            let y0 = _mm512_set1_epi32((y.add(8 * k) as *const i32).read_unaligned());
+            let y1 = _mm512_set1_epi32((y.add(8 * k + 4) as *const i32).read_unaligned());
+            i0 = _mm512_dpbusd_epi32(i0, q[2 * k], y0);
+            i1 = _mm512_dpbusd_epi32(i1, q[2 * k + 1], y1);
+        }
+        _mm512_add_epi32(i0, i1)
+    }
+}
+
 /// One block for every token of the tile, added to running sums `acc`.
 ///
 /// # Safety

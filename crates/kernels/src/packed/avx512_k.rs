@@ -13,6 +13,7 @@
 
 use std::arch::x86_64::*;
 
+use super::avx512::dot16;
 use super::layout_k::{
     q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes, Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT,
 };
@@ -85,19 +86,8 @@ unsafe fn tile_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: usize
                 for (t, isum) in isum.iter_mut().enumerate() {
                     let tok = t0 + t;
                     let y = acts.quants(tok, b).as_ptr().add(16 * s);
-                    // Two chains of two: a lone token does not wait on four
-                    // dependent multiply-adds (the i32 sums are exact, so
-                    // the split does not change them).
-                    let mut ym = [_mm512_setzero_si512(); 4];
-                    for (m, ym) in ym.iter_mut().enumerate() {
-                        *ym = _mm512_set1_epi32((y.add(4 * m) as *const i32).read_unaligned());
-                    }
                     let init = _mm512_set1_epi32(*acts.inits(tok, b).get_unchecked(s));
-                    let s0 = _mm512_dpbusd_epi32(init, q[0], ym[0]);
-                    let s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], ym[1]);
-                    let s0 = _mm512_dpbusd_epi32(s0, q[2], ym[2]);
-                    let s1 = _mm512_dpbusd_epi32(s1, q[3], ym[3]);
-                    let sub = _mm512_add_epi32(s0, s1);
+                    let sub = dot16(&q, y, init);
                     *isum = _mm512_add_epi32(*isum, _mm512_mullo_epi32(sub, sc));
                 }
             }

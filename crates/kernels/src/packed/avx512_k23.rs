@@ -32,7 +32,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2_k::pair16;
-use super::avx512::{dot32, nibble_quants};
+use super::avx512::{dot16, dot32, nibble_quants};
 use super::layout_k23::{
     IQ4XS_D_AT, IQ4XS_GROUP_BLOCK, IQ4XS_SC_AT, IQ4XS_SUB_BYTES, Q2K_D_AT, Q2K_GROUP_BLOCK,
     Q2K_SC_AT, Q3K_D_AT, Q3K_GROUP_BLOCK, Q3K_PAIR_BYTES, Q3K_SC_AT,
@@ -255,11 +255,7 @@ unsafe fn tile_q23k_t<const T: usize, const MIN: bool>(
                 };
                 for (t, isum) in isum.iter_mut().enumerate() {
                     let y = acts.quants(t0 + t, b).as_ptr().add(16 * s);
-                    let mut sub = _mm512_setzero_si512();
-                    for (m, q) in q.iter().enumerate() {
-                        let ym = _mm512_set1_epi32((y.add(4 * m) as *const i32).read_unaligned());
-                        sub = _mm512_dpbusd_epi32(sub, *q, ym);
-                    }
+                    let sub = dot16(&q, y, _mm512_setzero_si512());
                     *isum = _mm512_add_epi32(*isum, _mm512_mullo_epi32(sub, sc));
                 }
             }
