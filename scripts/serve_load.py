@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Load test of `minfer serve`: 1, 2, 4 and 8 concurrent greedy streaming
 clients of 128 tokens each; prints aggregate tokens/s and time to first
-token (p50/p99) per client count, as a Markdown table.
+token (p50/p99) per client count, as a Markdown table. The decode
+column is each stream's rate after its first token times the clients,
+the figure `minfer bench --parallel` reports as S_TG.
 
 By default it starts the server itself on a free loopback port:
 
@@ -38,7 +40,8 @@ TOPICS = [
 
 
 def one_request(host, port, model, prompt, max_tokens, timeout):
-    """Streams one chat completion; returns (ttft seconds, completion tokens)."""
+    """Streams one chat completion; returns (ttft seconds, completion
+    tokens, seconds from the first token to the last)."""
     body = json.dumps(
         {
             "model": model,
@@ -65,8 +68,10 @@ def one_request(host, port, model, prompt, max_tokens, timeout):
             ttft = time.perf_counter() - t0
         if chunk.get("usage"):
             tokens = chunk["usage"]["completion_tokens"]
+    t_end = time.perf_counter() - t0
     conn.close()
-    return (ttft if ttft is not None else time.perf_counter() - t0), tokens
+    ttft = ttft if ttft is not None else t_end
+    return ttft, tokens, t_end - ttft
 
 
 def percentile(xs, p):
@@ -100,14 +105,19 @@ def run_phase(host, port, model, clients, rounds, max_tokens, timeout):
     wall = time.perf_counter() - t0
     if errors or any(t.is_alive() for t in threads):
         raise RuntimeError(f"{clients} clients: {errors[:3] or 'a client hung'}")
-    tokens = sum(n for _, n in results)
-    ttfts = [t for t, _ in results]
+    tokens = sum(n for _, n, _ in results)
+    ttfts = [t for t, _, _ in results]
+    # Each stream's rate after its first token, times the streams: what
+    # `minfer bench --parallel` reports as S_TG (decode only, no prefill,
+    # no wait for the other clients' prompts).
+    rates = [(n - 1) / d for _, n, d in results if n > 1 and d > 0]
     return {
         "clients": clients,
         "requests": len(results),
         "tokens": tokens,
         "wall": wall,
         "tps": tokens / wall,
+        "decode_tps": statistics.mean(rates) * clients if rates else 0.0,
         "ttft_p50": percentile(ttfts, 50),
         "ttft_p99": percentile(ttfts, 99),
     }
@@ -164,12 +174,12 @@ def main():
                 proc.kill()
     base = rows[0]["tps"]
     print(f"\nminfer serve, {model}, -t {args.threads}, greedy, {args.tokens} tokens per request, {args.rounds} requests per client\n")
-    print("| clients | requests | tokens | aggregate t/s | × 1 client | TTFT p50 (s) | TTFT p99 (s) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| clients | requests | tokens | aggregate t/s | × 1 client | decode t/s | TTFT p50 (s) | TTFT p99 (s) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {r['clients']} | {r['requests']} | {r['tokens']} | {r['tps']:.1f} | {r['tps'] / base:.2f} "
-            f"| {r['ttft_p50']:.2f} | {r['ttft_p99']:.2f} |"
+            f"| {r['decode_tps']:.1f} | {r['ttft_p50']:.2f} | {r['ttft_p99']:.2f} |"
         )
 
 
