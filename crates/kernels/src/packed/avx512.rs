@@ -120,42 +120,22 @@ pub(super) unsafe fn e8m0_half(e: __m128i) -> __m512 {
     }
 }
 
-/// `init + Σ q·y` over 32 quants per lane: register `k` of `q` against
-/// the four activation bytes at `y + 4k`, broadcast. Two chains of four,
-/// so that a lone token does not wait on eight dependent multiply-adds.
+/// `init + Σ q·y` over `4 R` quants per lane (32 for the blocks of the
+/// legacy types and Q4_K/Q5_K, 16 for the sub-blocks of Q6_K, Q3_K and
+/// Q2_K): register `k` of `q` against the four activation bytes at
+/// `y + 4k`, broadcast. Two chains, the even registers and the odd ones,
+/// so that a lone token does not wait on `R` dependent multiply-adds (the
+/// i32 sums are exact, so the split does not change them). `R` is even.
 ///
 /// # Safety
-/// AVX-512 F and VNNI; 32 bytes from `y` are readable.
+/// AVX-512 F and VNNI; `4 R` bytes from `y` are readable.
 #[inline(always)]
-pub(super) unsafe fn dot32(q: &[__m512i; 8], y: *const u8, init: __m512i) -> __m512i {
-    // SAFETY: the caller's contract; the loads read `y..y + 32`.
+pub(super) unsafe fn dot<const R: usize>(q: &[__m512i; R], y: *const u8, init: __m512i) -> __m512i {
+    // SAFETY: the caller's contract; the loads read `y..y + 4 R`.
     unsafe {
         let mut i0 = init;
         let mut i1 = _mm512_setzero_si512();
-        for k in 0..4 {
-            let y0 = _mm512_set1_epi32((y.add(8 * k) as *const i32).read_unaligned());
-            let y1 = _mm512_set1_epi32((y.add(8 * k + 4) as *const i32).read_unaligned());
-            i0 = _mm512_dpbusd_epi32(i0, q[2 * k], y0);
-            i1 = _mm512_dpbusd_epi32(i1, q[2 * k + 1], y1);
-        }
-        _mm512_add_epi32(i0, i1)
-    }
-}
-
-/// `init + Σ q·y` over 16 quants per lane: register `m` of `q` against
-/// the four activation bytes at `y + 4m`, broadcast. Two chains of two, as
-/// in [`dot32`] (the i32 sums are exact, so the split does not change
-/// them).
-///
-/// # Safety
-/// AVX-512 F and VNNI; 16 bytes from `y` are readable.
-#[inline(always)]
-pub(super) unsafe fn dot16(q: &[__m512i; 4], y: *const u8, init: __m512i) -> __m512i {
-    // SAFETY: the caller's contract; the loads read `y..y + 16`.
-    unsafe {
-        let mut i0 = init;
-        let mut i1 = _mm512_setzero_si512();
-        for k in 0..2 {
+        for k in 0..R / 2 {
             let y0 = _mm512_set1_epi32((y.add(8 * k) as *const i32).read_unaligned());
             let y1 = _mm512_set1_epi32((y.add(8 * k + 4) as *const i32).read_unaligned());
             i0 = _mm512_dpbusd_epi32(i0, q[2 * k], y0);
@@ -217,7 +197,7 @@ unsafe fn block<
         for (t, acc) in acc.iter_mut().enumerate() {
             let tok = t0 + t;
             let y = acts.quants(tok, b).as_ptr();
-            let isum = dot32(&q, y, _mm512_set1_epi32(acts.init(tok, b)));
+            let isum = dot(&q, y, _mm512_set1_epi32(acts.init(tok, b)));
             let d = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d(tok, b)));
             let mut v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
             if MIN {

@@ -13,7 +13,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx512::dot16;
+use super::avx512::dot;
 use super::layout_k::{
     q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes, Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT,
 };
@@ -87,7 +87,7 @@ unsafe fn tile_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: usize
                     let tok = t0 + t;
                     let y = acts.quants(tok, b).as_ptr().add(16 * s);
                     let init = _mm512_set1_epi32(*acts.inits(tok, b).get_unchecked(s));
-                    let sub = dot16(&q, y, init);
+                    let sub = dot(&q, y, init);
                     *isum = _mm512_add_epi32(*isum, _mm512_mullo_epi32(sub, sc));
                 }
             }
@@ -175,7 +175,7 @@ unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool>(
                 for t in 0..T {
                     let tok = t0 + t;
                     let y = acts.quants(tok, b).as_ptr().add(32 * j);
-                    let sub = super::avx512::dot32(&q, y, _mm512_setzero_si512());
+                    let sub = dot(&q, y, _mm512_setzero_si512());
                     isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sub, sc));
                     let bsum = _mm512_set1_epi32(*acts.inits(tok, b).get_unchecked(j));
                     msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(mn, bsum));

@@ -32,7 +32,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2_k::pair16;
-use super::avx512::{dot16, dot32, nibble_quants};
+use super::avx512::{dot, nibble_quants};
 use super::layout_k23::{
     IQ4XS_D_AT, IQ4XS_GROUP_BLOCK, IQ4XS_SC_AT, IQ4XS_SUB_BYTES, Q2K_D_AT, Q2K_GROUP_BLOCK,
     Q2K_SC_AT, Q3K_D_AT, Q3K_GROUP_BLOCK, Q3K_PAIR_BYTES, Q3K_SC_AT,
@@ -83,7 +83,7 @@ unsafe fn tile_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: usize
                     let tok = t0 + t;
                     let y = acts.quants(tok, b).as_ptr().add(32 * j);
                     let start = _mm512_set1_epi32(acts.inits(tok, b)[j]);
-                    let sub = dot32(&q, y, start);
+                    let sub = dot(&q, y, start);
                     *isum = _mm512_add_epi32(*isum, _mm512_mullo_epi32(sub, sc));
                 }
             }
@@ -255,7 +255,7 @@ unsafe fn tile_q23k_t<const T: usize, const MIN: bool>(
                 };
                 for (t, isum) in isum.iter_mut().enumerate() {
                     let y = acts.quants(t0 + t, b).as_ptr().add(16 * s);
-                    let sub = dot16(&q, y, _mm512_setzero_si512());
+                    let sub = dot(&q, y, _mm512_setzero_si512());
                     *isum = _mm512_add_epi32(*isum, _mm512_mullo_epi32(sub, sc));
                 }
             }
