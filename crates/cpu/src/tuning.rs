@@ -20,8 +20,12 @@ use minfer_kernels::{GgmlType, Kernels, Layout, MatRef};
 /// What one measurement is for: `(machine, level, threads)`.
 type Key = (String, String, usize);
 
+/// One remembered choice: the machine it was measured on, the type, and
+/// what was chosen.
+type Entry = (Key, GgmlType, OneRow);
+
 /// The choices measured in this process, per key and type.
-static MEASURED: Mutex<Vec<(Key, GgmlType, OneRow)>> = Mutex::new(Vec::new());
+static MEASURED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
 /// What [`tune`] did, for the log.
 #[derive(Debug, Default)]
@@ -56,20 +60,15 @@ pub fn tune(
     let mut tuned = Tuned::default();
     let mut memo = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
     // Read only when the process has not measured every type already.
-    let mut kept_file: Option<Vec<(Key, GgmlType, OneRow)>> = None;
-    let find = |entries: &[(Key, GgmlType, OneRow)], ty| {
-        entries
-            .iter()
-            .find(|(k, t, _)| *k == key && *t == ty)
-            .map(|e| e.2)
-    };
+    let mut file_entries: Option<Vec<Entry>> = None;
     for p in &probes {
         if tuned.kept.contains(&p.ty) || tuned.measured.contains(&p.ty) {
             continue;
         }
-        let known = find(&memo, p.ty).or_else(|| {
-            let entries = kept_file.get_or_insert_with(|| file.map(read_file).unwrap_or_default());
-            let one = find(entries, p.ty)?;
+        let known = choice(&memo, &key, p.ty).or_else(|| {
+            let entries =
+                file_entries.get_or_insert_with(|| file.map(read_file).unwrap_or_default());
+            let one = choice(entries, &key, p.ty)?;
             memo.push((key.clone(), p.ty, one));
             Some(one)
         });
@@ -87,7 +86,7 @@ pub fn tune(
             .filter(|p| tuned.measured.contains(&p.ty))
             .collect();
         let found = kernels.measure_tuning(pool, &missing);
-        let entries = kept_file.get_or_insert_with(Vec::new);
+        let entries = file_entries.get_or_insert_with(Vec::new);
         for &ty in &tuned.measured {
             let one = found.one_row(ty);
             tuning.set_one_row(ty, one);
@@ -139,6 +138,14 @@ fn probes(weights: &WeightStore) -> Vec<MatRef<'_>> {
     out
 }
 
+/// The choice `entries` remember for `ty` on `key`'s machine, if any.
+fn choice(entries: &[Entry], key: &Key, ty: GgmlType) -> Option<OneRow> {
+    entries
+        .iter()
+        .find(|(k, t, _)| k == key && *t == ty)
+        .map(|e| e.2)
+}
+
 /// The CPU as its identity matters here: vendor, family, model, stepping
 /// and name (a VM may hide the name but not the rest).
 fn machine() -> String {
@@ -167,7 +174,7 @@ fn read_machine() -> String {
 
 /// The file's lines: `machine level threads type ahead_kib narrow`,
 /// tab-separated; lines that do not parse are skipped.
-fn read_file(path: &Path) -> Vec<(Key, GgmlType, OneRow)> {
+fn read_file(path: &Path) -> Vec<Entry> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
         .filter_map(|line| {
@@ -191,7 +198,7 @@ fn read_file(path: &Path) -> Vec<(Key, GgmlType, OneRow)> {
 
 /// Writes `entries` to `path` whole: a temporary file beside it, then a
 /// rename, so that a reader never sees half a file.
-fn write_file(path: &Path, entries: &[(Key, GgmlType, OneRow)]) -> std::io::Result<()> {
+fn write_file(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
