@@ -33,6 +33,7 @@ fn main() {
         Some("scalar") => RowKernels::SCALAR,
         _ => RowKernels::detect(),
     };
+    let heads7 = heads.min(7);
     let per = |secs: f64| secs * 1e9 / (rounds * n * heads) as f64;
     let report = |name: &str, f: &mut dyn FnMut()| {
         let c0 = thread_cpu_seconds();
@@ -52,16 +53,16 @@ fn main() {
         u16::cols(rk, rows, hd, &mut cols, n).unwrap();
     });
     report("dot cols", &mut || {
-        rk.dot_cols_heads(&qs[..7 * hd], hd, &cols, n, 0..n, 0.1, &mut scores, n)
+        rk.dot_cols_heads(&qs[..heads7 * hd], hd, &cols, n, 0..n, 0.1, &mut scores, n)
             .unwrap();
         rk.dot_cols_heads(
-            &qs[7 * hd..],
+            &qs[heads7 * hd..],
             hd,
             &cols,
             n,
             0..n,
             0.1,
-            &mut scores[7 * n..],
+            &mut scores[heads7 * n..],
             n,
         )
         .unwrap();
@@ -74,6 +75,20 @@ fn main() {
     report("axpy rows f16 (heads)", &mut || {
         rk.axpy_rows_f16_heads(&scores, n, rows, &mut outs, hd)
             .unwrap();
+    });
+    let data32: Vec<f32> = data
+        .iter()
+        .map(|&h| minfer_kernels::blocks::f16_to_f32(h.to_le_bytes()))
+        .collect();
+    let rows32 = Rows {
+        data: &data32[..],
+        stride,
+        offset: 0,
+        idx: &idx,
+    };
+    let mut outs32 = vec![0.0f32; heads * hd];
+    report("axpy rows f32 (heads)", &mut || {
+        f32::axpy_heads(rk, &scores, n, rows32, &mut outs32, hd).unwrap();
     });
     println!("{}", outs.iter().sum::<f32>());
 }

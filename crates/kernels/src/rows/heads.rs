@@ -17,16 +17,16 @@ const MAX_HEADS: usize = 4;
 /// [`MAX_HEADS`]: 32 outputs of eight heads fill 16 registers.
 const WIDE_HEADS: usize = 8;
 
-/// Calls `$f::<u16, H>($args)` with the const head count `H` equal to
+/// Calls `$f::<$t, H>($args)` with the const head count `H` equal to
 /// `$n`: one of the listed counts, or the last for any other. The wide
 /// kernels take the head count as a const so that each head's sums stay in
 /// registers.
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_heads {
-    ($n:expr, [$($h:literal),+; $last:literal], $f:ident $args:tt) => {
+    ($t:ty, $n:expr, [$($h:literal),+; $last:literal], $f:ident $args:tt) => {
         match $n {
-            $($h => $f::<u16, $h> $args,)+
-            _ => $f::<u16, $last> $args,
+            $($h => $f::<$t, $h> $args,)+
+            _ => $f::<$t, $last> $args,
         }
     };
 }
@@ -111,7 +111,7 @@ impl RowKernels {
                 // every row is readable.
                 done = unsafe {
                     use super::wide::dot_heads;
-                    by_heads!(q.len() / hd, [1, 2, 3; 4], dot_heads(q, hd, &rows, scale, s, stride))
+                    by_heads!(u16, q.len() / hd, [1, 2, 3; 4], dot_heads(q, hd, &rows, scale, s, stride))
                 };
             }
         }
@@ -146,15 +146,7 @@ impl RowKernels {
         let heads = check_heads(outs.len(), hd, rows.idx.len(), stride, weights.len())?;
         let n = rows.idx.len();
         #[cfg(target_arch = "x86_64")]
-        if self.wide && heads > MAX_HEADS && hd.is_multiple_of(32) && readable(&rows, hd) {
-            for (c, o) in outs.chunks_mut(WIDE_HEADS * hd).enumerate() {
-                let w = &weights[c * WIDE_HEADS * stride..];
-                // SAFETY: as in `dot_rows_f16_heads`.
-                unsafe {
-                    use super::wide::axpy_heads32;
-                    by_heads!(o.len() / hd, [1, 2, 3, 4, 5, 6, 7; 8], axpy_heads32(w, stride, &rows, o, hd))
-                }
-            }
+        if heads > MAX_HEADS && self.axpy_heads_wide(weights, stride, &rows, outs, hd) {
             return Ok(());
         }
         #[cfg(target_arch = "x86_64")]
@@ -164,7 +156,7 @@ impl RowKernels {
                 // SAFETY: as in `dot_rows_f16_heads`.
                 unsafe {
                     use super::wide::axpy_heads;
-                    by_heads!(o.len() / hd, [1, 2, 3; 4], axpy_heads(w, stride, &rows, o, hd))
+                    by_heads!(u16, o.len() / hd, [1, 2, 3; 4], axpy_heads(w, stride, &rows, o, hd))
                 }
             }
             return Ok(());
@@ -184,6 +176,35 @@ impl RowKernels {
             self.axpy_rows_f16(w, rows, &mut outs[g * hd..(g + 1) * hd])?;
         }
         Ok(())
+    }
+
+    /// The AVX-512 weighted sum of up to eight heads a pass
+    /// ([`axpy_heads32`](super::wide::axpy_heads32)), when this path has
+    /// AVX-512 and the shapes fit it; `false` leaves the call to the
+    /// caller's loops. The shapes were checked by [`check_heads`].
+    #[cfg(target_arch = "x86_64")]
+    fn axpy_heads_wide<T: super::wide::Load16>(
+        self,
+        weights: &[f32],
+        stride: usize,
+        rows: &Rows<'_, T>,
+        outs: &mut [f32],
+        hd: usize,
+    ) -> bool {
+        if !(self.wide && hd.is_multiple_of(32) && readable(rows, hd)) {
+            return false;
+        }
+        for (c, o) in outs.chunks_mut(WIDE_HEADS * hd).enumerate() {
+            let w = &weights[c * WIDE_HEADS * stride..];
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and F16C; the caller checked the shapes and every row is
+            // readable with `hd` values.
+            unsafe {
+                use super::wide::axpy_heads32;
+                by_heads!(T, o.len() / hd, [1, 2, 3, 4, 5, 6, 7; 8], axpy_heads32(w, stride, rows, o, hd))
+            }
+        }
+        true
     }
 }
 
@@ -217,6 +238,25 @@ pub trait HeadRows: Copy {
         hd: usize,
     ) -> Result<(), KernelError>;
 
+    /// Whether a value is narrower than f32 (f16), so that widening a
+    /// block of rows once for several queries saves each of them the
+    /// conversion.
+    const NARROW: bool;
+
+    /// The rows of `rows` (`hd` values each) as f32, one after another
+    /// from the start of `out`. Exact.
+    ///
+    /// # Errors
+    /// [`KernelError::BadLength`] when `out` cannot hold them;
+    /// [`KernelError::RowOutOfRange`] when a row is negative or reaches
+    /// past `rows.data`.
+    fn widen_rows(
+        rk: RowKernels,
+        rows: Rows<'_, Self>,
+        hd: usize,
+        out: &mut [f32],
+    ) -> Result<(), KernelError>;
+
     /// [`RowKernels::f16_cols`] for rows of this type.
     ///
     /// # Errors
@@ -231,6 +271,17 @@ pub trait HeadRows: Copy {
 }
 
 impl HeadRows for u16 {
+    const NARROW: bool = true;
+
+    fn widen_rows(
+        rk: RowKernels,
+        rows: Rows<'_, u16>,
+        hd: usize,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        widen_with(rows, hd, out, |src, dst| rk.f16_to_f32(src, dst))
+    }
+
     fn dot_heads(
         rk: RowKernels,
         qs: &[f32],
@@ -267,6 +318,20 @@ impl HeadRows for u16 {
 
 /// f32 rows (an f32 cache, the exact reference layout) go head by head.
 impl HeadRows for f32 {
+    const NARROW: bool = false;
+
+    fn widen_rows(
+        _: RowKernels,
+        rows: Rows<'_, f32>,
+        hd: usize,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        widen_with(rows, hd, out, |src, dst| {
+            dst.copy_from_slice(src);
+            Ok(())
+        })
+    }
+
     fn dot_heads(
         rk: RowKernels,
         qs: &[f32],
@@ -295,6 +360,10 @@ impl HeadRows for f32 {
     ) -> Result<(), KernelError> {
         let n = rows.idx.len();
         let heads = check_heads(outs.len(), hd, n, stride, weights.len())?;
+        #[cfg(target_arch = "x86_64")]
+        if rk.axpy_heads_wide(weights, stride, &rows, outs, hd) {
+            return Ok(());
+        }
         for g in 0..heads {
             let w = &weights[g * stride..g * stride + n];
             rk.axpy_rows_f32(w, rows, &mut outs[g * hd..(g + 1) * hd])?;
@@ -311,4 +380,22 @@ impl HeadRows for f32 {
     ) -> Result<(), KernelError> {
         rk.f32_cols(rows, hd, cols, ld)
     }
+}
+
+/// Row `j` of `rows` through `conv` into `out[j * hd..][..hd]`, after
+/// checking that `out` holds them all.
+fn widen_with<T>(
+    rows: Rows<'_, T>,
+    hd: usize,
+    out: &mut [f32],
+    conv: impl Fn(&[T], &mut [f32]) -> Result<(), KernelError>,
+) -> Result<(), KernelError> {
+    check_spaced("widened rows", rows.idx.len(), hd, hd, out.len())?;
+    if hd == 0 {
+        return Ok(());
+    }
+    for (&i, dst) in rows.idx.iter().zip(out.chunks_exact_mut(hd)) {
+        conv(rows.row(i, hd)?, dst)?;
+    }
+    Ok(())
 }
