@@ -17,7 +17,7 @@
 
 use std::ops::Range;
 
-use minfer_kernels::HeadRows;
+use minfer_kernels::{HeadRows, Rows};
 
 use minfer_graph::kv::KvRegion;
 
@@ -132,6 +132,41 @@ impl Chain<'_, '_> {
         })
     }
 
+    /// The V sums of block `block` (at most [`KEY_BLOCK`] keys) from its
+    /// rows widened to f32 in `wide`, once for every token of the chain.
+    fn sum_widened<T: HeadRows>(
+        &mut self,
+        block: &Range<usize>,
+        v: (&[T], &KvRegion),
+        weights: &[f32],
+        wide: &mut [f32],
+    ) -> bool {
+        let Head { hd, start, rk, .. } = self.head;
+        let span = span(self.ranges(), block);
+        let n = span.len();
+        let rows = head_rows(v.0, v.1, start, &self.tile.base[span.clone()]);
+        if n == 0 || n > KEY_BLOCK || T::widen_rows(rk, rows, hd, wide).is_err() {
+            return n == 0;
+        }
+        let wide = &wide[..n * hd];
+        let tile = &mut *self.tile;
+        let ranges = &tile.ranges[..tile.len];
+        ranges.iter().enumerate().all(|(i, r)| {
+            let keys = part(r, block);
+            if keys.is_empty() {
+                return true;
+            }
+            let rows = Rows {
+                data: wide,
+                stride: hd,
+                offset: 0,
+                idx: &LOCAL[keys.start - span.start..keys.end - span.start],
+            };
+            let w = &weights[self.at[i] + keys.start - r.start..self.at[i + 1]];
+            f32::axpy_heads(rk, w, r.len(), rows, tile.outs[i], hd).is_ok()
+        })
+    }
+
     /// The V sums of block `block` read in place.
     fn sum_rows<T: HeadRows>(
         &mut self,
@@ -153,6 +188,17 @@ impl Chain<'_, '_> {
         })
     }
 }
+
+/// `0, 1, 2, …`: the rows of a widened block in order.
+const LOCAL: [i32; KEY_BLOCK] = {
+    let mut idx = [0; KEY_BLOCK];
+    let mut i = 0;
+    while i < KEY_BLOCK {
+        idx[i] = i as i32;
+        i += 1;
+    }
+    idx
+};
 
 /// Every query of `tile` over its window, with the result of a head
 /// attending alone for each query head: the keys are scored block by
@@ -203,5 +249,12 @@ pub(super) fn attend_tile<T: HeadRows>(
         o.fill(0.0);
     }
     let ranges: [Range<usize>; MAX_TILE] = chain.tile.ranges.clone();
-    blocks(&ranges[..chain.tile.len], KEY_BLOCK).all(|b| chain.sum_rows(&b, (v, region.1), scores))
+    let ranges = &ranges[..chain.tile.len];
+    // f16 V rows widened once serve every token of the chain (the sums
+    // read f32 as they would read halves, so the bits are the same).
+    if widen && T::NARROW {
+        blocks(ranges, len).all(|b| chain.sum_widened(&b, (v, region.1), scores, block))
+    } else {
+        blocks(ranges, KEY_BLOCK).all(|b| chain.sum_rows(&b, (v, region.1), scores))
+    }
 }
