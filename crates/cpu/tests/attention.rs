@@ -365,17 +365,14 @@ fn dot8(a: &[f32], b: &[f32]) -> f32 {
 impl Ctx {
     /// The last step's output computed the plain way, in f32 with the same
     /// operations in the same order as the kernel is specified to: every
-    /// row read back whole as f32, `scale * dot8`, the graph's softmax, then
-    /// `out += p_j * v_j` over the window in order.
+    /// row read back whole as f32, `scale * dot8`, attention's softmax (its
+    /// own exponential), then `out += p_j * v_j` over the window in order.
     fn exact_reference(&self, batch: &[(u32, i32)], salt: impl Fn(u32) -> u64) -> Vec<f32> {
         let scale = self.cfg.params().scale;
         let mut out = Vec::new();
         for (qh, ks, vs) in self.heads(batch, salt) {
             let mut scores: Vec<f32> = ks.iter().map(|k| scale * dot8(&qh, k)).collect();
-            if !scores.is_empty() {
-                let n = scores.len();
-                softmax_inplace(RowKernels::SCALAR, &mut scores, n).unwrap();
-            }
+            RowKernels::SCALAR.attn_softmax(&mut scores);
             let mut o = vec![0.0f32; qh.len()];
             for (v, &pj) in vs.iter().zip(&scores) {
                 for (oi, &x) in o.iter_mut().zip(v) {

@@ -1,16 +1,15 @@
-//! `exp`, SiLU, SwiGLU and softmax with one definition for every path.
+//! `exp`, SiLU and SwiGLU with one definition for every path.
 //!
 //! The exponential is the algorithm of glibc's `expf` (ARM's optimized
 //! routines: `x · 32/ln 2` split into an integer and a remainder in f64, a
 //! 32-entry table of `2^(i/32)`, a cubic polynomial, one rounding to f32),
 //! with the fused multiply-adds of glibc's FMA build, so it gives the
 //! C library's bits: checked against glibc's `expf` on all 2^32 inputs.
-//! That keeps the results of the libm calls it replaces (and those of
-//! llama.cpp's flash-attention softmax, which calls `expf`), while the SIMD
+//! That keeps the results of the libm calls it replaces, while the SIMD
 //! form computes eight at a time. Every step is an IEEE operation or a
 //! fused multiply-add, so the scalar code here and the SIMD code give the
-//! same bits; the tests compare them. Softmax sums its exponentials in f64
-//! over eight interleaved partial sums.
+//! same bits; the tests compare them. The softmax has an exponential of
+//! its own (see [`crate::softmax`]).
 
 /// `2^(i/32)` as f64 bits, minus `i << 52 >> 5` (glibc's `__exp2f_data`).
 const TAB: [u64; 32] = [
@@ -109,29 +108,6 @@ pub fn swiglu_scalar(gate: &mut [f32], up: &[f32]) {
 pub fn silu_scalar(x: &mut [f32]) {
     for v in x {
         *v = silu(*v);
-    }
-}
-
-/// Combines eight partial f64 sums in a fixed tree.
-#[inline(always)]
-fn combine_f64(s: &[f64; 8]) -> f64 {
-    ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
-}
-
-/// Softmax of `row` in place: the maximum is subtracted, the exponentials
-/// are summed in f64 (value `i` into partial sum `i % 8`, combined as
-/// `((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))`), and the row is
-/// scaled by `1 / sum` narrowed to f32.
-pub fn softmax_scalar(row: &mut [f32]) {
-    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    let mut sums = [0.0f64; 8];
-    for (i, v) in row.iter_mut().enumerate() {
-        *v = exp(*v - max);
-        sums[i % 8] += f64::from(*v);
-    }
-    let inv = (1.0 / combine_f64(&sums)) as f32;
-    for v in row.iter_mut() {
-        *v *= inv;
     }
 }
 
@@ -242,64 +218,11 @@ pub(crate) mod x86 {
         }
         super::silu_scalar(c.into_remainder());
     }
-
-    /// [`softmax_scalar`](super::softmax_scalar), eight at a time: lane
-    /// `l` of the two f64 accumulators is partial sum `l`.
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn softmax(row: &mut [f32]) {
-        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-        let n = row.len();
-        let mut lo = _mm256_setzero_pd();
-        let mut hi = _mm256_setzero_pd();
-        let mv = _mm256_set1_ps(max);
-        let mut i = 0;
-        while i + 8 <= n {
-            // SAFETY: `i + 8 <= n`; unaligned accesses.
-            unsafe {
-                let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row.as_ptr().add(i)), mv));
-                _mm256_storeu_ps(row.as_mut_ptr().add(i), e);
-                lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-                hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(e)));
-            }
-            i += 8;
-        }
-        let mut sums = [0.0f64; 8];
-        // SAFETY: `sums` holds eight f64.
-        unsafe {
-            _mm256_storeu_pd(sums.as_mut_ptr(), lo);
-            _mm256_storeu_pd(sums.as_mut_ptr().add(4), hi);
-        }
-        for (k, v) in row[i..].iter_mut().enumerate() {
-            *v = super::exp(*v - max);
-            sums[k] += f64::from(*v);
-        }
-        let inv = _mm256_set1_ps((1.0 / combine_f64(&sums)) as f32);
-        let mut c = row.chunks_exact_mut(8);
-        for v in &mut c {
-            // SAFETY: the chunk holds eight values.
-            unsafe {
-                _mm256_storeu_ps(
-                    v.as_mut_ptr(),
-                    _mm256_mul_ps(_mm256_loadu_ps(v.as_ptr()), inv),
-                )
-            };
-        }
-        let inv = (1.0 / combine_f64(&sums)) as f32;
-        for v in c.into_remainder() {
-            *v *= inv;
-        }
-    }
 }
 
-/// The AVX-512 form of the softmax: sixteen values a step, their
-/// exponentials computed as two registers of eight f64 lanes with the
-/// operations of [`exp`], the table read with two-register permutes
-/// instead of a gather. Lane `l` of the one f64 accumulator is partial sum
-/// `l`, fed the values `l` and `l + 8` of each step in that order, so the
-/// sums are [`softmax_scalar`]'s.
+/// The AVX-512 form of [`exp`]: sixteen values as two registers of eight
+/// f64 lanes with its operations, the table read with two-register
+/// permutes instead of a gather.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_512 {
     use std::arch::x86_64::*;
@@ -370,7 +293,7 @@ pub(crate) mod x86_512 {
     /// # Safety
     /// The CPU has AVX-512 F.
     #[inline(always)]
-    unsafe fn exp16(x: __m512) -> __m512 {
+    pub(crate) unsafe fn exp16(x: __m512) -> __m512 {
         // SAFETY: the caller's precondition; `lanes` holds sixteen values.
         unsafe {
             let top = _mm512_and_si512(
@@ -389,51 +312,6 @@ pub(crate) mod x86_512 {
             let lo = _mm512_castps256_ps512(exp8(_mm512_castps512_ps256(x)));
             let hi = _mm256_castps_pd(exp8(high(x)));
             _mm512_castpd_ps(_mm512_insertf64x4::<1>(_mm512_castps_pd(lo), hi))
-        }
-    }
-
-    /// [`softmax_scalar`](super::softmax_scalar), sixteen at a time.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 F, AVX2 and FMA.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub unsafe fn softmax(row: &mut [f32]) {
-        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-        let n = row.len();
-        let mut sum = _mm512_setzero_pd();
-        let mv = _mm512_set1_ps(max);
-        let mut i = 0;
-        while i + 16 <= n {
-            // SAFETY: `i + 16 <= n`; unaligned accesses.
-            unsafe {
-                let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(row.as_ptr().add(i)), mv));
-                _mm512_storeu_ps(row.as_mut_ptr().add(i), e);
-                sum = _mm512_add_pd(sum, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-                sum = _mm512_add_pd(sum, _mm512_cvtps_pd(high(e)));
-            }
-            i += 16;
-        }
-        let mut sums = [0.0f64; 8];
-        // SAFETY: `sums` holds eight f64.
-        unsafe { _mm512_storeu_pd(sums.as_mut_ptr(), sum) };
-        // Value `i + k` goes to partial sum `(i + k) % 8`, `i` a multiple
-        // of sixteen.
-        for (k, v) in row[i..].iter_mut().enumerate() {
-            *v = super::exp(*v - max);
-            sums[k % 8] += f64::from(*v);
-        }
-        let inv = (1.0 / combine_f64(&sums)) as f32;
-        let iv = _mm512_set1_ps(inv);
-        let mut c = row.chunks_exact_mut(16);
-        for v in &mut c {
-            // SAFETY: the chunk holds sixteen values.
-            unsafe {
-                let p = v.as_mut_ptr();
-                _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), iv));
-            }
-        }
-        for v in c.into_remainder() {
-            *v *= inv;
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod pool;
 pub mod quant;
 pub mod rows;
 pub mod simd;
+pub mod softmax;
 
 pub use dot::{act_type, scale_table, scale_table_len, Dot4Fn, DotFn, DotKernel, Kernels};
 pub use error::KernelError;

@@ -156,3 +156,57 @@ fn long_softmax_rows_give_the_same_bits_on_every_path() {
         }
     }
 }
+
+/// Attention's exponential is within two ulp of `e^x` wherever a softmax
+/// calls it (`x ≤ 0`, down to where it flushes to zero), on a sample of
+/// the bit patterns of every binade, and its edges are as documented.
+#[test]
+fn attention_exp_is_within_two_ulp_for_non_positive_x() {
+    use minfer_kernels::softmax::poly_exp;
+    let mut worst = 0;
+    for i in 0..0x8000_0000u32 / 127 {
+        let x = -f32::from_bits(i * 127);
+        if x.is_nan() || x < -87.0 {
+            continue;
+        }
+        let want = (x as f64).exp() as f32;
+        let d = ulps(poly_exp(x), want);
+        assert!(d <= 2, "poly_exp({x}) = {} vs {want}", poly_exp(x));
+        worst = worst.max(d);
+    }
+    assert_eq!(poly_exp(0.0), 1.0);
+    assert_eq!(poly_exp(-0.0), 1.0);
+    assert_eq!(poly_exp(3.0), 1.0, "a positive argument is taken as 0");
+    assert_eq!(poly_exp(-87.5), 0.0);
+    assert_eq!(poly_exp(f32::NEG_INFINITY), 0.0);
+    assert!(poly_exp(f32::NAN).is_nan());
+    eprintln!("poly_exp: worst {worst} ulp on x in [-87, 0]");
+}
+
+/// Attention's softmax gives the scalar reference's bits on every path,
+/// on rows long and short and with scores far below the maximum (where
+/// its exponential flushes to zero), and stays close to the exact one.
+#[test]
+fn attention_softmax_gives_the_same_bits_on_every_path() {
+    let mut rng = StdRng::seed_from_u64(0xa77e);
+    for n in [1usize, 7, 15, 16, 17, 40, 301, 4097, 8207] {
+        let x: Vec<f32> = (0..n).map(|_| rng.gen_range(-120.0f32..30.0)).collect();
+        let mut want = x.clone();
+        RowKernels::SCALAR.attn_softmax(&mut want);
+        let max = x.iter().fold(f64::MIN, |m, &v| m.max(v as f64));
+        let e: Vec<f64> = x.iter().map(|&v| (v as f64 - max).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        for (a, b) in want.iter().zip(&e) {
+            assert!((*a as f64 - b / sum).abs() <= 1e-6 * (b / sum) + 1e-30);
+        }
+        for rk in RowKernels::supported() {
+            let mut got = x.clone();
+            rk.attn_softmax(&mut got);
+            let bad = got
+                .iter()
+                .zip(&want)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+            assert!(bad.is_none(), "{rk:?}, {n} values: value {bad:?} differs");
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! query head that joins the denominator only, as ggml's
 //! `soft_max_add_sinks` does.
 
-use minfer_kernels::activation::exp;
+use minfer_kernels::softmax::poly_exp;
 use minfer_kernels::RowKernels;
 
 /// The softmax of one head's scores, in place: the kernels' softmax
@@ -12,7 +12,7 @@ use minfer_kernels::RowKernels;
 /// the f64 sum after the scores). An empty row stays empty.
 pub(super) fn softmax(rk: RowKernels, row: &mut [f32], sink: Option<f32>) {
     let Some(sink) = sink else {
-        rk.softmax(row);
+        rk.attn_softmax(row);
         return;
     };
     if row.is_empty() {
@@ -21,15 +21,15 @@ pub(super) fn softmax(rk: RowKernels, row: &mut [f32], sink: Option<f32>) {
     let max = row.iter().fold(sink, |m, &v| m.max(v));
     // Eight partial sums combined as the kernels' softmax combines them,
     // so a sink far below the scores gives that softmax's bits. The scalar
-    // `exp` is the one its SIMD lanes reproduce.
+    // `poly_exp` is the one its SIMD lanes reproduce.
     let mut sums = [0.0f64; 8];
     for (i, v) in row.iter_mut().enumerate() {
-        *v = exp(*v - max);
+        *v = poly_exp(*v - max);
         sums[i % 8] += f64::from(*v);
     }
     let s = &sums;
     let total = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
-    let total = total + f64::from(exp(sink - max));
+    let total = total + f64::from(poly_exp(sink - max));
     let inv = (1.0 / total) as f32;
     for v in row.iter_mut() {
         *v *= inv;

@@ -271,23 +271,33 @@ impl RowKernels {
         crate::activation::silu_scalar(x);
     }
 
-    /// Softmax of one row in place (see
-    /// [`crate::activation::softmax_scalar`] for the order of the sums).
+    /// Softmax of one row in place, with glibc's `expf` (see
+    /// [`crate::softmax::softmax_scalar`] for the order of the sums).
     pub fn softmax(self, row: &mut [f32]) {
+        self.softmax_with::<crate::softmax::Exact>(row);
+    }
+
+    /// [`softmax`](RowKernels::softmax) with attention's exponential
+    /// ([`crate::softmax::poly_exp`]).
+    pub fn attn_softmax(self, row: &mut [f32]) {
+        self.softmax_with::<crate::softmax::Poly>(row);
+    }
+
+    fn softmax_with<E: crate::softmax::Exp>(self, row: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         if self.wide {
             // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
             // AVX2 and FMA.
-            unsafe { crate::activation::x86_512::softmax(row) };
+            unsafe { crate::softmax::x86_512::softmax::<E>(row) };
             return;
         }
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: as in `swiglu`.
-            unsafe { crate::activation::x86::softmax(row) };
+            unsafe { crate::softmax::x86::softmax::<E>(row) };
             return;
         }
-        crate::activation::softmax_scalar(row);
+        crate::softmax::softmax_scalar::<E>(row);
     }
 
     /// `scores[j] = scale * dot(q, row j)` for every row of `rows`, each
