@@ -316,7 +316,9 @@ impl HeadRows for u16 {
     }
 }
 
-/// f32 rows (an f32 cache, the exact reference layout) go head by head.
+/// f32 rows (an f32 cache, the exact reference layout, or a block of f16
+/// rows widened once for several queries): scored head by head, summed
+/// several heads at once on AVX-512.
 impl HeadRows for f32 {
     const NARROW: bool = false;
 
