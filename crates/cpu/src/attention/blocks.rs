@@ -149,21 +149,14 @@ impl Chain<'_, '_> {
             return n == 0;
         }
         let wide = &wide[..n * hd];
-        let tile = &mut *self.tile;
-        let ranges = &tile.ranges[..tile.len];
-        ranges.iter().enumerate().all(|(i, r)| {
-            let keys = part(r, block);
-            if keys.is_empty() {
-                return true;
-            }
+        self.each_part(block, weights, |keys, w, stride, out| {
             let rows = Rows {
                 data: wide,
                 stride: hd,
                 offset: 0,
                 idx: &LOCAL[keys.start - span.start..keys.end - span.start],
             };
-            let w = &weights[self.at[i] + keys.start - r.start..self.at[i + 1]];
-            f32::axpy_heads(rk, w, r.len(), rows, tile.outs[i], hd).is_ok()
+            f32::axpy_heads(rk, w, stride, rows, out, hd).is_ok()
         })
     }
 
@@ -175,17 +168,37 @@ impl Chain<'_, '_> {
         weights: &[f32],
     ) -> bool {
         let Head { hd, start, rk, .. } = self.head;
+        let base = self.tile.base;
+        self.each_part(block, weights, |keys, w, stride, out| {
+            let rows = head_rows(v.0, v.1, start, &base[keys]);
+            T::axpy_heads(rk, w, stride, rows, out, hd).is_ok()
+        })
+    }
+
+    /// `sum(keys, w, stride, out)` for every token with keys in `block`:
+    /// the keys (indices into the base), the token's weights from the
+    /// first of them (`stride` apart from head to head) and its output;
+    /// `false` as soon as one call returns it.
+    fn each_part(
+        &mut self,
+        block: &Range<usize>,
+        weights: &[f32],
+        mut sum: impl FnMut(Range<usize>, &[f32], usize, &mut [f32]) -> bool,
+    ) -> bool {
         let tile = &mut *self.tile;
         let ranges = &tile.ranges[..tile.len];
-        ranges.iter().enumerate().all(|(i, r)| {
-            let keys = part(r, block);
-            if keys.is_empty() {
-                return true;
-            }
-            let rows = head_rows(v.0, v.1, start, &tile.base[keys.clone()]);
-            let w = &weights[self.at[i] + keys.start - r.start..self.at[i + 1]];
-            T::axpy_heads(rk, w, r.len(), rows, tile.outs[i], hd).is_ok()
-        })
+        ranges
+            .iter()
+            .zip(tile.outs.iter_mut())
+            .enumerate()
+            .all(|(i, (r, out))| {
+                let keys = part(r, block);
+                if keys.is_empty() {
+                    return true;
+                }
+                let w = &weights[self.at[i] + keys.start - r.start..self.at[i + 1]];
+                sum(keys, w, r.len(), out)
+            })
     }
 }
 
