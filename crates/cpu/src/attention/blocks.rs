@@ -6,14 +6,15 @@
 //! its own window. A block is small enough to stay in L1 while every query
 //! of the chain reads it.
 //!
-//! V rows are always read in place, by the multi-head loops that load and
-//! widen a row once for several heads. K rows are too for a lone token and
-//! on AVX2; on AVX-512, two tokens or more first widen each K block to f32
-//! column by column, once for all of them, which lets every query score
-//! sixteen rows a register with no transpose of partial sums (and one
-//! column load serve several heads). Either way a score is the dot kernel's bits for that row
-//! and each output element is summed over the keys in window order, so the
-//! results do not depend on the path.
+//! For a lone token and on AVX2, K and V rows are read in place, by the
+//! multi-head loops that load and widen a row once for several heads. On
+//! AVX-512, two tokens or more first widen each K block to f32 column by
+//! column, once for all of them, which lets every query score sixteen rows
+//! a register with no transpose of partial sums (and one column load serve
+//! several heads), and widen each f16 V block to f32 rows, once for all of
+//! them. Either way a score is the dot kernel's bits for that row and each
+//! output element is summed over the keys in window order, so the results
+//! do not depend on the path.
 
 use std::ops::Range;
 
