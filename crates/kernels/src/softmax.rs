@@ -126,9 +126,10 @@ impl Exp for Poly {
     }
 }
 
-/// Combines eight partial f64 sums in a fixed tree.
+/// Combines eight partial f64 sums in the fixed tree every softmax path
+/// (and attention's softmax with a sink) uses.
 #[inline(always)]
-fn combine_f64(s: &[f64; 8]) -> f64 {
+pub fn combine_f64(s: &[f64; 8]) -> f64 {
     ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
 }
 
@@ -143,13 +144,16 @@ pub fn softmax_scalar<E: Exp>(row: &mut [f32]) {
         *v = E::one(*v - max);
         sums[i % 8] += f64::from(*v);
     }
-    scale(row, &sums);
+    scale(row, inverse(&sums));
 }
 
-/// `row *= 1 / sum` (the sum narrowed to f32 first), the last step of
-/// every path.
-fn scale(row: &mut [f32], sums: &[f64; 8]) {
-    let inv = (1.0 / combine_f64(sums)) as f32;
+/// `1 / sum`, narrowed to f32: the factor of every path's last step.
+fn inverse(sums: &[f64; 8]) -> f32 {
+    (1.0 / combine_f64(sums)) as f32
+}
+
+/// `row *= inv`, value by value.
+fn scale(row: &mut [f32], inv: f32) {
     for v in row.iter_mut() {
         *v *= inv;
     }
@@ -226,18 +230,19 @@ pub(crate) mod x86 {
             *v = E::one(*v - max);
             sums[k] += f64::from(*v);
         }
-        let inv = _mm256_set1_ps((1.0 / combine_f64(&sums)) as f32);
+        let inv = inverse(&sums);
+        let iv = _mm256_set1_ps(inv);
         let mut c = row.chunks_exact_mut(8);
         for v in &mut c {
             // SAFETY: the chunk holds eight values.
             unsafe {
                 _mm256_storeu_ps(
                     v.as_mut_ptr(),
-                    _mm256_mul_ps(_mm256_loadu_ps(v.as_ptr()), inv),
+                    _mm256_mul_ps(_mm256_loadu_ps(v.as_ptr()), iv),
                 )
             };
         }
-        scale(c.into_remainder(), &sums);
+        scale(c.into_remainder(), inv);
     }
 }
 
@@ -321,15 +326,16 @@ pub(crate) mod x86_512 {
             *v = E::one(*v - max);
             sums[k % 8] += f64::from(*v);
         }
-        let inv = _mm512_set1_ps((1.0 / combine_f64(&sums)) as f32);
+        let inv = inverse(&sums);
+        let iv = _mm512_set1_ps(inv);
         let mut c = row.chunks_exact_mut(16);
         for v in &mut c {
             // SAFETY: the chunk holds sixteen values.
             unsafe {
                 let p = v.as_mut_ptr();
-                _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), inv));
+                _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), iv));
             }
         }
-        scale(c.into_remainder(), &sums);
+        scale(c.into_remainder(), inv);
     }
 }

@@ -2,7 +2,7 @@
 //! query head that joins the denominator only, as ggml's
 //! `soft_max_add_sinks` does.
 
-use minfer_kernels::softmax::poly_exp;
+use minfer_kernels::softmax::{combine_f64, poly_exp};
 use minfer_kernels::RowKernels;
 
 /// The softmax of one head's scores, in place: the kernels' softmax
@@ -27,9 +27,7 @@ pub(super) fn softmax(rk: RowKernels, row: &mut [f32], sink: Option<f32>) {
         *v = poly_exp(*v - max);
         sums[i % 8] += f64::from(*v);
     }
-    let s = &sums;
-    let total = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
-    let total = total + f64::from(poly_exp(sink - max));
+    let total = combine_f64(&sums) + f64::from(poly_exp(sink - max));
     let inv = (1.0 / total) as f32;
     for v in row.iter_mut() {
         *v *= inv;
