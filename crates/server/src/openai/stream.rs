@@ -267,7 +267,10 @@ pub fn stream(
     };
     for k in 0..st.shape.n {
         match st.shape.api {
-            Api::Chat => st.chunk(k, json!({"role": "assistant", "content": ""}), None),
+            // llama-server opens with a null content: a stream of only tool
+            // calls never carries text, and its clients read an empty
+            // string as a text delta.
+            Api::Chat => st.chunk(k, json!({"role": "assistant", "content": null}), None),
             Api::Text => {
                 if let Some(e) = st.shape.echo.get(k).filter(|e| !e.is_empty()).cloned() {
                     if st.shape.logprobs {
