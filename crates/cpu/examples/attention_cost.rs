@@ -4,11 +4,15 @@
 //! of tile 1.
 //!
 //! `cargo run --release -p minfer-graph --example attention_cost -- \
-//!   [N_HEAD N_HEAD_KV HEAD_DIM] [DEPTH] [PROMPT] [THREADS] [TILES,..] [ROUNDS] [SLIDING] [LEVEL]`
+//!   [N_HEAD N_HEAD_KV HEAD_DIM] [DEPTH] [PROMPT] [THREADS] [TILES,..] [ROUNDS] [SLIDING] [LEVEL] [FLUSH_MB]`
 //!
 //! Defaults: Qwen2.5-0.5B's heads (14, 2, 64), depth 8192, a prompt
 //! chunk of 512, 2 threads, tiles 1,4,8,16, 5 rounds, no sliding window,
-//! the best row kernels (or `avx2`, `scalar`).
+//! the best row kernels (or `avx2`, `scalar`), warm caches. `FLUSH_MB > 0`
+//! reads that many MiB of other memory before every timed call, so that
+//! the cache comes from DRAM as it does in a model's decode step (where
+//! the weights and the other layers' caches pass between two reads of a
+//! layer's cache).
 
 use std::time::Instant;
 
@@ -55,6 +59,8 @@ fn main() {
         Some("scalar") => RowKernels::SCALAR,
         _ => RowKernels::detect(),
     };
+    let flush_mb = num(10, 0);
+    let flush: Vec<u64> = (0..flush_mb << 17).map(|i| i as u64).collect();
     let n_ctx = depth + prompt;
     let row = n_head_kv * hd;
     let mut k = KvRegion::new(KvFormat::F16, row, n_ctx).unwrap();
@@ -91,6 +97,8 @@ fn main() {
     let mut cpu = vec![Vec::new(); tiles.len()];
     for _ in 0..rounds {
         for (i, (s, out)) in scratch.iter_mut().zip(&mut outs).enumerate() {
+            let sum = flush.iter().fold(0u64, |a, &x| a.wrapping_add(x));
+            std::hint::black_box(sum);
             let (t0, c0) = (Instant::now(), cpu_ns());
             if sliding == 0 {
                 let (o, c) = (&plan.window_offsets, &plan.window_cells);
