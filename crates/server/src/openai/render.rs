@@ -23,6 +23,11 @@ pub fn finish_reason(f: &Finish) -> &'static str {
     }
 }
 
+/// The `system_fingerprint` of every completion object: OpenAI's names
+/// the backend configuration that produced an answer, and its official
+/// clients (and llama.cpp's tests) expect the field.
+const FINGERPRINT: &str = concat!("minfer-", env!("CARGO_PKG_VERSION"));
+
 /// Which API the response belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
@@ -142,6 +147,7 @@ impl Shape {
             "object": self.object(chunk),
             "created": self.created,
             "model": self.model,
+            "system_fingerprint": FINGERPRINT,
             "choices": choices,
         })
     }
