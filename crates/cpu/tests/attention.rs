@@ -460,6 +460,39 @@ fn grouped_heads_over_long_windows_are_bit_exact() {
     }
 }
 
+/// A lone query's window past one block of the decode walk (512 keys),
+/// where the row loops also ask for the rows ahead, still gives the plain
+/// order's bits on every thread count and row-kernel path.
+#[test]
+fn lone_tokens_past_a_block_are_bit_exact() {
+    let cfg = Cfg {
+        n_head: 6,
+        n_head_kv: 2,
+        head_dim: 64,
+        n_ctx: 1100,
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for format in [KvFormat::F16, KvFormat::F32] {
+        for (threads, rk) in [1, 2]
+            .into_iter()
+            .flat_map(|t| RowKernels::supported().into_iter().map(move |rk| (t, rk)))
+        {
+            let mut ctx = Ctx::new(cfg, format, threads).grouped_on(3, rk);
+            let prompt: Vec<(u32, i32)> = (0..1030).map(|p| (0, p)).collect();
+            ctx.step(&prompt, |_| 9);
+            for p in 1030..1033 {
+                let got = ctx.step(&[(0, p)], |_| 9);
+                let want = ctx.exact_reference(&[(0, p)], |_| 9);
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "{format:?} decode {p}, {threads}t, {rk:?}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn attention_rejects_bad_windows_and_scratch() {
     let cfg = Cfg {

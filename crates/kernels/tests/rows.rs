@@ -401,7 +401,9 @@ fn multi_head_loops_give_each_head_the_one_head_bits() {
         let stride_row = 3 * hd + 8;
         let n_rows = 41;
         let (_, data) = random_rows(&mut rng, stride_row * n_rows);
-        for n in [0usize, 1, 7, 8, 13, 32, 45] {
+        // 130 and 203 rows: calls long enough that the loops also ask for
+        // the rows ahead.
+        for n in [0usize, 1, 7, 8, 13, 32, 45, 130, 203] {
             let idx: Vec<i32> = (0..n).map(|_| rng.gen_range(0..n_rows as i32)).collect();
             let rows = Rows {
                 data: &data[..],

@@ -26,10 +26,16 @@ use super::head::{head_rows, Head, Tile};
 use super::scratch::{ThreadBuf, BLOCK_VALUES, MAX_TILE};
 use super::sink::softmax;
 
-/// Keys per block when a lone token reads the rows in place: 64 rows of
-/// one KV head (8 KiB of f16 at a head of 64) stay in L1 while its heads
-/// read them.
+/// Keys per block when a chain of tokens reads the rows in place (AVX2):
+/// 64 rows of one KV head (8 KiB of f16 at a head of 64) stay in L1 while
+/// every token and head of the chain reads them.
 const KEY_BLOCK: usize = 64;
+
+/// Keys per block of a lone token (decode): nothing shares its reads, so
+/// a longer block only lets the row loops ask for the rows ahead across
+/// fewer block edges (they do so in calls over 128 rows or more), which
+/// decode deep in a context, reading its cache from DRAM, waits on.
+const LONE_BLOCK: usize = 512;
 
 /// Keys per widened block for heads of `hd` values: [`BLOCK_VALUES`] in
 /// all, between 16 and [`KEY_BLOCK`] keys.
@@ -235,7 +241,8 @@ pub(super) fn attend_tile<T: HeadRows>(
     // Widening pays once two queries read each block, and only where the
     // column loop is faster than the row loops (AVX-512).
     let widen = tile.len >= 2 && head.rk.is_wide();
-    let len = if widen { block_keys(hd) } else { KEY_BLOCK };
+    let rows_block = if tile.len == 1 { LONE_BLOCK } else { KEY_BLOCK };
+    let len = if widen { block_keys(hd) } else { rows_block };
     let mut chain = Chain { tile, head, at };
     let ThreadBuf { scores, block, .. } = buf;
     for b in blocks(chain.ranges(), len) {
@@ -269,6 +276,6 @@ pub(super) fn attend_tile<T: HeadRows>(
     if widen && T::NARROW {
         blocks(ranges, len).all(|b| chain.sum_widened(&b, (v, region.1), scores, block))
     } else {
-        blocks(ranges, KEY_BLOCK).all(|b| chain.sum_rows(&b, (v, region.1), scores))
+        blocks(ranges, rows_block).all(|b| chain.sum_rows(&b, (v, region.1), scores))
     }
 }

@@ -6,6 +6,7 @@
 use std::arch::x86_64::*;
 
 use super::base::Rows;
+use super::x86::{far, prefetch_row, AHEAD};
 
 /// Eight halves at `p` as f32.
 ///
@@ -49,6 +50,11 @@ pub(super) unsafe fn dot_pair(
                 rows.row(rows.idx[j0 + k], hd)
                     .map_or(std::ptr::null(), <[u16]>::as_ptr)
             });
+            if far(rows) {
+                for k in 0..8 {
+                    prefetch_row(rows, j0 + AHEAD + k, hd);
+                }
+            }
             let mut sums = [[_mm256_setzero_ps(); 8]; 2];
             for quad in 0..2 {
                 let mut acc = [[_mm256_setzero_ps(); 4]; 2];
@@ -101,6 +107,9 @@ pub(super) unsafe fn axpy_pair(
                 std::array::from_fn(|v| _mm256_loadu_ps(outs.as_ptr().add(at(g, v))))
             });
             for (j, &i) in rows.idx.iter().enumerate() {
+                if c0 == 0 && far(rows) {
+                    prefetch_row(rows, j + AHEAD, hd);
+                }
                 let Ok(r) = rows.row(i, hd) else {
                     // Checked by the caller.
                     continue;

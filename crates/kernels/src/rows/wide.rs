@@ -6,6 +6,7 @@
 use std::arch::x86_64::*;
 
 use super::base::Rows;
+use super::x86::{far, prefetch_row, AHEAD};
 
 /// Sixteen row elements as f32.
 pub(super) trait Load16: Sized {
@@ -167,6 +168,11 @@ pub(super) unsafe fn dot_heads<T: LoadPair, const H: usize>(
                 rows.row(rows.idx[j0 + k], hd)
                     .map_or(std::ptr::null(), <[T]>::as_ptr)
             });
+            if far(rows) {
+                for k in 0..8 {
+                    prefetch_row(rows, j0 + AHEAD + k, hd);
+                }
+            }
             let mut acc = [[_mm512_setzero_ps(); 4]; H];
             let mut c = 0;
             while c < hd {
@@ -225,6 +231,9 @@ pub(super) unsafe fn axpy_heads<T: Load16, const H: usize>(
                 std::array::from_fn(|v| _mm512_loadu_ps(outs.as_ptr().add(at(g, v))))
             });
             for (j, &i) in rows.idx.iter().enumerate() {
+                if c0 == 0 && far(rows) {
+                    prefetch_row(rows, j + AHEAD, hd);
+                }
                 let Ok(r) = rows.row(i, hd) else {
                     // Checked by the caller.
                     continue;
@@ -279,6 +288,9 @@ pub(super) unsafe fn axpy_heads32<T: Load16, const H: usize>(
                 }
             }
             for (j, &i) in rows.idx.iter().enumerate() {
+                if c0 == 0 && far(rows) {
+                    prefetch_row(rows, j + AHEAD, hd);
+                }
                 // Every row is readable with `hd` values (the caller's
                 // contract), so its index is non-negative and its start
                 // in bounds: no per-row check in the loop.

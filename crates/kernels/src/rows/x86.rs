@@ -7,6 +7,45 @@ use std::arch::x86_64::*;
 use super::base::{combine, half_to_f32, Rows};
 use crate::error::KernelError;
 
+/// Rows ahead of the one being read that the loops ask the caches for:
+/// a decode step deep in a context reads its cache from DRAM, and the
+/// hardware prefetchers stop at page edges (a 4 KiB page holds eight
+/// rows of 512 bytes), so without the hint each page waited on memory.
+pub(super) const AHEAD: usize = 16;
+
+/// The fewest rows for which a loop asks for the rows ahead: a call over
+/// this many streams rows that are not in L1 (a lone query's walk over
+/// its window), while the attention walker's blocks (64 keys) are read by
+/// several queries from L1, where the hints would only cost issue slots.
+const FAR_ROWS: usize = 128;
+
+/// Whether a loop over `rows` asks for the rows ahead.
+#[inline(always)]
+pub(super) fn far<T>(rows: &Rows<'_, T>) -> bool {
+    rows.idx.len() >= FAR_ROWS
+}
+
+/// Asks for row `rows.idx[j]` (its first `len` values), if there is one
+/// inside the data.
+#[inline(always)]
+pub(super) fn prefetch_row<T>(rows: &Rows<'_, T>, j: usize, len: usize) {
+    let Some(&i) = rows.idx.get(j) else {
+        return;
+    };
+    let Ok(r) = rows.row(i, len) else {
+        return;
+    };
+    let p = r.as_ptr().cast::<i8>();
+    let bytes = std::mem::size_of_val(r);
+    let mut at = 0;
+    while at < bytes {
+        // SAFETY: SSE is part of x86_64; a prefetch is a hint that never
+        // faults, and `at < bytes` keeps the address inside the row.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(at)) };
+        at += 64;
+    }
+}
+
 /// Eight halves as f32.
 ///
 /// # Safety
