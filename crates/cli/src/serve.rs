@@ -122,7 +122,8 @@ pub struct Args {
     #[arg(long = "no-ui", alias = "no-webui")]
     no_ui: bool,
     /// Origins whose pages may call the server (comma-separated, `*` for
-    /// any); default none: no CORS headers.
+    /// any, `localhost` for any page of this machine on any port, as
+    /// llama-server's keyword); default none: no CORS headers.
     #[arg(long = "cors-origins", value_delimiter = ',')]
     cors_origins: Vec<String>,
     /// A chat template in place of the model's own: a built-in name

@@ -13,7 +13,9 @@ pub struct Cors {
 }
 
 impl Cors {
-    /// Allows `origins` (`*`: any).
+    /// Allows `origins` (`*`: any; `localhost`: any page served from this
+    /// machine, as llama-server's keyword: an http or https origin whose
+    /// host is `localhost`, `127.0.0.1` or `[::1]`, on any port).
     pub fn new(origins: &[String]) -> Cors {
         Cors {
             origins: origins
@@ -31,20 +33,25 @@ impl Cors {
             return Some(HeaderValue::from_static("*"));
         }
         let o = origin.to_str().ok()?;
-        self.origins.iter().any(|a| a == o).then(|| origin.clone())
+        self.origins
+            .iter()
+            .any(|a| a == o || (a == "localhost" && is_localhost(o)))
+            .then(|| origin.clone())
     }
 
     /// The answer to a preflight request, when `method` and `headers` are
-    /// one (`OPTIONS` with `Access-Control-Request-Method`).
+    /// one (`OPTIONS` with `Access-Control-Request-Method`): `200`, as
+    /// llama-server answers, with the `Access-Control-*` headers only for
+    /// an allowed origin (without them the browser refuses the request).
     pub fn preflight(&self, method: &Method, headers: &HeaderMap) -> Option<Response> {
         if method != Method::OPTIONS || !headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
         {
             return None;
         }
+        let mut resp = StatusCode::OK.into_response();
         let Some(origin) = self.allow(headers.get(header::ORIGIN)) else {
-            return Some(StatusCode::FORBIDDEN.into_response());
+            return Some(resp);
         };
-        let mut resp = StatusCode::NO_CONTENT.into_response();
         let h = resp.headers_mut();
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
         h.insert(
@@ -79,6 +86,27 @@ impl Cors {
     }
 }
 
+/// Whether `origin` (`scheme://host[:port]`) is a page of this machine.
+fn is_localhost(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    // The host, and what follows it: nothing or `:port`. An IPv6 literal
+    // keeps its colons inside the brackets.
+    let (host, tail) = match rest.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').unwrap_or(("", "?")),
+        None => rest.find(':').map_or((rest, ""), |i| rest.split_at(i)),
+    };
+    let port_ok = match tail.strip_prefix(':') {
+        Some(p) => !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()),
+        None => tail.is_empty(),
+    };
+    port_ok && matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,7 +127,7 @@ mod tests {
             ("access-control-request-method", "POST"),
         ]);
         let r = c.preflight(&Method::OPTIONS, &pre).unwrap();
-        assert_eq!(r.status(), StatusCode::NO_CONTENT);
+        assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(
             r.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN],
             "https://app.example"
@@ -108,10 +136,11 @@ mod tests {
             ("origin", "https://evil.example"),
             ("access-control-request-method", "POST"),
         ]);
-        assert_eq!(
-            c.preflight(&Method::OPTIONS, &other).unwrap().status(),
-            StatusCode::FORBIDDEN
-        );
+        let refused = c.preflight(&Method::OPTIONS, &other).unwrap();
+        assert_eq!(refused.status(), StatusCode::OK);
+        assert!(!refused
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN));
         assert!(c.preflight(&Method::GET, &pre).is_none());
         let mut resp = StatusCode::OK.into_response();
         c.decorate(
@@ -125,5 +154,32 @@ mod tests {
         let mut resp = StatusCode::OK.into_response();
         any.decorate(Some(&HeaderValue::from_static("http://x")), &mut resp);
         assert_eq!(resp.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+    }
+
+    #[test]
+    fn the_localhost_keyword_allows_pages_of_this_machine_only() {
+        let c = Cors::new(&["localhost".into()]);
+        for o in [
+            "http://localhost",
+            "http://localhost:8080",
+            "https://127.0.0.1",
+            "http://127.0.0.1:3000",
+            "http://[::1]",
+            "http://[::1]:3000",
+        ] {
+            let h = HeaderValue::from_str(o).unwrap();
+            assert_eq!(c.allow(Some(&h)), Some(h.clone()), "{o}");
+        }
+        for o in [
+            "http://web.mydomain.fr",
+            "http://notlocalhost",
+            "http://localhost.evil.com",
+            "http://localhost:80.evil.com",
+            "http://[::1].evil.com",
+            "file://localhost",
+        ] {
+            let h = HeaderValue::from_str(o).unwrap();
+            assert_eq!(c.allow(Some(&h)), None, "{o}");
+        }
     }
 }

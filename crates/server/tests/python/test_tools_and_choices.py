@@ -297,7 +297,7 @@ def test_cors_alias_and_preflight(think_url, think_model, tools_url):
         },
     )
     with urllib.request.urlopen(pre, timeout=30) as resp:
-        assert resp.status == 204
+        assert resp.status == 200
         assert resp.headers["Access-Control-Allow-Origin"] == "http://page.example"
         assert "POST" in resp.headers["Access-Control-Allow-Methods"]
     req = urllib.request.Request(think_url + "/v1/models", headers={"Origin": "http://page.example"})
