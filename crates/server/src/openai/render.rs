@@ -23,9 +23,9 @@ pub fn finish_reason(f: &Finish) -> &'static str {
     }
 }
 
-/// The `system_fingerprint` of every completion object: OpenAI's names
-/// the backend configuration that produced an answer, and its official
-/// clients (and llama.cpp's tests) expect the field.
+/// The `system_fingerprint` of every completion object: in OpenAI's API
+/// it names the backend configuration that produced an answer; its
+/// official clients expose it and llama.cpp's tests expect it.
 const FINGERPRINT: &str = concat!("minfer-", env!("CARGO_PKG_VERSION"));
 
 /// Which API the response belongs to.

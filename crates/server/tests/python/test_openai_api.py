@@ -56,6 +56,7 @@ def test_chat_sync(client, model):
     c = r.choices[0]
     assert r.object == "chat.completion"
     assert r.model == model
+    assert r.system_fingerprint.startswith("minfer-")
     assert c.message.role == "assistant"
     assert c.message.content.strip()
     assert c.finish_reason in ("stop", "length")
@@ -70,6 +71,9 @@ def test_chat_stream_matches_sync_and_reports_usage(client, model):
     whole = chat(client, model, seed=3)
     chunks = list(chat(client, model, seed=3, stream=True, stream_options={"include_usage": True}))
     assert chunks[0].choices[0].delta.role == "assistant"
+    # As llama-server: the opening chunk has no text (null, not "").
+    assert chunks[0].choices[0].delta.content is None
+    assert all(ch.system_fingerprint.startswith("minfer-") for ch in chunks)
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
     assert text == whole.choices[0].message.content
     finishes = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]
