@@ -434,10 +434,7 @@ fn grouped_heads_over_long_windows_are_bit_exact() {
     };
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for format in [KvFormat::F16, KvFormat::F32, KvFormat::Q8_0] {
-        for ((threads, group), rk) in [(1, 1), (1, 3), (2, 3), (3, 2)]
-            .into_iter()
-            .flat_map(|tg| RowKernels::supported().into_iter().map(move |rk| (tg, rk)))
-        {
+        for ((threads, group), rk) in on_every_path([(1, 1), (1, 3), (2, 3), (3, 2)]) {
             let mut ctx = Ctx::new(cfg, format, threads).grouped_on(group, rk);
             let prompt: Vec<(u32, i32)> = (0..101).map(|p| (0, p)).collect();
             let got = ctx.step(&prompt, |_| 5);
@@ -460,6 +457,15 @@ fn grouped_heads_over_long_windows_are_bit_exact() {
     }
 }
 
+/// Each of `cases` with each row-kernel path this CPU has.
+fn on_every_path<T: Copy>(
+    cases: impl IntoIterator<Item = T>,
+) -> impl Iterator<Item = (T, RowKernels)> {
+    cases
+        .into_iter()
+        .flat_map(|c| RowKernels::supported().into_iter().map(move |rk| (c, rk)))
+}
+
 /// A lone query's window past one block of the decode walk (512 keys),
 /// where the row loops also ask for the rows ahead, still gives the plain
 /// order's bits on every thread count and row-kernel path.
@@ -473,10 +479,7 @@ fn lone_tokens_past_a_block_are_bit_exact() {
     };
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for format in [KvFormat::F16, KvFormat::F32] {
-        for (threads, rk) in [1, 2]
-            .into_iter()
-            .flat_map(|t| RowKernels::supported().into_iter().map(move |rk| (t, rk)))
-        {
+        for (threads, rk) in on_every_path([1, 2]) {
             let mut ctx = Ctx::new(cfg, format, threads).grouped_on(3, rk);
             let prompt: Vec<(u32, i32)> = (0..1030).map(|p| (0, p)).collect();
             ctx.step(&prompt, |_| 9);

@@ -26,8 +26,8 @@ use super::head::{head_rows, Head, Tile};
 use super::scratch::{ThreadBuf, BLOCK_VALUES, MAX_TILE};
 use super::sink::softmax;
 
-/// Keys per block when a chain of tokens reads the rows in place (AVX2):
-/// 64 rows of one KV head (8 KiB of f16 at a head of 64) stay in L1 while
+/// Keys per block when a chain of tokens reads the rows in place (on
+/// AVX2, and the V rows of an f32 cache): 64 rows of one KV head (8 KiB of f16 at a head of 64) stay in L1 while
 /// every token and head of the chain reads them.
 const KEY_BLOCK: usize = 64;
 

@@ -106,8 +106,10 @@ pub(super) unsafe fn axpy_pair(
             let mut acc: [[__m256; 4]; 2] = std::array::from_fn(|g| {
                 std::array::from_fn(|v| _mm256_loadu_ps(outs.as_ptr().add(at(g, v))))
             });
+            // The first pass over the rows asks for the rows ahead.
+            let ahead = c0 == 0 && far(rows);
             for (j, &i) in rows.idx.iter().enumerate() {
-                if c0 == 0 && far(rows) {
+                if ahead {
                     prefetch_row(rows, j + AHEAD, hd);
                 }
                 let Ok(r) = rows.row(i, hd) else {

@@ -230,8 +230,10 @@ pub(super) unsafe fn axpy_heads<T: Load16, const H: usize>(
             let mut acc: [[__m512; 4]; H] = std::array::from_fn(|g| {
                 std::array::from_fn(|v| _mm512_loadu_ps(outs.as_ptr().add(at(g, v))))
             });
+            // The first pass over the rows asks for the rows ahead.
+            let ahead = c0 == 0 && far(rows);
             for (j, &i) in rows.idx.iter().enumerate() {
-                if c0 == 0 && far(rows) {
+                if ahead {
                     prefetch_row(rows, j + AHEAD, hd);
                 }
                 let Ok(r) = rows.row(i, hd) else {
@@ -287,8 +289,10 @@ pub(super) unsafe fn axpy_heads32<T: Load16, const H: usize>(
                     *a = _mm512_loadu_ps(outs.as_ptr().add(at(g, v)));
                 }
             }
+            // The first pass over the rows asks for the rows ahead.
+            let ahead = c0 == 0 && far(rows);
             for (j, &i) in rows.idx.iter().enumerate() {
-                if c0 == 0 && far(rows) {
+                if ahead {
                     prefetch_row(rows, j + AHEAD, hd);
                 }
                 // Every row is readable with `hd` values (the caller's
