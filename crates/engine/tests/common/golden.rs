@@ -200,7 +200,11 @@ pub fn check_with(
                 let ours = argmax(&logits);
                 if ours != want {
                     failures.push(format!(
-                        "{name} step {step}: argmax {ours} vs llama.cpp {want}"
+                        "{name} step {step}: argmax {ours} ({}) vs llama.cpp {want} ({}; \
+                         llama.cpp's gap {:.3})",
+                        logits[ours as usize],
+                        logits[want as usize],
+                        top_logit - top[1].1
                     ));
                 }
                 compared += 1;
