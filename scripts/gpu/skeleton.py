@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Carry a GGUF model's shape where its weights cannot travel.
 
-`pack MODEL.gguf OUT.skel [--keep BYTES]` keeps the file's header (metadata,
-tokenizer, tensor table) whole and, of each tensor, only its first BYTES
-(rounded down to whole quantization blocks). `unpack IN.skel OUT.gguf`
-writes a file of the original size and layout in which each tensor repeats
-its kept bytes to its full length.
+`pack MODEL.gguf OUT.skel [--keep BYTES]` keeps the file's header
+(metadata, tokenizer, tensor table) whole and, of each tensor, only its
+first BYTES (default 4096, rounded down to whole quantization blocks).
+`unpack IN.skel OUT.gguf` writes a file of the original size and layout in
+which each tensor repeats its kept bytes to its full length.
 
 The result has the real model's architecture, tensor shapes and types, so
 an engine loads it and does exactly the work the real model costs; its
