@@ -59,6 +59,9 @@ fi
 
 step "adapters"
 timeout 60 "$W/bin/minfer" devices
+# llama.cpp's Vulkan backend skips software devices (Mesa's llvmpipe): with
+# none listed here, its figures below are its CPU backend's.
+[ -x "$W/bin/llama-bench" ] && LD_LIBRARY_PATH=$W/bin/lib timeout 60 "$W/bin/llama-bench" --list-devices
 
 step "bench: llama.cpp Vulkan (-ngl 99) and minfer --device gpu, interleaved"
 for m in ${GPU_CHECK_MODELS:-$(sed -n 's/^model=//p' "$W/bin/manifest")}; do
