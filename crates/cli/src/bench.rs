@@ -193,15 +193,22 @@ fn print_machine_report(
         .iter()
         .find(|r| r.test.starts_with("tg"))
         .map(|r| (r.test.as_str(), r.mean()));
-    let peak = if tg.is_some() {
-        crate::bench_bandwidth::read_bandwidth(threads)
-    } else {
-        0.0
+    // Layers on a GPU read its memory, which the CPU's probe does not
+    // measure; the CPU's kernel choices matter only where it runs layers.
+    let n_layer = engine.runtime().model().hparams.n_layer as u32;
+    let (on_gpu, cpu_layers) = match engine.runtime().offload() {
+        minfer_engine::BackendPlan::Gpu {
+            first_gpu_layer,
+            output,
+        } => (first_gpu_layer < n_layer || output, first_gpu_layer > 0),
+        minfer_engine::BackendPlan::Cpu => (false, true),
     };
+    let peak = (tg.is_some() && !on_gpu)
+        .then(|| (crate::bench_bandwidth::read_bandwidth(threads), threads));
     let w = loaded.model().weight_bytes();
-    let mut report = crate::bench_bandwidth::report(w, tg, peak, threads);
+    let mut report = crate::bench_bandwidth::report(w, tg, peak);
     let choices = engine.runtime().kernel_choices();
-    if !choices.is_empty() {
+    if cpu_layers && !choices.is_empty() {
         report.push_str(&format!(
             "\nkernel choices for one sequence's decode, measured on this machine: {}",
             choices.join("; ")

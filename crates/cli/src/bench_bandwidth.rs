@@ -33,8 +33,11 @@ pub fn read_bandwidth(threads: usize) -> f64 {
 }
 
 /// The report under the table: the weights a token reads, and for a
-/// generation rate the bandwidth that draws and its share of `peak`.
-pub fn report(w: WeightBytes, tg: Option<(&str, f64)>, peak: f64, threads: usize) -> String {
+/// generation rate the bandwidth that draws and, when `peak` gives the
+/// CPU's measured read bandwidth and its thread count, its share of that
+/// (`None` when the layers run on a GPU, whose memory the probe does not
+/// measure).
+pub fn report(w: WeightBytes, tg: Option<(&str, f64)>, peak: Option<(f64, usize)>) -> String {
     let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
     let mut s = format!(
         "weights read per token: {:.3} GiB of {:.3} GiB ({:.1} %)",
@@ -44,14 +47,16 @@ pub fn report(w: WeightBytes, tg: Option<(&str, f64)>, peak: f64, threads: usize
     );
     if let Some((test, tps)) = tg {
         let drawn = w.active as f64 * tps;
-        s.push_str(&format!(
-            "\n{test}: {:.2} GB/s of weights, {:.0} % of this machine's read bandwidth \
-             ({:.2} GB/s on {threads} thread{})",
-            drawn / 1e9,
-            100.0 * drawn / peak.max(1.0),
-            peak / 1e9,
-            if threads == 1 { "" } else { "s" }
-        ));
+        s.push_str(&format!("\n{test}: {:.2} GB/s of weights", drawn / 1e9));
+        match peak {
+            Some((peak, threads)) => s.push_str(&format!(
+                ", {:.0} % of this machine's read bandwidth ({:.2} GB/s on {threads} thread{})",
+                100.0 * drawn / peak.max(1.0),
+                peak / 1e9,
+                if threads == 1 { "" } else { "s" }
+            )),
+            None => s.push_str(" (on the GPU: no share of the CPU's bandwidth is given)"),
+        }
     }
     s
 }
@@ -66,9 +71,16 @@ mod tests {
             active: 1 << 29,
             total: 1 << 31,
         };
-        let r = report(w, Some(("tg128", 10.0)), 10.0 * f64::from(1u32 << 30), 2);
+        let r = report(
+            w,
+            Some(("tg128", 10.0)),
+            Some((10.0 * f64::from(1u32 << 30), 2)),
+        );
         assert!(r.contains("0.500 GiB of 2.000 GiB (25.0 %)"), "{r}");
         assert!(r.contains("5.37 GB/s of weights, 50 %"), "{r}");
-        assert!(!report(w, None, 1.0, 1).contains("tg"));
+        assert!(!report(w, None, Some((1.0, 1))).contains("tg"));
+        let gpu = report(w, Some(("tg128", 10.0)), None);
+        assert!(gpu.contains("5.37 GB/s of weights (on the GPU"), "{gpu}");
+        assert!(!gpu.contains("read bandwidth"), "{gpu}");
     }
 }

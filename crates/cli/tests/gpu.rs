@@ -1,7 +1,8 @@
 //! The GPU through the real binary: `minfer devices` lists the adapter CI
 //! has (Mesa's software Vulkan driver), `--device` is validated, and
 //! `minfer run --device gpu` prints llama.cpp's greedy tokens for a prompt
-//! whose every step has a top-2 gap far above the spread between builds.
+//! whose every step has a top-2 gap far above the spread between builds,
+//! and `minfer bench --device gpu` reports no CPU bandwidth share.
 
 mod common;
 
@@ -101,4 +102,33 @@ fn the_default_model_answers_on_the_gpu() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn bench_on_the_gpu_gives_no_share_of_the_cpus_bandwidth() {
+    let Some(model) = require_model(SMOLLM) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let args = [
+        "bench",
+        model.to_str().unwrap(),
+        "--device",
+        "gpu",
+        "-p",
+        "8",
+        "-n",
+        "4",
+        "-r",
+        "1",
+    ];
+    let out = minfer(&args, home.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("| tg4 |"), "{text}");
+    // The layers read the GPU's memory: neither the CPU's read probe nor
+    // its decode kernels say anything about this run.
+    assert!(text.contains("GB/s of weights (on the GPU"), "{text}");
+    assert!(!text.contains("read bandwidth"), "{text}");
+    assert!(!text.contains("kernel choices"), "{text}");
 }
