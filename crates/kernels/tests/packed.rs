@@ -117,7 +117,7 @@ proptest! {
         ty_index in 0..PACKABLE.len(),
         groups in 1usize..4,
         blocks in 1usize..11,
-        n_tok in 1usize..11,
+        n_tok in 1usize..19,
         threads in 1usize..4,
         seed in any::<u64>(),
     ) {

@@ -551,7 +551,7 @@ unsafe fn tile_by_partial<
 /// Dispatches on the tile height for one format.
 ///
 /// # Safety
-/// As [`tile_t`], for `nt` tokens (1 to [`TILE`]).
+/// As [`tile_t`], for `nt` tokens (1 to [`super::NARROW_TILE`]).
 #[inline(always)]
 unsafe fn tile_n<
     const NIB: bool,

@@ -290,7 +290,7 @@ unsafe fn tile_n<
 ) -> Tile {
     // SAFETY: the caller's contract, for the tile height chosen.
     unsafe {
-        by_height!(
+        by_height_wide!(
             nt,
             tile_t::<_, NIB, FIFTH, MIN, CB, E8>(f, nb, group, acts, t0)
         )

@@ -117,7 +117,7 @@ unsafe fn tile_t<const T: usize>(nb: usize, group: &[u8], acts: &Acts, t0: usize
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn tile_q6k(nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     // SAFETY: this function's features and contract are the callee's.
-    unsafe { by_height!(nt, tile_t::<_>(nb, group, acts, t0)) }
+    unsafe { by_height_wide!(nt, tile_t::<_>(nb, group, acts, t0)) }
 }
 
 /// The eight quant registers of sub-block `j` of a Q4_K/Q5_K group-block
@@ -219,9 +219,9 @@ pub unsafe fn tile_q45k(
     // SAFETY: this function's features and contract are the callee's.
     unsafe {
         if fifth {
-            by_height!(nt, tile_q45k_t::<_, true>(nb, group, acts, t0))
+            by_height_wide!(nt, tile_q45k_t::<_, true>(nb, group, acts, t0))
         } else {
-            by_height!(nt, tile_q45k_t::<_, false>(nb, group, acts, t0))
+            by_height_wide!(nt, tile_q45k_t::<_, false>(nb, group, acts, t0))
         }
     }
 }

@@ -8,16 +8,30 @@
 //! the same, in the same order (the tests compare every type, shape and
 //! token count).
 
-/// `f::<N, G…>(args)` for the tile height `N` (1 to [`TILE`]) that `nt`
-/// names: the SIMD kernels are instantiated per height so that their
-/// per-token loops unroll into registers.
+/// `f::<N, G…>(args)` for the tile height `N` (1 to [`NARROW_TILE`]) that
+/// `nt` names: the SIMD kernels are instantiated per height so that their
+/// per-token loops unroll into registers. The AVX2 kernels' form.
 macro_rules! by_height {
     ($nt:expr, $f:ident::<_ $(, $g:tt)*>($($a:expr),* $(,)?)) => {
         match $nt {
-            4.. => $f::<4 $(, $g)*>($($a),*),
+            4 => $f::<4 $(, $g)*>($($a),*),
             3 => $f::<3 $(, $g)*>($($a),*),
             2 => $f::<2 $(, $g)*>($($a),*),
-            _ => $f::<1 $(, $g)*>($($a),*),
+            1 => $f::<1 $(, $g)*>($($a),*),
+            nt => unreachable!("a narrow tile of {nt} tokens"),
+        }
+    };
+}
+
+/// [`by_height`] for heights 1 to [`TILE`]: the AVX-512 kernels' form.
+macro_rules! by_height_wide {
+    ($nt:expr, $f:ident::<_ $(, $g:tt)*>($($a:expr),* $(,)?)) => {
+        match $nt {
+            8 => $f::<8 $(, $g)*>($($a),*),
+            7 => $f::<7 $(, $g)*>($($a),*),
+            6 => $f::<6 $(, $g)*>($($a),*),
+            5 => $f::<5 $(, $g)*>($($a),*),
+            _ => by_height!($nt, $f::<_ $(, $g)*>($($a),*)),
         }
     };
 }
@@ -63,7 +77,7 @@ use std::ops::Range;
 use minfer_gguf::GgmlType;
 
 pub use layout::{dequantize_row, pack, pack_groups, packable, unpack_row, Format, Kind};
-pub use tile::{Acts, Tile, GROUP, TILE};
+pub use tile::{Acts, Tile, GROUP, NARROW_TILE, TILE};
 pub use tuning::{OneRow, TileTuning};
 
 use crate::blocks::{f16_to_f32, QK, QK_K};
@@ -71,7 +85,7 @@ use crate::error::{check_len, KernelError};
 use crate::operand::{quantize_rows, ActScratch, MatRef, Product};
 use crate::pool::ThreadPool;
 
-/// A tile kernel: `nt` tokens (1 to [`TILE`]) from `t0` against one group
+/// A tile kernel: `nt` tokens (1 to its height, at most [`TILE`]) from `t0` against one group
 /// of `nb` blocks of format `f`. [`matmul`] runs a group's tiles in token
 /// order, so the tile at `t0 == 0` is the one that reads the group from
 /// memory; the SIMD kernels prefetch ahead in that tile only.
@@ -89,6 +103,8 @@ pub struct Tiles {
     narrow: Option<TileFn>,
     /// Per weight type, the lone token's kernel and prefetch distance.
     tuning: TileTuning,
+    /// The most tokens `wide` takes in one tile.
+    height: usize,
 }
 
 impl Tiles {
@@ -98,21 +114,22 @@ impl Tiles {
             wide: tile_fn(isa),
             narrow: narrow_tile_fn(isa),
             tuning,
+            height: tile_height(isa),
         }
     }
 
-    /// The kernel and prefetch distance of a product of `n_tok` tokens
-    /// over weights of type `ty`.
-    fn for_product(&self, ty: GgmlType, n_tok: usize) -> (TileFn, usize) {
+    /// The kernel, prefetch distance and tile height of a product of
+    /// `n_tok` tokens over weights of type `ty`.
+    fn for_product(&self, ty: GgmlType, n_tok: usize) -> (TileFn, usize, usize) {
         if n_tok != 1 {
-            return (self.wide, tuning::DEFAULT_AHEAD);
+            return (self.wide, tuning::DEFAULT_AHEAD, self.height);
         }
         let one = self.tuning.one_row(ty);
         let tile = match self.narrow {
             Some(narrow) if one.narrow => narrow,
             _ => self.wide,
         };
-        (tile, one.ahead())
+        (tile, one.ahead(), 1)
     }
 }
 
@@ -148,6 +165,16 @@ pub(crate) fn tile_fn(isa: crate::Isa) -> TileFn {
     scalar::tile
 }
 
+/// The most tokens [`tile_fn`]'s kernel for `isa` takes in one tile.
+pub(crate) fn tile_height(isa: crate::Isa) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if !(isa.avx512() && isa.vnni()) && (isa.avx_vnni() || isa.avx2()) {
+        return NARROW_TILE;
+    }
+    let _ = isa;
+    TILE
+}
+
 /// The bounds contract every SIMD tile kernel relies on.
 fn check_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) {
     let n = (t0 + nt) * nb;
@@ -162,6 +189,7 @@ fn check_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: u
 #[cfg(target_arch = "x86_64")]
 fn avx2_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     check_tile(f, nb, group, acts, t0, nt);
+    assert!(nt <= NARROW_TILE);
     // SAFETY: `tile_fn` and `narrow_tile_fn` hand this out only when the
     // caller confirmed AVX2, FMA and F16C (`Isa::avx2`); `check_tile` is the kernels' bounds contract.
     unsafe {
@@ -178,6 +206,7 @@ fn avx2_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: us
 #[cfg(target_arch = "x86_64")]
 fn avx_vnni_tile(f: &Format, nb: usize, group: &[u8], acts: &Acts, t0: usize, nt: usize) -> Tile {
     check_tile(f, nb, group, acts, t0, nt);
+    assert!(nt <= NARROW_TILE);
     // SAFETY: `tile_fn` hands this out only for `SimdLevel::Avx2Vnni`,
     // which `Isa::new` grants only on a CPU with AVX2, FMA, F16C and
     // AVX-VNNI; `check_tile` is the kernels' bounds contract.
@@ -236,6 +265,8 @@ pub(crate) struct Part<'a> {
     f: Format,
     /// The kernel for this product's tiles.
     tile: TileFn,
+    /// The most tokens `tile` takes at once.
+    height: usize,
     nb: usize,
     data: &'a [u8],
     acts: Acts<'a>,
@@ -306,7 +337,7 @@ pub(crate) fn matmul_many(
         if p.n_tok == 0 {
             continue;
         }
-        let (tile, ahead) = tiles.for_product(p.w.ty, p.n_tok);
+        let (tile, ahead, height) = tiles.for_product(p.w.ty, p.n_tok);
         let mut acts = prepare(
             pool,
             &f,
@@ -323,6 +354,7 @@ pub(crate) fn matmul_many(
         *part = Some(Part {
             f,
             tile,
+            height,
             nb: p.w.cols / f.block_quants(),
             data: p.w.data,
             acts,
@@ -361,7 +393,7 @@ fn run_group(p: &Part, g: usize) {
     let group = &p.data[g * gbytes..(g + 1) * gbytes];
     let mut t0 = 0;
     while t0 < p.n_tok {
-        let nt = (p.n_tok - t0).min(TILE);
+        let nt = (p.n_tok - t0).min(p.height);
         let v = (p.tile)(&p.f, p.nb, group, &p.acts, t0, nt);
         for (t, v) in v.iter().enumerate().take(nt) {
             // SAFETY: each group of a part is run by one chunk of the job

@@ -9,8 +9,15 @@ use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
 /// Rows per interleaved group: one 512-bit register of i32 lanes.
 pub const GROUP: usize = 16;
 
-/// Tokens per tile: each unpacked block serves this many tokens.
-pub const TILE: usize = 4;
+/// The most tokens one tile takes: each unpacked block serves this many.
+/// The AVX-512 kernels (32 registers) take eight; a second pass over a
+/// group unpacks every block again, so at eight sequences a tile of four
+/// paid for the whole model's unpacking twice a step.
+pub const TILE: usize = 8;
+
+/// The most tokens the AVX2 kernels (sixteen registers) take in one tile;
+/// past that their running sums would leave the registers.
+pub const NARROW_TILE: usize = 4;
 
 /// One tile's outputs: per token, the sixteen rows of the group.
 pub type Tile = [[f32; GROUP]; TILE];
