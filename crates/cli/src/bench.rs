@@ -8,7 +8,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::Result;
-use minfer_engine::{LoadedModel, Store, SyntheticTokens};
+use minfer_engine::{Device, LoadedModel, Store, SyntheticTokens};
 
 use crate::runtime::{self, RuntimeArgs};
 
@@ -195,14 +195,10 @@ fn print_machine_report(
         .map(|r| (r.test.as_str(), r.mean()));
     // Layers on a GPU read its memory, which the CPU's probe does not
     // measure; the CPU's kernel choices matter only where it runs layers.
-    let n_layer = engine.runtime().model().hparams.n_layer as u32;
-    let (on_gpu, cpu_layers) = match engine.runtime().offload() {
-        minfer_engine::BackendPlan::Gpu {
-            first_gpu_layer,
-            output,
-        } => (first_gpu_layer < n_layer || output, first_gpu_layer > 0),
-        minfer_engine::BackendPlan::Cpu => (false, true),
-    };
+    let plan = engine.runtime().offload();
+    let last = engine.runtime().model().hparams.n_layer.saturating_sub(1);
+    let on_gpu = plan.output_device() == Device::Gpu || plan.layer_device(last) == Device::Gpu;
+    let cpu_layers = plan.layer_device(0) == Device::Cpu;
     let peak = (tg.is_some() && !on_gpu)
         .then(|| (crate::bench_bandwidth::read_bandwidth(threads), threads));
     let w = loaded.model().weight_bytes();

@@ -66,4 +66,4 @@ pub use vocab::{check_sampling, token_vocab};
 pub use minfer_graph::SimdLevel;
 /// Settings that callers of the engine choose, re-exported so that front
 /// ends need not depend on the graph or kernel crates.
-pub use minfer_graph::{BackendPlan, Fusion, KvFormat};
+pub use minfer_graph::{BackendPlan, Device, Fusion, KvFormat};

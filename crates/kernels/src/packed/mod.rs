@@ -110,11 +110,12 @@ pub struct Tiles {
 impl Tiles {
     /// The kernels of `isa` with `tuning`.
     pub(crate) fn new(isa: crate::Isa, tuning: TileTuning) -> Tiles {
+        let (wide, height) = tile_fn(isa);
         Tiles {
-            wide: tile_fn(isa),
+            wide,
             narrow: narrow_tile_fn(isa),
             tuning,
-            height: tile_height(isa),
+            height,
         }
     }
 
@@ -145,34 +146,25 @@ fn narrow_tile_fn(isa: crate::Isa) -> Option<TileFn> {
     None
 }
 
-/// The fastest tile kernel of `isa`: the AVX-512 VNNI one with AVX-512
-/// VNNI, the AVX2 one fused by AVX-VNNI with that, the AVX2 one with AVX2
-/// (FMA and F16C), the scalar reference otherwise.
-pub(crate) fn tile_fn(isa: crate::Isa) -> TileFn {
+/// The fastest tile kernel of `isa` and the most tokens it takes in one
+/// tile: the AVX-512 VNNI one with AVX-512 VNNI, the AVX2 one fused by
+/// AVX-VNNI with that, the AVX2 one with AVX2 (FMA and F16C), the scalar
+/// reference otherwise.
+fn tile_fn(isa: crate::Isa) -> (TileFn, usize) {
     #[cfg(target_arch = "x86_64")]
     {
         if isa.avx512() && isa.vnni() {
-            return vnni_tile;
+            return (vnni_tile, TILE);
         }
         if isa.avx_vnni() {
-            return avx_vnni_tile;
+            return (avx_vnni_tile, NARROW_TILE);
         }
         if isa.avx2() {
-            return avx2_tile;
+            return (avx2_tile, NARROW_TILE);
         }
     }
     let _ = isa;
-    scalar::tile
-}
-
-/// The most tokens [`tile_fn`]'s kernel for `isa` takes in one tile.
-pub(crate) fn tile_height(isa: crate::Isa) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if !(isa.avx512() && isa.vnni()) && (isa.avx_vnni() || isa.avx2()) {
-        return NARROW_TILE;
-    }
-    let _ = isa;
-    TILE
+    (scalar::tile, TILE)
 }
 
 /// The bounds contract every SIMD tile kernel relies on.
