@@ -13,6 +13,7 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2_k::pair16;
 use super::avx512::dot;
 use super::layout_k::{
     q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes, Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT,
@@ -136,6 +137,31 @@ unsafe fn unpack_q45k<const FIFTH: bool>(gb: *const u8, j: usize) -> [__m512i; 8
     }
 }
 
+/// The sixteen rows' 6-bit mins of sub-blocks `2k` and `2k + 1` (register
+/// `k`) from the group-block's mins at `mn`, row `r`'s lane holding
+/// `2k`'s in its low i16 and `2k + 1`'s in its high one: against a
+/// broadcast pair of `bsum`s, one `vpdpwssd` takes two sub-blocks' min
+/// terms, where one `vpmulld` (two micro-ops on Intel and AMD alike) per
+/// sub-block and token took one.
+///
+/// # Safety
+/// AVX-512 F/BW; the 128 bytes from `mn` (eight sub-blocks of sixteen
+/// rows) are readable.
+#[inline(always)]
+unsafe fn q45k_min_pairs(mn: *const u8) -> [__m512i; 4] {
+    // SAFETY: the loads read 16 bytes at `mn + 16 j` for `j < 8`.
+    unsafe {
+        let mut out = [_mm512_setzero_si512(); 4];
+        for (k, out) in out.iter_mut().enumerate() {
+            let lo = _mm_loadu_si128(mn.add(GROUP * 2 * k) as *const _);
+            let hi = _mm_loadu_si128(mn.add(GROUP * (2 * k + 1)) as *const _);
+            let both = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+            *out = _mm512_cvtepu8_epi16(both);
+        }
+        out
+    }
+}
+
 /// `T` tokens from `t0` against one Q4_K/Q5_K group of `nb` super-blocks.
 ///
 /// # Safety
@@ -158,7 +184,6 @@ unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool>(
         for b in 0..nb {
             let gb = group.as_ptr().add(b * gbytes);
             let mut isum = [_mm512_setzero_si512(); T];
-            let mut msum = [_mm512_setzero_si512(); T];
             for j in 0..8 {
                 if t0 == 0 && acts.ahead != 0 {
                     for line in (0..q45k_sub_bytes(FIFTH)).step_by(64) {
@@ -171,24 +196,29 @@ unsafe fn tile_q45k_t<const T: usize, const FIFTH: bool>(
                 let q = unpack_q45k::<FIFTH>(gb, j);
                 let at = q45k_sc_at(FIFTH) + GROUP * j;
                 let sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(gb.add(at) as *const _));
-                let mn = _mm512_cvtepu8_epi32(_mm_loadu_si128(gb.add(at + 8 * GROUP) as *const _));
-                for t in 0..T {
-                    let tok = t0 + t;
-                    let y = acts.quants(tok, b).as_ptr().add(32 * j);
+                for (t, isum) in isum.iter_mut().enumerate() {
+                    let y = acts.quants(t0 + t, b).as_ptr().add(32 * j);
                     let sub = dot(&q, y, _mm512_setzero_si512());
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sub, sc));
-                    let bsum = _mm512_set1_epi32(*acts.inits(tok, b).get_unchecked(j));
-                    msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(mn, bsum));
+                    *isum = _mm512_add_epi32(*isum, _mm512_mullo_epi32(sub, sc));
                 }
             }
+            let mins = q45k_min_pairs(gb.add(q45k_sc_at(FIFTH) + 8 * GROUP));
             let d_at = q45k_d_at(FIFTH);
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(d_at) as *const _));
             let dm = _mm512_cvtph_ps(_mm256_loadu_si256(gb.add(d_at + 2 * GROUP) as *const _));
             for (t, acc) in acc.iter_mut().enumerate() {
+                // `msum = Σ_j min_j · bsum_j`, two sub-blocks per
+                // `vpdpwssd`: exact in i32, so the reference's integer.
+                let i = acts.inits(t0 + t, b);
+                let mut msum = _mm512_setzero_si512();
+                for (k, mn) in mins.iter().enumerate() {
+                    let pair = _mm512_set1_epi32(pair16(i[2 * k], i[2 * k + 1]));
+                    msum = _mm512_dpwssd_epi32(msum, *mn, pair);
+                }
                 let yd = _mm512_set1_ps(acts.d(t0 + t, b));
                 let v = _mm512_sub_ps(
                     _mm512_mul_ps(_mm512_mul_ps(dw, yd), _mm512_cvtepi32_ps(isum[t])),
-                    _mm512_mul_ps(_mm512_mul_ps(dm, yd), _mm512_cvtepi32_ps(msum[t])),
+                    _mm512_mul_ps(_mm512_mul_ps(dm, yd), _mm512_cvtepi32_ps(msum)),
                 );
                 *acc = _mm512_add_ps(*acc, v);
             }
