@@ -23,7 +23,7 @@ use super::avx2::{bcast4, dot32_by, madd2_add, madd_add, nibble_quants, store};
 use super::layout_k::{
     q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes, Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT,
 };
-use super::tile::{Acts, Tile, GROUP};
+use super::tile::{pair16, Acts, Tile, GROUP};
 
 /// `(hi & 0x30) | lo`.
 ///
@@ -261,14 +261,6 @@ unsafe fn widen(a: *const u8, b: *const u8) -> __m256i {
             _mm_loadl_epi64(b as *const _),
         ))
     }
-}
-
-/// Two i16 values in one i32 (`lo` in the low half), the broadcast operand
-/// of a `vpmaddwd` pair product. Both must fit an i16.
-#[inline(always)]
-pub(super) fn pair16(lo: i32, hi: i32) -> i32 {
-    debug_assert!(i16::try_from(lo).is_ok() && i16::try_from(hi).is_ok());
-    ((lo as u32 & 0xFFFF) | ((hi as u32) << 16)) as i32
 }
 
 /// Per token, the sub-block pairs of the 32-quant `bsum`s of block `b`,

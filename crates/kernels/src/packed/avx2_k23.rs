@@ -52,12 +52,12 @@ use std::arch::x86_64::*;
 
 use super::avx2::madd_add;
 use super::avx2::{bcast4, codebook, dot32_small, madd2_add, nibble_quants, store};
-use super::avx2_k::{dot16_by, pair16, twice_signed};
+use super::avx2_k::{dot16_by, twice_signed};
 use super::layout_k23::{
     IQ4XS_D_AT, IQ4XS_GROUP_BLOCK, IQ4XS_SC_AT, IQ4XS_SUB_BYTES, Q2K_D_AT, Q2K_GROUP_BLOCK,
     Q2K_SC_AT, Q3K_D_AT, Q3K_GROUP_BLOCK, Q3K_PAIR_BYTES, Q3K_SC_AT,
 };
-use super::tile::{Acts, Tile, GROUP};
+use super::tile::{pair16, Acts, Tile, GROUP};
 use crate::blocks::KVALUES_IQ4NL;
 
 /// `isum + sc · Σ kv·y` over one 32-quant sub-block of eight rows,

@@ -13,12 +13,11 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2_k::pair16;
 use super::avx512::dot;
 use super::layout_k::{
     q45k_d_at, q45k_group_block, q45k_sc_at, q45k_sub_bytes, Q6K_D_AT, Q6K_GROUP_BLOCK, Q6K_SC_AT,
 };
-use super::tile::{prefetch, Acts, Tile, GROUP, TILE};
+use super::tile::{pair16, prefetch, Acts, Tile, GROUP, TILE};
 
 /// `(hi & mask) | lo`. A function rather than a closure: closures do not
 /// inherit the caller's target features, so their intrinsics would not

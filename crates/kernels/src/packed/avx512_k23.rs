@@ -31,13 +31,12 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2_k::pair16;
 use super::avx512::{dot, nibble_quants};
 use super::layout_k23::{
     IQ4XS_D_AT, IQ4XS_GROUP_BLOCK, IQ4XS_SC_AT, IQ4XS_SUB_BYTES, Q2K_D_AT, Q2K_GROUP_BLOCK,
     Q2K_SC_AT, Q3K_D_AT, Q3K_GROUP_BLOCK, Q3K_PAIR_BYTES, Q3K_SC_AT,
 };
-use super::tile::{Acts, Tile, GROUP, TILE};
+use super::tile::{pair16, Acts, Tile, GROUP, TILE};
 use crate::blocks::KVALUES_IQ4NL;
 
 /// `T` tokens from `t0` against one IQ4_XS group of `nb` super-blocks.

@@ -1,5 +1,6 @@
 //! The floor every tile kernel stands on: the group and tile sizes, the
-//! tile of outputs, the prepared activations and the prefetch hint. The
+//! tile of outputs, the prepared activations, the prefetch hint and the
+//! i16 pair operand. The
 //! drivers, the layouts and the dispatcher all name these, so they live
 //! below all of them and name none of their siblings.
 
@@ -80,6 +81,14 @@ impl Acts<'_> {
         let at = (t * self.nb + b) * self.inits;
         &self.init[at..at + self.inits]
     }
+}
+
+/// Two i16 values in one i32 (`lo` in the low half), the broadcast operand
+/// of a `vpmaddwd`/`vpdpwssd` pair product, on either instruction set. Both must fit an i16.
+#[inline(always)]
+pub(super) fn pair16(lo: i32, hi: i32) -> i32 {
+    debug_assert!(i16::try_from(lo).is_ok() && i16::try_from(hi).is_ok());
+    ((lo as u32 & 0xFFFF) | ((hi as u32) << 16)) as i32
 }
 
 /// Asks for the three cache lines from `p` on (a hint: never faults).
