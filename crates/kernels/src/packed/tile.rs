@@ -1,8 +1,7 @@
 //! The floor every tile kernel stands on: the group and tile sizes, the
 //! tile of outputs, the prepared activations, the prefetch hint and the
-//! i16 pair operand. The
-//! drivers, the layouts and the dispatcher all name these, so they live
-//! below all of them and name none of their siblings.
+//! i16 pair operand. The drivers, the layouts and the dispatcher all name
+//! these, so they live below all of them and name none of their siblings.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
