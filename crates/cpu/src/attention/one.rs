@@ -2,7 +2,7 @@
 //! whose rows are decoded one at a time, and the definition every other
 //! path reproduces bit for bit.
 
-use minfer_kernels::rows::dot_f32;
+use minfer_kernels::Rows;
 
 use minfer_graph::kv::{KvData, KvRegion};
 
@@ -12,7 +12,7 @@ use super::sink::softmax;
 
 /// One query head over its window: `out = Σ softmax(scale · q·k_j)_j v_j`
 /// (with `sink` in the softmax's denominator when there is one),
-/// each dot product as [`dot_f32`] computes it and each output element
+/// each dot product as [`minfer_kernels::rows::dot_f32`] computes it and each output element
 /// summed over the window in order. F32 and F16 regions are read in place
 /// (f16 widened exactly as it is loaded, so no row is converted into a
 /// buffer); Q8_0 rows are decoded into the thread's buffers. Returns
@@ -44,8 +44,16 @@ pub(super) fn attend_head(
             let Some(kr) = k.slice(cell as usize, start, hd, &mut buf.k) else {
                 return false;
             };
-            *s = scale * dot_f32(q, kr);
-            true
+            // The row kernels' score, so that the decoded row gets the
+            // same fused steps as the f16 and f32 caches' rows.
+            let row = Rows {
+                data: kr,
+                stride: hd,
+                offset: 0,
+                idx: &[0],
+            };
+            rk.dot_rows_f32(q, row, scale, std::slice::from_mut(s))
+                .is_ok()
         }),
     };
     if !scored {

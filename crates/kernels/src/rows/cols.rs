@@ -56,7 +56,7 @@ fn cols_with<T: Copy>(
 fn dot_col(q: &[f32], cols: &[f32], ld: usize, j: usize) -> f32 {
     let mut acc = [0.0f32; 8];
     for (e, &x) in q.iter().enumerate() {
-        acc[e % 8] += x * cols[e * ld + j];
+        acc[e % 8] = x.mul_add(cols[e * ld + j], acc[e % 8]);
     }
     combine(&acc)
 }
@@ -264,14 +264,14 @@ mod x86 {
                 for (l, a) in acc.iter_mut().enumerate() {
                     let k = _mm256_loadu_ps(cols.add((e + l) * ld + j0));
                     let qv = _mm256_set1_ps(*q.get_unchecked(e + l));
-                    *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, k));
+                    *a = _mm256_fmadd_ps(qv, k, *a);
                 }
                 e += 8;
             }
             for (l, a) in acc.iter_mut().enumerate().take(hd - e) {
                 let k = _mm256_loadu_ps(cols.add((e + l) * ld + j0));
                 let qv = _mm256_set1_ps(*q.get_unchecked(e + l));
-                *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, k));
+                *a = _mm256_fmadd_ps(qv, k, *a);
             }
             let [a0, a1, a2, a3, a4, a5, a6, a7] = acc;
             let v = _mm256_add_ps(
@@ -282,13 +282,15 @@ mod x86 {
         }
     }
 
-    /// Scores of the rows of `rows` eight at a time (AVX2); returns how
-    /// many rows (a multiple of eight) it scored, from `rows.start` on.
+    /// Scores of the rows of `rows` eight at a time (AVX2), the last few
+    /// one at a time by the scalar loop compiled here with FMA (outside,
+    /// its `mul_add` would be a libm call per value); returns how many
+    /// rows it scored: all of them.
     ///
     /// # Safety
     /// The CPU has AVX2; `q.len()` columns of `ld` values hold the rows,
     /// and `scores` holds one value per row.
-    #[target_feature(enable = "avx,avx2")]
+    #[target_feature(enable = "avx,avx2,fma")]
     pub(super) unsafe fn dot_cols8(
         q: &[f32],
         cols: &[f32],
@@ -306,7 +308,10 @@ mod x86 {
                 dot8_at(q, cols.as_ptr(), ld, rows.start + d, scale, s);
             }
         }
-        n8
+        for (s, j) in scores[n8..].iter_mut().zip(rows.start + n8..rows.end) {
+            *s = scale * super::dot_col(q, cols, ld, j);
+        }
+        rows.end - rows.start
     }
 
     /// Scores of every row of `rows` for every head of `qs` (AVX-512):
@@ -319,7 +324,7 @@ mod x86 {
     /// `qs` is whole heads of `hd > 0` values and `scores` holds every
     /// head's scores, `stride` apart.
     #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx512f,avx,avx2")]
+    #[target_feature(enable = "avx512f,avx,avx2,fma")]
     pub(super) unsafe fn dot_cols16(
         qs: &[f32],
         hd: usize,
@@ -419,7 +424,7 @@ mod x86 {
                     let k = load(mask, p.add((e + l) * ld), MASKED);
                     for (g, acc) in acc.iter_mut().enumerate() {
                         let qv = _mm512_set1_ps(*q.add(g * hd + e + l));
-                        acc[l] = _mm512_add_ps(acc[l], _mm512_mul_ps(qv, k));
+                        acc[l] = _mm512_fmadd_ps(qv, k, acc[l]);
                     }
                 }
                 e += 8;
@@ -428,7 +433,7 @@ mod x86 {
                 let k = load(mask, p.add((e + l) * ld), MASKED);
                 for (g, acc) in acc.iter_mut().enumerate() {
                     let qv = _mm512_set1_ps(*q.add(g * hd + e + l));
-                    acc[l] = _mm512_add_ps(acc[l], _mm512_mul_ps(qv, k));
+                    acc[l] = _mm512_fmadd_ps(qv, k, acc[l]);
                 }
             }
             let sc = _mm512_set1_ps(scale);

@@ -22,7 +22,7 @@ unsafe fn load8(p: *const u16) -> __m256 {
 /// Scores of two query heads (`qs`, `hd` values each) against the rows,
 /// eight rows at a time, into `scores[g * stride + j]`; per row and head,
 /// lane `l` sums `q[c + l] * row[c + l]` over `c` in steps of eight (a
-/// multiply, then an add) and the lanes are combined by the shared tree.
+/// fused multiply-add) and the lanes are combined by the shared tree.
 /// The rows are taken four at a time so that both heads' sums fit the
 /// registers. Returns how many rows (a multiple of eight) it scored.
 ///
@@ -30,7 +30,7 @@ unsafe fn load8(p: *const u16) -> __m256 {
 /// The CPU has AVX2 and F16C; `hd` is a positive multiple of eight, `qs`
 /// holds `2 * hd` values, every row is readable with `hd` values, and
 /// `scores` holds `stride + rows.idx.len()` values.
-#[target_feature(enable = "avx,avx2,f16c")]
+#[target_feature(enable = "avx,avx2,fma,f16c")]
 pub(super) unsafe fn dot_pair(
     qs: &[f32],
     hd: usize,
@@ -63,7 +63,7 @@ pub(super) unsafe fn dot_pair(
                     for (g, acc) in acc.iter_mut().enumerate() {
                         let q = _mm256_loadu_ps(qs.as_ptr().add(g * hd + c));
                         for (a, k) in acc.iter_mut().zip(&k) {
-                            *a = _mm256_add_ps(*a, _mm256_mul_ps(q, *k));
+                            *a = _mm256_fmadd_ps(q, *k, *a);
                         }
                     }
                 }

@@ -137,7 +137,7 @@ impl LoadPair for u16 {
 /// against the rows of `rows`, eight rows at a time: head `g`'s score of
 /// row `j` goes to `scores[g * stride + j]`. Each score is the one-head
 /// loop's: per row, lane `l` sums `q[c + l] * row[c + l]` over `c` in
-/// steps of eight (a multiply, then an add), and the lanes are combined by
+/// steps of eight (one fused multiply-add each), and the lanes are combined by
 /// the shared tree; here two rows share a 512-bit register and the rows'
 /// loads and conversions serve all the heads. Returns how many rows (a
 /// multiple of eight) it scored; the caller scores the rest.
@@ -182,7 +182,7 @@ pub(super) unsafe fn dot_heads<T: LoadPair, const H: usize>(
                     let q = _mm512_castps256_ps512(_mm256_loadu_ps(qs.as_ptr().add(g * hd + c)));
                     let q = _mm512_shuffle_f32x4::<0x44>(q, q);
                     for (a, k) in acc.iter_mut().zip(&k) {
-                        *a = _mm512_add_ps(*a, _mm512_mul_ps(q, *k));
+                        *a = _mm512_fmadd_ps(q, *k, *a);
                     }
                 }
                 c += 8;

@@ -143,7 +143,7 @@ impl Load8 for u16 {
 /// # Safety
 /// The CPU has AVX and F16C; `out` holds eight values.
 #[inline]
-#[target_feature(enable = "avx,f16c")]
+#[target_feature(enable = "avx,fma,f16c")]
 unsafe fn dot8<T: Load8>(q: &[f32], r: &[&[T]; 8], scale: f32, out: &mut [f32]) {
     // SAFETY: the caller's features; every load reads eight values at
     // `c < q.len()`, inside `q` and each row; `out` holds eight.
@@ -153,7 +153,7 @@ unsafe fn dot8<T: Load8>(q: &[f32], r: &[&[T]; 8], scale: f32, out: &mut [f32]) 
         while c < q.len() {
             let qv = load_f32(&q[c..]);
             for (a, r) in acc.iter_mut().zip(r) {
-                *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, T::load8(&r[c..])));
+                *a = _mm256_fmadd_ps(qv, T::load8(&r[c..]), *a);
             }
             c += 8;
         }
@@ -260,21 +260,21 @@ macro_rules! row_loops {
         /// # Safety
         /// The CPU has AVX and F16C.
         #[inline]
-        #[target_feature(enable = "avx,f16c")]
+        #[target_feature(enable = "avx,fma,f16c")]
         unsafe fn $dot(a: &[f32], b: &[$t]) -> f32 {
             let mut ca = a.chunks_exact(8);
             let mut cb = b.chunks_exact(8);
             let mut acc = _mm256_setzero_ps();
             for (x, y) in (&mut ca).zip(&mut cb) {
-                // SAFETY: both chunks hold eight values. Multiply and
-                // add stay separate roundings, as in the scalar code.
-                acc = unsafe { _mm256_add_ps(acc, _mm256_mul_ps(load_f32(x), $load(y))) };
+                // SAFETY: both chunks hold eight values. One fused
+                // multiply-add per element, as in the scalar code.
+                acc = unsafe { _mm256_fmadd_ps(load_f32(x), $load(y), acc) };
             }
             let mut lanes = [0.0f32; 8];
             // SAFETY: `lanes` holds eight values.
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
             for (l, (x, &y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
-                lanes[l] += x * $conv(y);
+                lanes[l] = x.mul_add($conv(y), lanes[l]);
             }
             combine(&lanes)
         }
@@ -284,7 +284,7 @@ macro_rules! row_loops {
         ///
         /// # Safety
         /// The CPU has AVX and F16C.
-        #[target_feature(enable = "avx,f16c")]
+        #[target_feature(enable = "avx,fma,f16c")]
         pub(super) unsafe fn $dot_rows(
             q: &[f32],
             rows: Rows<'_, $t>,
