@@ -12,8 +12,8 @@ use super::sink::softmax;
 
 /// One query head over its window: `out = Σ softmax(scale · q·k_j)_j v_j`
 /// (with `sink` in the softmax's denominator when there is one),
-/// each dot product as [`minfer_kernels::rows::dot_f32`] computes it and each output element
-/// summed over the window in order. F32 and F16 regions are read in place
+/// each dot product as [`minfer_kernels::rows::dot_f32`] computes it and
+/// each output element summed over the window in order. F32 and F16 regions are read in place
 /// (f16 widened exactly as it is loaded, so no row is converted into a
 /// buffer); Q8_0 rows are decoded into the thread's buffers. Returns
 /// `false` if a cell could not be read, which validation rules out.

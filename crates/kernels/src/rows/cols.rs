@@ -149,7 +149,7 @@ impl RowKernels {
             let mut done = 0;
             #[cfg(target_arch = "x86_64")]
             if self.simd {
-                // SAFETY: `simd` is only set when the CPU has AVX2; the
+                // SAFETY: `simd` is only set when the CPU has AVX2 and FMA; the
                 // shapes were checked above.
                 done = unsafe { x86::dot_cols8(q, cols, ld, rows.clone(), scale, s) };
             }
@@ -288,8 +288,8 @@ mod x86 {
     /// rows it scored: all of them.
     ///
     /// # Safety
-    /// The CPU has AVX2; `q.len()` columns of `ld` values hold the rows,
-    /// and `scores` holds one value per row.
+    /// The CPU has AVX2 and FMA; `q.len()` columns of `ld` values hold the
+    /// rows, and `scores` holds one value per row.
     #[target_feature(enable = "avx,avx2,fma")]
     pub(super) unsafe fn dot_cols8(
         q: &[f32],

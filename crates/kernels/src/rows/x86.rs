@@ -141,7 +141,7 @@ impl Load8 for u16 {
 /// eight rows at once. `out[k] = scale * dot(q, r[k])`.
 ///
 /// # Safety
-/// The CPU has AVX and F16C; `out` holds eight values.
+/// The CPU has AVX, FMA and F16C; `out` holds eight values.
 #[inline]
 #[target_feature(enable = "avx,fma,f16c")]
 unsafe fn dot8<T: Load8>(q: &[f32], r: &[&[T]; 8], scale: f32, out: &mut [f32]) {
@@ -258,7 +258,7 @@ macro_rules! row_loops {
         /// elements are ignored).
         ///
         /// # Safety
-        /// The CPU has AVX and F16C.
+        /// The CPU has AVX, FMA and F16C.
         #[inline]
         #[target_feature(enable = "avx,fma,f16c")]
         unsafe fn $dot(a: &[f32], b: &[$t]) -> f32 {
@@ -283,7 +283,7 @@ macro_rules! row_loops {
         /// form, scoring rows as far as `scores` reaches.
         ///
         /// # Safety
-        /// The CPU has AVX and F16C.
+        /// The CPU has AVX, FMA and F16C.
         #[target_feature(enable = "avx,fma,f16c")]
         pub(super) unsafe fn $dot_rows(
             q: &[f32],
