@@ -83,7 +83,8 @@ impl Acts<'_> {
 }
 
 /// Two i16 values in one i32 (`lo` in the low half), the broadcast operand
-/// of a `vpmaddwd`/`vpdpwssd` pair product, on either instruction set. Both must fit an i16.
+/// of a `vpmaddwd`/`vpdpwssd` pair product, on either instruction set.
+/// Both must fit an i16.
 #[inline(always)]
 pub(super) fn pair16(lo: i32, hi: i32) -> i32 {
     debug_assert!(i16::try_from(lo).is_ok() && i16::try_from(hi).is_ok());

@@ -146,14 +146,14 @@ impl RowKernels {
         for g in 0..heads {
             let q = &qs[g * hd..(g + 1) * hd];
             let s = &mut scores[g * stride..g * stride + n];
-            let mut done = 0;
             #[cfg(target_arch = "x86_64")]
             if self.simd {
-                // SAFETY: `simd` is only set when the CPU has AVX2 and FMA; the
-                // shapes were checked above.
-                done = unsafe { x86::dot_cols8(q, cols, ld, rows.clone(), scale, s) };
+                // SAFETY: `simd` is only set when the CPU has AVX2 and
+                // FMA; the shapes were checked above.
+                unsafe { x86::dot_cols8(q, cols, ld, rows.clone(), scale, s) };
+                continue;
             }
-            for (s, j) in s[done..].iter_mut().zip(rows.start + done..rows.end) {
+            for (s, j) in s.iter_mut().zip(rows.clone()) {
                 *s = scale * dot_col(q, cols, ld, j);
             }
         }
@@ -282,10 +282,9 @@ mod x86 {
         }
     }
 
-    /// Scores of the rows of `rows` eight at a time (AVX2), the last few
-    /// one at a time by the scalar loop compiled here with FMA (outside,
-    /// its `mul_add` would be a libm call per value); returns how many
-    /// rows it scored: all of them.
+    /// Scores of every row of `rows` (AVX2): eight at a time, the last
+    /// few one at a time by the scalar loop, compiled here with FMA
+    /// (outside, its `mul_add` would be a libm call per value).
     ///
     /// # Safety
     /// The CPU has AVX2 and FMA; `q.len()` columns of `ld` values hold the
@@ -298,7 +297,7 @@ mod x86 {
         rows: Range<usize>,
         scale: f32,
         scores: &mut [f32],
-    ) -> usize {
+    ) {
         let n8 = (rows.end - rows.start) / 8 * 8;
         for d in (0..n8).step_by(8) {
             // SAFETY: rows `rows.start + d..+ 8` lie inside `rows`, and
@@ -311,7 +310,6 @@ mod x86 {
         for (s, j) in scores[n8..].iter_mut().zip(rows.start + n8..rows.end) {
             *s = scale * super::dot_col(q, cols, ld, j);
         }
-        rows.end - rows.start
     }
 
     /// Scores of every row of `rows` for every head of `qs` (AVX-512):

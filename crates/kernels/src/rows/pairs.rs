@@ -27,9 +27,9 @@ unsafe fn load8(p: *const u16) -> __m256 {
 /// registers. Returns how many rows (a multiple of eight) it scored.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C; `hd` is a positive multiple of eight, `qs`
-/// holds `2 * hd` values, every row is readable with `hd` values, and
-/// `scores` holds `stride + rows.idx.len()` values.
+/// The CPU has AVX2, FMA and F16C; `hd` is a positive multiple of eight,
+/// `qs` holds `2 * hd` values, every row is readable with `hd` values,
+/// and `scores` holds `stride + rows.idx.len()` values.
 #[target_feature(enable = "avx,avx2,fma,f16c")]
 pub(super) unsafe fn dot_pair(
     qs: &[f32],

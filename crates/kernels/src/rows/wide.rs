@@ -137,9 +137,9 @@ impl LoadPair for u16 {
 /// against the rows of `rows`, eight rows at a time: head `g`'s score of
 /// row `j` goes to `scores[g * stride + j]`. Each score is the one-head
 /// loop's: per row, lane `l` sums `q[c + l] * row[c + l]` over `c` in
-/// steps of eight (one fused multiply-add each), and the lanes are combined by
-/// the shared tree; here two rows share a 512-bit register and the rows'
-/// loads and conversions serve all the heads. Returns how many rows (a
+/// steps of eight (one fused multiply-add each), and the lanes are
+/// combined by the shared tree; here two rows share a 512-bit register and
+/// the rows' loads and conversions serve all the heads. Returns how many rows (a
 /// multiple of eight) it scored; the caller scores the rest.
 ///
 /// # Safety
