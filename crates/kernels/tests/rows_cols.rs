@@ -84,7 +84,7 @@ fn column_blocks_score_as_the_row_loops_bit_for_bit() {
         let (data32, data16) = random_rows(&mut rng, stride * n_rows);
         for n in [0usize, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 64] {
             let idx: Vec<i32> = (0..n).map(|_| rng.gen_range(0..n_rows as i32)).collect();
-            let heads = rng.gen_range(1..9);
+            let heads = rng.gen_range(1..18);
             let (qs, _) = random_rows(&mut rng, heads * hd);
             let ld = n + rng.gen_range(0..5);
             for path in RowKernels::supported() {

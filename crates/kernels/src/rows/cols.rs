@@ -12,6 +12,14 @@
 //! in order, and the eight registers are combined lane by lane in the
 //! fixed order of [`dot_f32`](super::dot_f32). Every score is bit for bit
 //! what the row loops give the same row.
+//!
+//! On AVX-512 the partial sums are taken one at a time: partial sum `l`
+//! of up to eight heads and 48 rows is 21 or 24 registers, built from
+//! every eighth column, then put aside in memory while the next is built.
+//! That way a column load serves every head and a query value three
+//! registers of rows, where holding all eight partial sums in registers
+//! allowed three heads and one register of rows, and the loop waited on
+//! its loads.
 
 use std::ops::Range;
 
@@ -115,7 +123,8 @@ impl RowKernels {
     /// `hd` values, one after another), `scores[g * stride + j -
     /// rows.start] = scale * dot(q_g, row_j)`, bit for bit what
     /// [`dot_rows_f32`](RowKernels::dot_rows_f32) gives that head and row.
-    /// On AVX-512 each column load serves up to three heads.
+    /// On AVX-512 each column load serves up to eight heads and each query
+    /// value three registers of rows.
     ///
     /// # Errors
     /// [`KernelError::BadLength`] when `qs` is not whole heads, `rows`
@@ -165,6 +174,7 @@ impl RowKernels {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
     use std::ops::Range;
 
     use super::Rows;
@@ -313,9 +323,9 @@ mod x86 {
     }
 
     /// Scores of every row of `rows` for every head of `qs` (AVX-512):
-    /// sixteen rows a register, the heads three or two at a time so that
-    /// each column load feeds several of them; the last rows under a lane
-    /// mask, so nothing past the rows is read or written.
+    /// the heads up to eight at a time, the rows 48 at a time (three
+    /// registers), the last ones sixteen at a time and under a lane mask,
+    /// so nothing past the rows is read or written.
     ///
     /// # Safety
     /// The CPU has AVX-512 F; `hd` columns of `ld` values hold the rows,
@@ -334,39 +344,85 @@ mod x86 {
         stride: usize,
     ) {
         let heads = qs.len() / hd;
-        let n = rows.end - rows.start;
         let mut g = 0;
         while g < heads {
-            // Threes, then twos: 7 heads go 3 + 2 + 2, never leaving one
-            // head to load every column for itself.
+            // As even a split into groups of at most eight as there is:
+            // 12 heads go 6 + 6, not 8 + 4.
             let left = heads - g;
-            let h = if left == 4 || left == 2 {
-                2
-            } else {
-                left.min(3)
+            let h = left.div_ceil(left.div_ceil(MAX_HEADS));
+            let at = Group {
+                q: qs.as_ptr().wrapping_add(g * hd),
+                hd,
+                cols: cols.as_ptr().wrapping_add(rows.start),
+                ld,
+                n: rows.end - rows.start,
+                scale,
+                s: scores.as_mut_ptr().wrapping_add(g * stride),
+                stride,
             };
-            let mut d = 0;
-            while d < n {
-                let mask = ((1u32 << (n - d).min(16)) - 1) as __mmask16;
-                // SAFETY: the masked loads read rows below `rows.end` of
-                // columns below `hd`; the masked stores write scores below
-                // `n` of heads `g..g + h`.
-                unsafe {
-                    let p = cols.as_ptr().add(rows.start + d);
-                    let s = scores.as_mut_ptr().add(g * stride + d);
-                    let q = qs.as_ptr().add(g * hd);
-                    match (h, mask == u16::MAX) {
-                        (3, true) => dot16::<3, false>(q, hd, p, ld, mask, scale, s, stride),
-                        (2, true) => dot16::<2, false>(q, hd, p, ld, mask, scale, s, stride),
-                        (_, true) => dot16::<1, false>(q, hd, p, ld, mask, scale, s, stride),
-                        (3, false) => dot16::<3, true>(q, hd, p, ld, mask, scale, s, stride),
-                        (2, false) => dot16::<2, true>(q, hd, p, ld, mask, scale, s, stride),
-                        _ => dot16::<1, true>(q, hd, p, ld, mask, scale, s, stride),
-                    }
+            // SAFETY: heads `g..g + h` lie inside `qs` and their scores
+            // inside `scores`; the columns hold the rows (the caller's
+            // contract).
+            unsafe {
+                match h {
+                    1 => group::<1>(&at),
+                    2 => group::<2>(&at),
+                    3 => group::<3>(&at),
+                    4 => group::<4>(&at),
+                    5 => group::<5>(&at),
+                    6 => group::<6>(&at),
+                    7 => group::<7>(&at),
+                    _ => group::<8>(&at),
+                }
+            }
+            g += h;
+        }
+    }
+
+    /// The most query heads one pass over a run of columns scores: with
+    /// three registers of rows that is 24 accumulators and three loads.
+    const MAX_HEADS: usize = 8;
+
+    /// A group of heads over every row of a call: the first head's query
+    /// and scores, the column block from the first row, `n` rows.
+    struct Group {
+        q: *const f32,
+        hd: usize,
+        cols: *const f32,
+        ld: usize,
+        n: usize,
+        scale: f32,
+        s: *mut f32,
+        stride: usize,
+    }
+
+    /// `H` heads of `at` over its rows: 48 rows a pass, then sixteen.
+    ///
+    /// # Safety
+    /// As [`dot_cols16`], for the `H` heads of `at`.
+    #[inline(always)]
+    unsafe fn group<const H: usize>(at: &Group) {
+        let mut d = 0;
+        // SAFETY: each pass reads and writes rows `d..` below `at.n`, all
+        // sixteen lanes of a register only when sixteen rows are left.
+        unsafe {
+            while d + 48 <= at.n {
+                dot16::<H, 3, false>(at, d, u16::MAX);
+                d += 48;
+            }
+            if d + 32 <= at.n {
+                dot16::<H, 2, false>(at, d, u16::MAX);
+                d += 32;
+            }
+            while d < at.n {
+                let mask = ((1u32 << (at.n - d).min(16)) - 1) as __mmask16;
+                if mask == u16::MAX {
+                    dot16::<H, 1, false>(at, d, mask);
+                } else {
+                    dot16::<H, 1, true>(at, d, mask);
                 }
                 d += 16;
             }
-            g += h;
         }
     }
 
@@ -388,60 +444,70 @@ mod x86 {
         }
     }
 
-    /// `H` heads (at `q`, `hd` values each) against up to sixteen rows at
-    /// `p` (the lanes of `mask`): partial sum `l` of head `g` is register
-    /// `acc[g][l]`, fed the values `l, l + 8, …` in order; the scaled
-    /// scores go to `s + g * stride` under the mask. `MASKED` false says
-    /// the mask has all sixteen lanes.
+    /// `H` heads of `at` against `R` registers of rows from row `d` (the
+    /// lanes of `mask` in each): partial sum `l` of a head and register
+    /// takes the columns `l, l + 8, …` in order, one partial sum at a time
+    /// for every head and register, so that each column load serves `H`
+    /// heads and each query value `R` registers; the eight partial sums
+    /// wait in memory until all are done, and are then combined in
+    /// [`dot_f32`](super::super::dot_f32)'s order and scaled. `MASKED`
+    /// false says the mask has all sixteen lanes.
     ///
     /// # Safety
-    /// The CPU has AVX-512 F; `H * hd` values are readable at `q`, the
-    /// masked lanes of `hd` columns `ld` apart from `p`, and the masked
-    /// lanes at `s + g * stride` are writable for `g < H`.
-    #[allow(clippy::too_many_arguments)]
+    /// The CPU has AVX-512 F; `H` heads of `at.hd` values are readable at
+    /// `at.q`, the masked lanes of `R` registers from row `d` of every
+    /// column, and the scores of those lanes are writable for each head.
     #[inline(always)]
-    unsafe fn dot16<const H: usize, const MASKED: bool>(
-        q: *const f32,
-        hd: usize,
-        p: *const f32,
-        ld: usize,
+    unsafe fn dot16<const H: usize, const R: usize, const MASKED: bool>(
+        at: &Group,
+        d: usize,
         mask: __mmask16,
-        scale: f32,
-        s: *mut f32,
-        stride: usize,
     ) {
-        // SAFETY: the caller's contract; every load reads the masked lanes
-        // of a column below `hd` or a value of a head below `H`.
+        let hd = at.hd;
+        // SAFETY: the caller's contract: every load reads the masked lanes
+        // of a column below `hd` from row `d + 16 r`, or a value of a head
+        // below `H`; every store writes masked lanes of a head's scores.
         unsafe {
-            let mut acc = [[_mm512_setzero_ps(); 8]; H];
-            let mut e = 0;
-            // Eight columns at a time, so that `l` indexes the partial sums
-            // with constants once the inner loop is unrolled.
-            while e + 8 <= hd {
-                for l in 0..8 {
-                    let k = load(mask, p.add((e + l) * ld), MASKED);
-                    for (g, acc) in acc.iter_mut().enumerate() {
-                        let qv = _mm512_set1_ps(*q.add(g * hd + e + l));
-                        acc[l] = _mm512_fmadd_ps(qv, k, acc[l]);
+            // Every partial sum is written before any is read; left
+            // uninitialised, so that no memset precedes each call.
+            let mut part = [[[MaybeUninit::<__m512>::uninit(); R]; H]; 8];
+            let q: [*const f32; H] = std::array::from_fn(|g| at.q.add(g * hd));
+            let step = 8 * at.ld;
+            for (l, part) in part.iter_mut().enumerate() {
+                let mut acc = [[_mm512_setzero_ps(); R]; H];
+                let mut e = l;
+                let mut col = at.cols.add(l * at.ld + d);
+                while e < hd {
+                    let k: [__m512; R] =
+                        std::array::from_fn(|r| load(mask, col.add(16 * r), MASKED));
+                    for (acc, q) in acc.iter_mut().zip(&q) {
+                        let qv = _mm512_set1_ps(*q.add(e));
+                        for (a, k) in acc.iter_mut().zip(&k) {
+                            *a = _mm512_fmadd_ps(qv, *k, *a);
+                        }
+                    }
+                    e += 8;
+                    col = col.add(step);
+                }
+                for (p, a) in part.iter_mut().zip(&acc) {
+                    for (p, a) in p.iter_mut().zip(a) {
+                        p.write(*a);
                     }
                 }
-                e += 8;
             }
-            for l in 0..hd - e {
-                let k = load(mask, p.add((e + l) * ld), MASKED);
-                for (g, acc) in acc.iter_mut().enumerate() {
-                    let qv = _mm512_set1_ps(*q.add(g * hd + e + l));
-                    acc[l] = _mm512_fmadd_ps(qv, k, acc[l]);
+            let sc = _mm512_set1_ps(at.scale);
+            #[allow(clippy::needless_range_loop)]
+            for g in 0..H {
+                for r in 0..R {
+                    // SAFETY: the loop above wrote all eight.
+                    let a = |l: usize| part[l][g][r].assume_init();
+                    let v = _mm512_add_ps(
+                        _mm512_add_ps(_mm512_add_ps(a(0), a(4)), _mm512_add_ps(a(2), a(6))),
+                        _mm512_add_ps(_mm512_add_ps(a(1), a(5)), _mm512_add_ps(a(3), a(7))),
+                    );
+                    let s = at.s.add(g * at.stride + d + 16 * r);
+                    _mm512_mask_storeu_ps(s, mask, _mm512_mul_ps(sc, v));
                 }
-            }
-            let sc = _mm512_set1_ps(scale);
-            for (g, a) in acc.iter().enumerate() {
-                let [a0, a1, a2, a3, a4, a5, a6, a7] = *a;
-                let v = _mm512_add_ps(
-                    _mm512_add_ps(_mm512_add_ps(a0, a4), _mm512_add_ps(a2, a6)),
-                    _mm512_add_ps(_mm512_add_ps(a1, a5), _mm512_add_ps(a3, a7)),
-                );
-                _mm512_mask_storeu_ps(s.add(g * stride), mask, _mm512_mul_ps(sc, v));
             }
         }
     }
