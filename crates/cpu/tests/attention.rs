@@ -367,7 +367,8 @@ impl Ctx {
     /// The last step's output computed the plain way, in f32 with the same
     /// operations in the same order as the kernel is specified to: every
     /// row read back whole as f32, `scale * dot8`, attention's softmax (its
-    /// own exponential), then `out += p_j * v_j` over the window in order.
+    /// own exponential), then `out += p_j * v_j` over the window in order,
+    /// each step one fused multiply-add.
     fn exact_reference(&self, batch: &[(u32, i32)], salt: impl Fn(u32) -> u64) -> Vec<f32> {
         let scale = self.cfg.params().scale;
         let mut out = Vec::new();
@@ -377,7 +378,7 @@ impl Ctx {
             let mut o = vec![0.0f32; qh.len()];
             for (v, &pj) in vs.iter().zip(&scores) {
                 for (oi, &x) in o.iter_mut().zip(v) {
-                    *oi += pj * x;
+                    *oi = pj.mul_add(x, *oi);
                 }
             }
             out.extend(o);

@@ -259,7 +259,7 @@ fn reference(
     let mut out = vec![0.5f32; len];
     for (&wj, &i) in w.iter().zip(idx) {
         for (o, &x) in out.iter_mut().zip(row(i)) {
-            *o += wj * x;
+            *o = wj.mul_add(x, *o);
         }
     }
     (scores, out)

@@ -72,10 +72,15 @@ pub(super) fn attend_head(
             let Some(vr) = v.slice(cell as usize, start, hd, &mut buf.v) else {
                 return false;
             };
-            for (o, &x) in out.iter_mut().zip(vr) {
-                *o += pj * x;
-            }
-            true
+            // The row kernels' sum, so that the widened row gets the same
+            // fused steps as the f16 and f32 caches' rows.
+            let row = Rows {
+                data: vr,
+                stride: hd,
+                offset: 0,
+                idx: &[0],
+            };
+            rk.axpy_rows_f32(&[pj], row, out).is_ok()
         }),
     }
 }

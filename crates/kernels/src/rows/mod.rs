@@ -13,15 +13,14 @@
 //! - the dot products keep eight partial sums, lane `l` taking the
 //!   elements `l, l + 8, …`, combined in the fixed order of
 //!   [`dot_f32`]; every step is one fused multiply-add (`f32::mul_add`
-//!   in the scalar code, `vfmadd` in the vector code), which on Intel's
-//!   cores, where multiplies and adds share the FMA ports, halves the
-//!   scores' arithmetic;
-//! - the weighted sums take a separate f32 multiply and add per element
-//!   and row, in row order;
+//!   in the scalar code, `vfmadd` in the vector code);
+//! - the weighted sums fuse each step too, one rounding per row and
+//!   element, in row order;
 //!
-//! so vector and scalar code round identically. The scalar code is the
-//! reference and the fallback: where the build has no FMA, its
-//! `mul_add` is a libm call.
+//! which on Intel's cores, where multiplies and adds share the FMA ports,
+//! halves the arithmetic of both; so vector and scalar code round
+//! identically. The scalar code is the reference and the fallback: where
+//! the build has no FMA, its `mul_add` is a libm call.
 //!
 //! NaN stays NaN on both paths; its payload is not part of the contract.
 //!
@@ -82,7 +81,9 @@ fn dot_rows_with<T: Copy>(
 }
 
 /// The scalar weighted sum of [`RowKernels::axpy_rows_f32`] and its f16
-/// form, row elements converted by `conv`.
+/// form, row elements converted by `conv`: one fused multiply-add per
+/// element and row (a libm call where the build has no FMA: this is the
+/// reference and the fallback, not the fast path).
 #[inline(always)]
 fn axpy_rows_with<T: Copy>(
     weights: &[f32],
@@ -93,7 +94,7 @@ fn axpy_rows_with<T: Copy>(
     let n = out.len();
     for (&w, &i) in weights.iter().zip(rows.idx) {
         for (o, &x) in out.iter_mut().zip(rows.row(i, n)?) {
-            *o += w * conv(x);
+            *o = w.mul_add(conv(x), *o);
         }
     }
     Ok(())

@@ -1,7 +1,7 @@
 //! The AVX-512 form of the weighted sum over rows (attention's `Σ p_j v_j`):
 //! sixteen f32 lanes per instruction instead of eight, with the same
-//! separate multiply and add per element and row, in row order, so the
-//! bits are those of the scalar and AVX2 loops.
+//! fused multiply-add per element and row, in row order, so the bits are
+//! those of the scalar and AVX2 loops.
 
 use std::arch::x86_64::*;
 
@@ -40,8 +40,8 @@ impl Load16 for u16 {
 /// Written out because LLVM, when one weight serves several registers,
 /// broadcasts it once into a register, and on Zen 4 that broadcast costs
 /// a vector-unit slot per head and row: the sums over V ran 14 % slower
-/// that way. The multiply and the add are the same IEEE operations as
-/// `_mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(*w), x))`.
+/// that way. The operation is the IEEE fused multiply-add of
+/// `_mm512_fmadd_ps(_mm512_set1_ps(*w), x, acc)`.
 ///
 /// The caller's function has AVX-512 F, and `$w` points at a readable
 /// f32; the asm reads those four bytes, writes only its register
@@ -49,12 +49,10 @@ impl Load16 for u16 {
 macro_rules! add_mul_bcast {
     ($acc:expr, $x:expr, $w:expr) => {
         std::arch::asm!(
-            "vmulps {t}, {x}, dword ptr [{w}]{{1to16}}",
-            "vaddps {a}, {a}, {t}",
+            "vfmadd231ps {a}, {x}, dword ptr [{w}]{{1to16}}",
             w = in(reg) $w,
             x = in(zmm_reg) $x,
             a = inout(zmm_reg) $acc,
-            t = out(zmm_reg) _,
             options(nostack, readonly, preserves_flags, pure),
         )
     };
@@ -205,7 +203,7 @@ pub(super) unsafe fn dot_heads<T: LoadPair, const H: usize>(
 /// `outs[g] += Σ_j weights[g * stride + j] · row_j` for `H` heads
 /// (`outs` holds `H` heads of `hd` values, one after another): each row is
 /// loaded and converted once for all the heads, and each output element
-/// gets the one-head loop's multiply and add per row, in row order.
+/// gets the one-head loop's fused multiply-add per row, in row order.
 ///
 /// # Safety
 /// The CPU has AVX-512 F and F16C; `hd` is a positive multiple of 64,
@@ -263,7 +261,7 @@ pub(super) unsafe fn axpy_heads<T: Load16, const H: usize>(
 /// pass over the rows (two registers a head), so that each row chunk is
 /// loaded and converted once for all of them: a group of seven heads
 /// shares every conversion instead of splitting into four and three.
-/// Each output element gets the same multiply and add per row, in row
+/// Each output element gets the same fused multiply-add per row, in row
 /// order.
 ///
 /// # Safety

@@ -215,14 +215,15 @@ pub(super) unsafe fn combine8(acc: [__m256; 8]) -> __m256 {
 }
 
 /// `out += Σ_j weights[j] · row_j`, 64 output values at a time kept in
-/// registers over all the rows: the same multiply and add per element
+/// registers over all the rows: the same fused multiply-add per element
 /// and row, in row order, as the one-row-at-a-time loop.
 ///
 /// # Safety
-/// The CPU has AVX and F16C; `out.len()` is a multiple of 64 and every
-/// row of `rows` (one per weight) is readable with `out.len()` values.
+/// The CPU has AVX, FMA and F16C; `out.len()` is a multiple of 64 and
+/// every row of `rows` (one per weight) is readable with `out.len()`
+/// values.
 #[inline]
-#[target_feature(enable = "avx,f16c")]
+#[target_feature(enable = "avx,fma,f16c")]
 unsafe fn axpy64<T: Load8>(weights: &[f32], rows: Rows<'_, T>, out: &mut [f32]) {
     let n = out.len();
     let mut c0 = 0;
@@ -238,7 +239,7 @@ unsafe fn axpy64<T: Load8>(weights: &[f32], rows: Rows<'_, T>, out: &mut [f32]) 
                 };
                 let wv = _mm256_set1_ps(w);
                 for (v, a) in acc.iter_mut().enumerate() {
-                    *a = _mm256_add_ps(*a, _mm256_mul_ps(wv, T::load8(&r[c0 + 8 * v..])));
+                    *a = _mm256_fmadd_ps(wv, T::load8(&r[c0 + 8 * v..]), *a);
                 }
             }
             for (v, a) in acc.iter().enumerate() {
@@ -327,8 +328,8 @@ macro_rules! row_loops {
         /// form, adding rows as far as `weights` reaches.
         ///
         /// # Safety
-        /// The CPU has AVX and F16C.
-        #[target_feature(enable = "avx,f16c")]
+        /// The CPU has AVX, FMA and F16C.
+        #[target_feature(enable = "avx,fma,f16c")]
         pub(super) unsafe fn $axpy_rows(
             weights: &[f32],
             rows: Rows<'_, $t>,
@@ -351,15 +352,15 @@ macro_rules! row_loops {
                 let mut co = out.chunks_exact_mut(8);
                 let mut cr = r.chunks_exact(8);
                 for (o, x) in (&mut co).zip(&mut cr) {
-                    // SAFETY: both chunks hold eight values; a separate
-                    // multiply and add, as in the scalar code.
+                    // SAFETY: both chunks hold eight values; one fused
+                    // multiply-add per element, as in the scalar code.
                     unsafe {
-                        let y = _mm256_add_ps(load_f32(o), _mm256_mul_ps(wv, $load(x)));
+                        let y = _mm256_fmadd_ps(wv, $load(x), load_f32(o));
                         _mm256_storeu_ps(o.as_mut_ptr(), y);
                     }
                 }
                 for (o, &x) in co.into_remainder().iter_mut().zip(cr.remainder()) {
-                    *o += w * $conv(x);
+                    *o = w.mul_add($conv(x), *o);
                 }
             }
             Ok(())
