@@ -62,8 +62,10 @@ pub const QWEN_1_5B_TOL: Tolerance = Tolerance::new(0.6, 0.1, 0.5);
 /// 1.4 times the spread): minfer sits as far from each build (mean 0.25
 /// and 0.26, at most 1.9) as the builds sit from each other, which is
 /// what rounding alone does (llama.cpp's flash attention rounds Q and
-/// its V sums to f16; minfer keeps them in f32).
-pub const GEMMA3_TOL: Tolerance = Tolerance::new(2.4, 0.31, 1.0);
+/// its V sums to f16; minfer keeps them in f32). The argmax is compared
+/// from a top-2 gap of 1.25: a third llama.cpp build (native, Intel)
+/// moves this model's gaps by up to 0.96 (golden README).
+pub const GEMMA3_TOL: Tolerance = Tolerance::new(2.4, 0.31, 1.25);
 /// The random-weight qwen3 model has only an AVX2 reference, so there is
 /// no measured spread between two builds. Its logits are large (around
 /// 25, from seeded normal weights), and the difference sits at the same
