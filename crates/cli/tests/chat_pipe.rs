@@ -36,7 +36,7 @@ fn piped_lines_are_turns_and_stdout_holds_only_the_answers() {
     let out = minfer_stdin(
         &args,
         home.path(),
-        "What is the capital of France?\n\n/stats\n/frobnicate\nAnd of Italy?\n/stats\n",
+        "Name the capital of France.\n\n/stats\n/frobnicate\nAnd of Italy?\n/stats\n",
     );
     let (o, e) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "stderr: {e}");
@@ -106,7 +106,7 @@ fn ctrl_c_while_waiting_for_a_line_writes_trace_and_session_and_exits_130() {
     // stdin stays open: after the answer the chat waits for a line.
     let mut stdin = child.stdin.take().unwrap();
     stdin
-        .write_all(b"What is the capital of France?\n")
+        .write_all(b"Name the capital of France.\n")
         .unwrap();
     let mut answer = String::new();
     BufReader::new(child.stdout.take().unwrap())

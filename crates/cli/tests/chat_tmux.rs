@@ -215,9 +215,12 @@ fn chat_in_a_terminal_with_regen_interrupt_save_and_resume() {
 /// The question asked after saving, and again after resuming.
 const Q4: &str = "What is the capital of Spain?";
 
-/// The three questions of the first session.
+/// The three questions of the first session. The first is worded so that
+/// greedy SmolLM2 answers it plainly: asked "What is the capital of
+/// France?" it starts "L'Étoile, la Marseillaise…" (llama.cpp's greedy
+/// answer too), its first token a near tie.
 const QUESTIONS: [&str; 3] = [
-    "What is the capital of France?",
+    "Name the capital of France.",
     "And of Italy?",
     "What is 2+2?",
 ];

@@ -80,8 +80,11 @@ fn steady_scheduler_steps_do_not_allocate() {
                 sampler: SamplingParams {
                     temp: 0.8,
                     seed: 42,
+                    // A title, then the story: two strings, so that the
+                    // sampled object outlasts the counted steps (with the
+                    // story alone, this draw closed it within them).
                     constraint: Some(Constraint::JsonSchema(
-                        r#"{"type": "object", "properties": {"story": {"type": "string"}}, "required": ["story"]}"#.into(),
+                        r#"{"type": "object", "properties": {"title": {"type": "string"}, "story": {"type": "string"}}, "required": ["title", "story"]}"#.into(),
                     )),
                     ..SamplingParams::default()
                 },
