@@ -105,9 +105,7 @@ fn ctrl_c_while_waiting_for_a_line_writes_trace_and_session_and_exits_130() {
     let mut child = common::spawn_piped(&args, home.path());
     // stdin stays open: after the answer the chat waits for a line.
     let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(b"Name the capital of France.\n")
-        .unwrap();
+    stdin.write_all(b"Name the capital of France.\n").unwrap();
     let mut answer = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut answer)

@@ -476,7 +476,9 @@ mod x86 {
             for (l, part) in part.iter_mut().enumerate() {
                 let mut acc = [[_mm512_setzero_ps(); R]; H];
                 let mut e = l;
-                let mut col = at.cols.add(l * at.ld + d);
+                // Wrapping: past the last column (or for `l >= hd`) the
+                // pointer is formed but never read.
+                let mut col = at.cols.wrapping_add(l * at.ld + d);
                 while e < hd {
                     let k: [__m512; R] =
                         std::array::from_fn(|r| load(mask, col.add(16 * r), MASKED));
@@ -487,7 +489,7 @@ mod x86 {
                         }
                     }
                     e += 8;
-                    col = col.add(step);
+                    col = col.wrapping_add(step);
                 }
                 for (p, a) in part.iter_mut().zip(&acc) {
                     for (p, a) in p.iter_mut().zip(a) {
