@@ -46,13 +46,7 @@ pub(super) fn attend_head(
             };
             // The row kernels' score, so that the decoded row gets the
             // same fused steps as the f16 and f32 caches' rows.
-            let row = Rows {
-                data: kr,
-                stride: hd,
-                offset: 0,
-                idx: &[0],
-            };
-            rk.dot_rows_f32(q, row, scale, std::slice::from_mut(s))
+            rk.dot_rows_f32(q, Rows::one(kr), scale, std::slice::from_mut(s))
                 .is_ok()
         }),
     };
@@ -74,13 +68,7 @@ pub(super) fn attend_head(
             };
             // The row kernels' sum, so that the widened row gets the same
             // fused steps as the f16 and f32 caches' rows.
-            let row = Rows {
-                data: vr,
-                stride: hd,
-                offset: 0,
-                idx: &[0],
-            };
-            rk.axpy_rows_f32(&[pj], row, out).is_ok()
+            rk.axpy_rows_f32(&[pj], Rows::one(vr), out).is_ok()
         }),
     }
 }

@@ -34,6 +34,17 @@ pub struct Rows<'a, T> {
 }
 
 impl<'a, T> Rows<'a, T> {
+    /// A set of one row, the whole of `data`: a row decoded into a buffer,
+    /// handed to the row loops so that it gets their arithmetic.
+    pub fn one(data: &'a [T]) -> Self {
+        Rows {
+            data,
+            stride: data.len(),
+            offset: 0,
+            idx: &[0],
+        }
+    }
+
     /// Whether every row of the set is readable with `len` values, the
     /// precondition of the SIMD loops that skip per-row checks. Row ends
     /// grow with the index, so the smallest index not being negative and
