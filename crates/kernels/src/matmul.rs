@@ -127,7 +127,7 @@ pub fn matmul(
     } else {
         let ActScratch { words, table, .. } = scratch;
         let buf = bytes_mut(words, n_tok * p.a_row);
-        quantize_rows(pool, p.kernel.act, x, w.cols, buf, p.a_row)?;
+        quantize_rows(pool, kernels.isa(), p.kernel.act, x, w.cols, buf, p.a_row)?;
         if four && t_len > 0 {
             if table.len() < n_tok * t_len {
                 table.resize(n_tok * t_len, 0.0);

@@ -9,6 +9,7 @@ use minfer_gguf::GgmlType;
 use crate::error::KernelError;
 use crate::pool::{SharedMut, ThreadPool};
 use crate::quant;
+use crate::simd::Isa;
 
 /// A weight matrix: `rows` rows of `cols` elements of type `ty`, stored row
 /// after row (ggml's layout: `cols` is `ne[0]`).
@@ -86,9 +87,11 @@ pub(crate) fn bytes_mut(words: &mut Vec<u64>, len: usize) -> &mut [u8] {
 }
 
 /// Quantizes `n_tok` rows of `cols` activations into `dst` (rows of
-/// `a_row` bytes), splitting the rows across threads when there are many.
+/// `a_row` bytes) with `isa`'s quantizers, splitting the rows across
+/// threads when there are many.
 pub(crate) fn quantize_rows(
     pool: &ThreadPool,
+    isa: Isa,
     act: GgmlType,
     x: &[f32],
     cols: usize,
@@ -98,7 +101,7 @@ pub(crate) fn quantize_rows(
     let n_tok = x.len() / cols;
     if n_tok < 2 * pool.n_threads() {
         for (src, d) in x.chunks_exact(cols).zip(dst.chunks_exact_mut(a_row)) {
-            quant::quantize_row(act, src, d)?;
+            quant::quantize_row_on(isa, act, src, d)?;
         }
         return Ok(());
     }
@@ -109,7 +112,7 @@ pub(crate) fn quantize_rows(
             // SAFETY: row `t` belongs to this chunk alone and lies inside
             // `dst`, which holds `n_tok * a_row` bytes.
             let d = unsafe { std::slice::from_raw_parts_mut(dst_ptr.get().add(t * a_row), a_row) };
-            if quant::quantize_row(act, &x[t * cols..(t + 1) * cols], d).is_err() {
+            if quant::quantize_row_on(isa, act, &x[t * cols..(t + 1) * cols], d).is_err() {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }

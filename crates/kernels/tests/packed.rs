@@ -415,6 +415,86 @@ fn products_run_together_give_their_own_bits() {
     }
 }
 
+/// Products of one job that read the same activations in the same format
+/// (a layer's gate and up, Q, K and V) quantize them once: each still gets
+/// its own bits, beside products of the same rows in other formats, of a
+/// prefix of them, and of other rows.
+#[test]
+fn products_of_one_input_keep_their_own_bits() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let (cols, n_tok) = (512, 5);
+    let x: Vec<f32> = (0..n_tok * cols)
+        .map(|_| rng.gen_range(-2.0..2.0))
+        .collect();
+    let other: Vec<f32> = (0..n_tok * cols)
+        .map(|_| rng.gen_range(-2.0..2.0))
+        .collect();
+    // (type, rows, which input: 0 all of `x`, 1 its first three rows, 2 `other`)
+    let specs = [
+        (GgmlType::Q4_K, 32, 0),
+        (GgmlType::Q6_K, 16, 0),
+        (GgmlType::Q8_0, 48, 0),
+        (GgmlType::Q4_0, 16, 0),
+        (GgmlType::Q5_1, 32, 0),
+        (GgmlType::Q4_1, 16, 0),
+        (GgmlType::Q4_K, 16, 1),
+        (GgmlType::Q8_0, 16, 1),
+        (GgmlType::Q4_K, 16, 2),
+        (GgmlType::Q8_0, 32, 0),
+    ];
+    let mats: Vec<Mat> = specs
+        .iter()
+        .map(|&(ty, rows, input)| {
+            let data = random_matrix(ty, rows, cols, &mut rng);
+            let x: &[f32] = match input {
+                0 => &x,
+                1 => &x[..3 * cols],
+                _ => &other,
+            };
+            (ty, rows, pack(ty, rows, cols, &data).unwrap(), x)
+        })
+        .collect();
+    type Mat<'a> = (GgmlType, usize, Vec<u8>, &'a [f32]);
+    fn mref<'m>(m: &'m Mat<'_>, cols: usize) -> MatRef<'m> {
+        MatRef {
+            ty: m.0,
+            rows: m.1,
+            cols,
+            data: &m.2,
+            layout: Layout::Packed,
+        }
+    }
+    for level in SimdLevel::supported() {
+        let kernels = Kernels::new(level).unwrap();
+        for threads in [1, 2] {
+            let pool = ThreadPool::new(threads);
+            let alone: Vec<Vec<f32>> = mats
+                .iter()
+                .map(|m| product(&kernels, threads, &mref(m, cols), m.3, m.3.len() / cols))
+                .collect();
+            let mut outs: Vec<Vec<f32>> = mats
+                .iter()
+                .map(|m| vec![f32::NAN; m.3.len() / cols * m.1])
+                .collect();
+            let products = mats.iter().zip(outs.iter_mut()).map(|(m, out)| Product {
+                w: mref(m, cols),
+                x: m.3,
+                n_tok: m.3.len() / cols,
+                out,
+            });
+            let mut scratch = ActScratch::default();
+            minfer_kernels::matmul_many(&kernels, &pool, products, &mut scratch).unwrap();
+            for (i, (a, b)) in outs.iter().zip(&alone).enumerate() {
+                assert!(
+                    a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{level} threads {threads} product {i} ({:?})",
+                    mats[i].0
+                );
+            }
+        }
+    }
+}
+
 /// How a lone token's products read the weights (the tile kernel and the
 /// prefetch distance, which `Kernels::measure_tuning` picks per machine)
 /// changes their speed only: every choice gives the default's bits, for a

@@ -105,6 +105,8 @@ pub struct Tiles {
     tuning: TileTuning,
     /// The most tokens `wide` takes in one tile.
     height: usize,
+    /// The instruction set, whose quantizers prepare the activations.
+    isa: crate::Isa,
 }
 
 impl Tiles {
@@ -116,6 +118,7 @@ impl Tiles {
             narrow: narrow_tile_fn(isa),
             tuning,
             height,
+            isa,
         }
     }
 
@@ -316,6 +319,11 @@ pub(crate) fn matmul_many(
     }
     let (mut words, mut table, mut init) = (&mut words[..], &mut table[..], &mut init[..]);
     let mut parts: [Option<Part>; crate::operand::MAX_PRODUCTS] = std::array::from_fn(|_| None);
+    // The rows quantized so far: where they were read, in which format.
+    type Key = (*const f32, usize, GgmlType);
+    let mut done: [(Key, &[u8]); crate::operand::MAX_PRODUCTS] =
+        [((std::ptr::null(), 0, GgmlType::F32), &[]); crate::operand::MAX_PRODUCTS];
+    let mut n_done = 0;
     for (part, p) in parts.iter_mut().zip(products.iter_mut()) {
         let Some(p) = p.take() else { continue };
         let f = check_product(&p)?;
@@ -330,8 +338,17 @@ pub(crate) fn matmul_many(
             continue;
         }
         let (tile, ahead, height) = tiles.for_product(p.w.ty, p.n_tok);
+        // Products that read the same rows in the same format (a layer's
+        // Q, K and V, its gate and up) share one quantization.
+        let act = act_format(&f).0;
+        let key = (p.x.as_ptr(), p.x.len(), act);
+        let same = done[..n_done]
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|&(_, q)| q);
         let mut acts = prepare(
             pool,
+            tiles.isa,
             &f,
             p.x,
             p.w.cols,
@@ -340,8 +357,13 @@ pub(crate) fn matmul_many(
                 words: w,
                 table: t,
                 init: i,
+                quantized: same,
             },
         )?;
+        if same.is_none() && n_done < done.len() {
+            done[n_done] = (key, acts.qs);
+            n_done += 1;
+        }
         acts.ahead = ahead;
         *part = Some(Part {
             f,
@@ -441,28 +463,43 @@ struct ActBufs<'s> {
     words: &'s mut [u64],
     table: &'s mut [f32],
     init: &'s mut [i32],
+    /// The same rows already quantized to this product's format for
+    /// another product of the job, if any.
+    quantized: Option<&'s [u8]>,
 }
 
 /// Quantizes the activations (Q8_0, Q8_1 for the types with a minimum,
-/// Q8_K for the K-quants) into `bufs.words`, and fills the per-block
-/// tables in `bufs.table` and `bufs.init`.
+/// Q8_K for the K-quants) into `bufs.words`, or takes them from
+/// `bufs.quantized`, and fills the per-block tables in `bufs.table` and
+/// `bufs.init`.
 fn prepare<'s>(
     pool: &ThreadPool,
+    isa: crate::Isa,
     f: &Format,
     x: &[f32],
     cols: usize,
     n_tok: usize,
     bufs: ActBufs<'s>,
 ) -> Result<Acts<'s>, KernelError> {
-    let ActBufs { words, table, init } = bufs;
+    let ActBufs {
+        words,
+        table,
+        init,
+        quantized,
+    } = bufs;
     let (act, qs_at, per) = act_format(f);
     let inits = inits_per_block(f);
     let quants = f.block_quants();
     let blk = act.type_size() as usize;
     let (nb, a_row) = (cols / quants, cols / quants * blk);
-    let qs = &mut bytemuck::cast_slice_mut(words)[..n_tok * a_row];
-    quantize_rows(pool, act, x, cols, qs, a_row)?;
-    let qs = &*qs;
+    let qs: &'s [u8] = match quantized {
+        Some(q) if q.len() == n_tok * a_row => q,
+        _ => {
+            let qs = &mut bytemuck::cast_slice_mut(words)[..n_tok * a_row];
+            quantize_rows(pool, isa, act, x, cols, qs, a_row)?;
+            qs
+        }
+    };
     let n = n_tok * nb;
     let (d, rest) = table.split_at_mut(n);
     for (i, b) in qs.chunks_exact(blk).enumerate() {

@@ -30,6 +30,10 @@ use crate::blocks::{
     BlockQ8_1, QK, QK_K,
 };
 use crate::error::KernelError;
+use crate::simd::Isa;
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 /// Whether [`quantize_row`] handles `ty`.
 pub fn is_supported(ty: GgmlType) -> bool {
@@ -40,18 +44,8 @@ pub fn is_supported(ty: GgmlType) -> bool {
     )
 }
 
-/// Quantizes `src` into the raw bytes of type `ty`.
-///
-/// Q8_0 and Q8_1 use the x86 activation quantizers ([`quantize_row_q8_0`],
-/// [`quantize_row_q8_1`]), Q8_K [`quantize_row_q8_k`], the other quantized
-/// types llama.cpp's reference quantizers.
-///
-/// # Errors
-/// [`KernelError::UnsupportedType`] for a type this module cannot produce,
-/// [`KernelError::NotBlockAligned`] when `src.len()` is not a multiple of
-/// the block size, [`KernelError::BadLength`] when `dst` is not exactly the
-/// byte size of `src.len()` elements.
-pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
+/// The checks of [`quantize_row`]; returns the byte length `dst` has.
+fn check_row(ty: GgmlType, src: &[f32], dst: &[u8]) -> Result<usize, KernelError> {
     if !is_supported(ty) {
         return Err(KernelError::UnsupportedType { ty, op: "quantize" });
     }
@@ -68,6 +62,81 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
             got: dst.len(),
         });
     }
+    Ok(expected)
+}
+
+/// [`quantize_row`] with `isa`'s vector code for the activation formats
+/// (Q8_0, Q8_1 and Q8_K, see `x86`): the same bytes, several times
+/// faster. Other types, and Q8_K into misaligned bytes, take the scalar
+/// code.
+///
+/// # Errors
+/// As [`quantize_row`].
+pub fn quantize_row_on(
+    isa: Isa,
+    ty: GgmlType,
+    src: &[f32],
+    dst: &mut [u8],
+) -> Result<(), KernelError> {
+    #[cfg(target_arch = "x86_64")]
+    if isa.avx2() && matches!(ty, GgmlType::Q8_0 | GgmlType::Q8_1 | GgmlType::Q8_K) {
+        check_row(ty, src, dst)?;
+        let wide = isa.avx512();
+        // SAFETY: an `Isa` at AVX2 or above was validated against this CPU
+        // (AVX-512 F/BW/VL at its AVX-512 level); the blocks are whole.
+        unsafe {
+            match ty {
+                GgmlType::Q8_0 => {
+                    if let Some(b) = as_blocks_mut(dst) {
+                        if wide {
+                            x86::q8_0_512(src, b);
+                        } else {
+                            x86::q8_0_256(src, b);
+                        }
+                        return Ok(());
+                    }
+                }
+                GgmlType::Q8_1 => {
+                    if let Some(b) = as_blocks_mut(dst) {
+                        if wide {
+                            x86::q8_1_512(src, b);
+                        } else {
+                            x86::q8_1_256(src, b);
+                        }
+                        return Ok(());
+                    }
+                }
+                _ => {
+                    if let Some(b) = as_blocks_mut(dst) {
+                        if wide {
+                            x86::q8_k_512(src, b);
+                        } else {
+                            x86::q8_k_256(src, b);
+                        }
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = isa;
+    quantize_row(ty, src, dst)
+}
+
+/// Quantizes `src` into the raw bytes of type `ty`.
+///
+/// Q8_0 and Q8_1 use the x86 activation quantizers ([`quantize_row_q8_0`],
+/// [`quantize_row_q8_1`]), Q8_K [`quantize_row_q8_k`], the other quantized
+/// types llama.cpp's reference quantizers.
+///
+/// # Errors
+/// [`KernelError::UnsupportedType`] for a type this module cannot produce,
+/// [`KernelError::NotBlockAligned`] when `src.len()` is not a multiple of
+/// the block size, [`KernelError::BadLength`] when `dst` is not exactly the
+/// byte size of `src.len()` elements.
+pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
+    let expected = check_row(ty, src, dst)?;
     let got = dst.len();
     let bad = || KernelError::BadLength {
         what: "quantize destination bytes",
