@@ -280,9 +280,11 @@ pub(crate) mod x86_512 {
                 _mm512_mul_ps(r, r),
                 _mm512_add_ps(r, _mm512_set1_ps(1.0)),
             );
-            let e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
-            let y = _mm512_mul_ps(y, _mm512_castsi512_ps(_mm512_slli_epi32::<23>(e)));
-            _mm512_maskz_mov_ps(!low, y)
+            // `y * 2^n` in one instruction: `n` is an integer in -126..=0
+            // (or NaN, which stays NaN), so `2^n` is a normal f32 and the
+            // scaling rounds exactly as the scalar multiply by it does
+            // (only a subnormal result rounds at all).
+            _mm512_maskz_mov_ps(!low, _mm512_scalef_ps(y, n))
         }
     }
 

@@ -210,3 +210,66 @@ fn attention_softmax_gives_the_same_bits_on_every_path() {
         }
     }
 }
+
+/// Attention's exponential in eight and sixteen lanes gives the scalar
+/// `poly_exp`'s bits on a dense sweep of its whole range (every 13th f32
+/// from −88 to 0, where the results run from subnormal to one), besides
+/// the edges: positive, infinite and NaN arguments.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn attention_exp_lanes_give_the_scalar_bits() {
+    use minfer_kernels::softmax::{poly_exp, Exp, Poly};
+    use std::arch::x86_64::*;
+    let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+    let avx512 = avx2 && is_x86_feature_detected!("avx512f");
+    if !avx2 {
+        eprintln!("no AVX2 on this CPU: only the scalar form exists here");
+        return;
+    }
+    let edges = [
+        0.0,
+        -0.0,
+        1.5,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -87.0,
+        -87.5,
+    ];
+    let sweep = (0u32..=(-88.0f32).to_bits() - (-0.0f32).to_bits())
+        .step_by(13)
+        .map(|i| f32::from_bits((-0.0f32).to_bits() + i));
+    let mut xs: Vec<f32> = edges.to_vec();
+    let mut checked = 0usize;
+    let run = |xs: &[f32]| {
+        for c in xs.chunks_exact(16) {
+            let want: Vec<u32> = c.iter().map(|&x| poly_exp(x).to_bits()).collect();
+            let mut got = [0f32; 16];
+            // SAFETY: AVX2 and FMA (and AVX-512 F for the sixteen lanes)
+            // were detected above; the arrays hold sixteen values.
+            unsafe {
+                for h in 0..2 {
+                    let v = Poly::lanes8(_mm256_loadu_ps(c.as_ptr().add(8 * h)));
+                    _mm256_storeu_ps(got.as_mut_ptr().add(8 * h), v);
+                }
+                let same = |got: &[f32; 16]| got.iter().zip(&want).all(|(g, w)| g.to_bits() == *w);
+                assert!(same(&got), "8 lanes: {c:?} -> {got:?}");
+                if avx512 {
+                    _mm512_storeu_ps(got.as_mut_ptr(), Poly::lanes16(_mm512_loadu_ps(c.as_ptr())));
+                    assert!(same(&got), "16 lanes: {c:?} -> {got:?}");
+                }
+            }
+        }
+    };
+    for x in sweep {
+        xs.push(x);
+        if xs.len() == 4096 {
+            run(&xs);
+            checked += xs.len();
+            xs.clear();
+        }
+    }
+    xs.resize(xs.len().next_multiple_of(16), 0.0);
+    run(&xs);
+    assert!(checked > 80_000_000, "{checked} values checked");
+}

@@ -10,10 +10,21 @@ use crate::check::bad_len;
 
 /// Checks that every cell is inside a region of `n_ctx` cells.
 pub(super) fn check_cells(cells: &[i32], n_ctx: usize) -> Result<()> {
-    match cells
-        .iter()
-        .find(|&&c| usize::try_from(c).map_or(true, |c| c >= n_ctx))
-    {
+    let out = |c: i32| usize::try_from(c).map_or(true, |c| c >= n_ctx);
+    // A prefill deep in a context checks millions of cells per layer: a
+    // scan with no early exit runs in vector registers, and only a failure
+    // looks for the culprit. Below 2^31 cells, a negative cell read as u32
+    // is past the last.
+    if let Ok(limit) = i32::try_from(n_ctx) {
+        let limit = limit as u32;
+        if !cells
+            .iter()
+            .fold(false, |bad, &c| bad | (c as u32 >= limit))
+        {
+            return Ok(());
+        }
+    }
+    match cells.iter().find(|&&c| out(c)) {
         Some(&cell) => Err(GraphError::CellOutOfRange {
             cell: cell.into(),
             n_ctx,
