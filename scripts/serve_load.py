@@ -10,6 +10,7 @@ By default it starts the server itself on a free loopback port:
     python3 scripts/serve_load.py                      # Qwen2.5-Coder-0.5B, -t 2
     python3 scripts/serve_load.py --model smollm2-135m-instruct --threads 2
     python3 scripts/serve_load.py --url http://127.0.0.1:8080 --model NAME
+    python3 scripts/serve_load.py --serve-arg=--lookup --serve-arg=0   # no prompt lookup
 
 Only the standard library is used. Loopback only; every wait is bounded.
 """
@@ -127,7 +128,7 @@ def start_server(args):
     cmd = [
         args.bin, "serve", args.model, "--host", "127.0.0.1", "--port", "0",
         "-np", str(max(args.clients)), "--n-ctx", str(args.n_ctx), "-t", str(args.threads),
-    ]
+    ] + args.serve_arg
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()  # the ready line, once the model is loaded
     if "http://" not in line:
@@ -148,6 +149,10 @@ def main():
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2, help="requests per client in each phase")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument(
+        "--serve-arg", action="append", default=[],
+        help="one more argument for `minfer serve` (repeatable; e.g. --serve-arg=--lookup --serve-arg=0)",
+    )
     args = ap.parse_args()
     args.clients = [int(c) for c in args.clients.split(",")]
 
