@@ -14,14 +14,16 @@
 //!   even (the reference uses `roundf`, half away from zero). The stored
 //!   scale is `amax / 127` either way. Q8_1's `s` is `d * sum(q)` with the
 //!   sum taken over the rounded integers.
-//! - Q8_K: x86 has no SIMD variant; `quantize_row_q8_K` there simply calls
-//!   `quantize_row_q8_K_ref`, which this follows: the signed value of
-//!   largest magnitude (first one wins), `iscale = -127 / max`,
+//! - Q8_K: llama.cpp's x86 build has no SIMD variant; `quantize_row_q8_K`
+//!   there simply calls `quantize_row_q8_K_ref`, which this follows: the
+//!   signed value of largest magnitude (first one wins), `iscale = -127 / max`,
 //!   `nearest_int` (the `+ 12582912` trick, half to even), clamp at 127,
 //!   `d = 1 / iscale`, and the sums of each 16 quants.
 //!
 //! The typed functions process the whole blocks that fit in both slices and
-//! never panic; [`quantize_row`] is the checked entry point for raw bytes.
+//! never panic; [`quantize_row`] is the checked entry point for raw bytes,
+//! and [`quantize_row_on`] the same with the AVX2 or AVX-512 forms of the
+//! three activation quantizers (module `x86`), which write the same bytes.
 
 use minfer_gguf::GgmlType;
 
