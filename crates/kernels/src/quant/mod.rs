@@ -28,14 +28,19 @@
 use minfer_gguf::GgmlType;
 
 use crate::blocks::{
-    as_blocks_mut, f32_to_f16, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8K, BlockQ8_0,
-    BlockQ8_1, QK, QK_K,
+    as_blocks_mut, f32_to_f16, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8K, QK, QK_K,
 };
 use crate::error::KernelError;
 use crate::simd::Isa;
 
+mod act;
 #[cfg(target_arch = "x86_64")]
 mod x86;
+
+pub use act::{
+    nearest_int, quantize_row_q8_0, quantize_row_q8_0_ref, quantize_row_q8_1,
+    quantize_row_q8_1_ref, quantize_row_q8_k,
+};
 
 /// Whether [`quantize_row`] handles `ty`.
 pub fn is_supported(ty: GgmlType) -> bool {
@@ -176,137 +181,6 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
     Ok(())
 }
 
-/// llama.cpp's `nearest_int`: adding 1.5 * 2^23 leaves the rounded integer
-/// in the low mantissa bits (round half to even, as the FPU rounds). Valid
-/// for `|x| <= 4194303`, which every caller guarantees by construction; out
-/// of range it returns a wrong value but never panics, like the original.
-#[inline(always)]
-pub fn nearest_int(x: f32) -> i32 {
-    let v = x + 12_582_912.0;
-    (v.to_bits() as i32 & 0x007F_FFFF) - 0x0040_0000
-}
-
-/// Max |x| of a block, as the AVX2 code reduces it. With no NaNs the order
-/// of a max reduction does not change the result.
-#[inline(always)]
-fn abs_max(x: &[f32]) -> f32 {
-    x.iter().fold(0.0f32, |m, &v| m.max(v.abs()))
-}
-
-/// Rounds half to even, as `f32::round_ties_even`, for `|x| < 2^22` and
-/// for non-finite `x` (both give the same integer after an `as` cast).
-/// Adding and subtracting 1.5 * 2^23 leaves no fraction bits, so the FPU's
-/// default rounding does the work; `round_ties_even` itself becomes a libm
-/// call without SSE4.1, which cost a tenth of prefill time. Quantizer inputs
-/// are within ±127 (or non-finite), far inside the exact range.
-#[inline(always)]
-fn round_small(x: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0;
-    (x + MAGIC) - MAGIC
-}
-
-/// Q8_0 activation quantizer, as llama.cpp's x86 AVX2 `quantize_row_q8_0`:
-/// `d = amax / 127`, `q = round_half_even(x * (127 / amax))`, saturated to
-/// i8. Writes `blocks.len()` blocks, or fewer if `src` runs out.
-pub fn quantize_row_q8_0(src: &[f32], dst: &mut [BlockQ8_0]) {
-    for (x, y) in src.chunks_exact(QK).zip(dst.iter_mut()) {
-        let amax = abs_max(x);
-        let d = amax / 127.0;
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-        y.d = f32_to_f16(d);
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            // `as i8` saturates like the packs instructions do.
-            *q = round_small(v * id) as i8;
-        }
-    }
-}
-
-/// Q8_1 activation quantizer, as llama.cpp's x86 AVX2 `quantize_row_q8_1`:
-/// the quants and `d` of [`quantize_row_q8_0`], plus `s = d * sum(q)`.
-pub fn quantize_row_q8_1(src: &[f32], dst: &mut [BlockQ8_1]) {
-    for (x, y) in src.chunks_exact(QK).zip(dst.iter_mut()) {
-        let amax = abs_max(x);
-        let d = amax / 127.0;
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-        y.d = f32_to_f16(d);
-        let mut sum = 0i32;
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            // The x86 code sums the rounded int32 values before packing them
-            // down to i8; in range the two are equal.
-            let r = round_small(v * id) as i32;
-            sum += r;
-            *q = r.clamp(-128, 127) as i8;
-        }
-        y.s = f32_to_f16(d * sum as f32);
-    }
-}
-
-/// llama.cpp's portable `quantize_row_q8_0_ref` (round half away from zero,
-/// `id = 1 / d`). Not what x86 llama.cpp runs for activations; kept for
-/// tests and for files that must match the reference quantizer.
-pub fn quantize_row_q8_0_ref(src: &[f32], dst: &mut [BlockQ8_0]) {
-    for (x, y) in src.chunks_exact(QK).zip(dst.iter_mut()) {
-        let amax = abs_max(x);
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        y.d = f32_to_f16(d);
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            *q = (v * id).round() as i8;
-        }
-    }
-}
-
-/// llama.cpp's portable `quantize_row_q8_1_ref`.
-pub fn quantize_row_q8_1_ref(src: &[f32], dst: &mut [BlockQ8_1]) {
-    for (x, y) in src.chunks_exact(QK).zip(dst.iter_mut()) {
-        let amax = abs_max(x);
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        y.d = f32_to_f16(d);
-        let mut sum = 0i32;
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            *q = (v * id).round() as i8;
-            sum += *q as i32;
-        }
-        y.s = f32_to_f16(sum as f32 * d);
-    }
-}
-
-/// Q8_K activation quantizer: llama.cpp's `quantize_row_q8_K_ref`, which is
-/// also what its x86 build runs. An all-zero block gets `d = 0`, zero quants
-/// and zero sums (the reference leaves the sums unwritten; they are only
-/// ever multiplied by `d`).
-pub fn quantize_row_q8_k(src: &[f32], dst: &mut [BlockQ8K]) {
-    for (x, y) in src.chunks_exact(QK_K).zip(dst.iter_mut()) {
-        // The signed value of largest magnitude; the first one wins ties.
-        let mut max = 0.0f32;
-        let mut amax = 0.0f32;
-        for &v in x {
-            let ax = v.abs();
-            if ax > amax {
-                amax = ax;
-                max = v;
-            }
-        }
-        if amax == 0.0 {
-            y.d = 0.0;
-            y.qs = [0; QK_K];
-            y.bsums = [0; QK_K / 16];
-            continue;
-        }
-        let iscale = -127.0 / max;
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            // The C code stores `MIN(127, v)` into an int8_t; the value is
-            // never below -127 for finite input.
-            *q = nearest_int(iscale * v).min(127) as i8;
-        }
-        for (s, g) in y.bsums.iter_mut().zip(y.qs.chunks_exact(16)) {
-            *s = g.iter().map(|&q| q as i16).sum();
-        }
-        y.d = 1.0 / iscale;
-    }
-}
-
 /// Signed max-magnitude value of a block (first one wins ties), as the
 /// legacy reference quantizers pick it.
 #[inline(always)]
@@ -441,7 +315,9 @@ pub fn quantize_row_bf16(src: &[f32], dst: &mut [u8]) {
 
 #[cfg(test)]
 mod tests {
+    use super::act::round_small;
     use super::*;
+    use crate::blocks::{BlockQ8_0, BlockQ8_1};
 
     /// The fast rounding agrees with `round_ties_even` after the integer
     /// cast on every input the quantizers can produce, ties included.

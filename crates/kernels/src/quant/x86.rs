@@ -1,5 +1,5 @@
 //! The activation quantizers (Q8_0, Q8_1, Q8_K) on AVX2 and AVX-512: the
-//! bytes of the scalar ones in the parent module, block for block.
+//! bytes of the scalar ones in `super::act`, block for block.
 //!
 //! Every product of a prefill quantizes its activations first, and the
 //! scalar loops (a serial max with a branch per value for Q8_K) took a
@@ -78,7 +78,7 @@ unsafe fn block32_512(x: &[f32], qs: &mut [i8; QK]) -> Option<(f32, i32)> {
     }
 }
 
-/// [`super::quantize_row_q8_0`] on AVX-512, the same bytes.
+/// [`super::act::quantize_row_q8_0`] on AVX-512, the same bytes.
 ///
 /// # Safety
 /// The CPU has AVX-512 F and BW.
@@ -88,12 +88,12 @@ pub(super) unsafe fn q8_0_512(src: &[f32], dst: &mut [BlockQ8_0]) {
         // SAFETY: the chunk holds QK values; the caller's features.
         match unsafe { block32_512(x, &mut y.qs) } {
             Some((d, _)) => y.d = f32_to_f16(d),
-            None => super::quantize_row_q8_0(x, std::slice::from_mut(y)),
+            None => super::act::quantize_row_q8_0(x, std::slice::from_mut(y)),
         }
     }
 }
 
-/// [`super::quantize_row_q8_1`] on AVX-512, the same bytes.
+/// [`super::act::quantize_row_q8_1`] on AVX-512, the same bytes.
 ///
 /// # Safety
 /// The CPU has AVX-512 F and BW.
@@ -106,12 +106,12 @@ pub(super) unsafe fn q8_1_512(src: &[f32], dst: &mut [BlockQ8_1]) {
                 y.d = f32_to_f16(d);
                 y.s = f32_to_f16(d * sum as f32);
             }
-            None => super::quantize_row_q8_1(x, std::slice::from_mut(y)),
+            None => super::act::quantize_row_q8_1(x, std::slice::from_mut(y)),
         }
     }
 }
 
-/// [`super::quantize_row_q8_k`] on AVX-512, the same bytes.
+/// [`super::act::quantize_row_q8_k`] on AVX-512, the same bytes.
 ///
 /// # Safety
 /// The CPU has AVX-512 F and BW.
@@ -132,7 +132,7 @@ pub(super) unsafe fn q8_k_512(src: &[f32], dst: &mut [BlockQ8K]) {
             }
             let amax = _mm512_reduce_max_ps(m);
             if !finite || amax == 0.0 {
-                super::quantize_row_q8_k(x, std::slice::from_mut(y));
+                super::act::quantize_row_q8_k(x, std::slice::from_mut(y));
                 continue;
             }
             let at = _mm512_set1_ps(amax);
@@ -262,7 +262,7 @@ unsafe fn block32_256(x: &[f32], qs: &mut [i8; QK]) -> Option<(f32, i32)> {
     }
 }
 
-/// [`super::quantize_row_q8_0`] on AVX2, the same bytes.
+/// [`super::act::quantize_row_q8_0`] on AVX2, the same bytes.
 ///
 /// # Safety
 /// The CPU has AVX2.
@@ -272,12 +272,12 @@ pub(super) unsafe fn q8_0_256(src: &[f32], dst: &mut [BlockQ8_0]) {
         // SAFETY: the chunk holds QK values; the caller's features.
         match unsafe { block32_256(x, &mut y.qs) } {
             Some((d, _)) => y.d = f32_to_f16(d),
-            None => super::quantize_row_q8_0(x, std::slice::from_mut(y)),
+            None => super::act::quantize_row_q8_0(x, std::slice::from_mut(y)),
         }
     }
 }
 
-/// [`super::quantize_row_q8_1`] on AVX2, the same bytes.
+/// [`super::act::quantize_row_q8_1`] on AVX2, the same bytes.
 ///
 /// # Safety
 /// The CPU has AVX2.
@@ -290,12 +290,12 @@ pub(super) unsafe fn q8_1_256(src: &[f32], dst: &mut [BlockQ8_1]) {
                 y.d = f32_to_f16(d);
                 y.s = f32_to_f16(d * sum as f32);
             }
-            None => super::quantize_row_q8_1(x, std::slice::from_mut(y)),
+            None => super::act::quantize_row_q8_1(x, std::slice::from_mut(y)),
         }
     }
 }
 
-/// [`super::quantize_row_q8_k`] on AVX2, the same bytes.
+/// [`super::act::quantize_row_q8_k`] on AVX2, the same bytes.
 ///
 /// # Safety
 /// The CPU has AVX2.
@@ -315,7 +315,7 @@ pub(super) unsafe fn q8_k_256(src: &[f32], dst: &mut [BlockQ8K]) {
             }
             let amax = hmax8(m);
             if !finite || amax == 0.0 {
-                super::quantize_row_q8_k(x, std::slice::from_mut(y));
+                super::act::quantize_row_q8_k(x, std::slice::from_mut(y));
                 continue;
             }
             let at = _mm256_set1_ps(amax);
