@@ -16,7 +16,7 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
-mod x86;
+pub(crate) mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_iq;
 

@@ -64,7 +64,7 @@ pub(super) unsafe fn block_totals(p0: __m256i, p1: __m256i, p2: __m256i, p3: __m
 /// # Safety
 /// The CPU must support AVX2.
 #[inline(always)]
-pub(super) unsafe fn hsum_i32(v: __m256i) -> i32 {
+pub(crate) unsafe fn hsum_i32(v: __m256i) -> i32 {
     // SAFETY: AVX2 is the caller's precondition; registers only.
     unsafe {
         let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));

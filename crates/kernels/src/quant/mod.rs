@@ -89,41 +89,30 @@ pub fn quantize_row_on(
     if isa.avx2() && matches!(ty, GgmlType::Q8_0 | GgmlType::Q8_1 | GgmlType::Q8_K) {
         check_row(ty, src, dst)?;
         let wide = isa.avx512();
-        // SAFETY: an `Isa` at AVX2 or above was validated against this CPU
-        // (AVX-512 F/BW/VL at its AVX-512 level); the blocks are whole.
-        unsafe {
-            match ty {
-                GgmlType::Q8_0 => {
-                    if let Some(b) = as_blocks_mut(dst) {
+        // The blocks of each format, on the level's form of its quantizer;
+        // misaligned bytes (Q8_K holds an f32) fall through to the scalar
+        // code below.
+        macro_rules! vector {
+            ($wide:ident, $narrow:ident) => {
+                if let Some(b) = as_blocks_mut(dst) {
+                    // SAFETY: an `Isa` at AVX2 or above was validated
+                    // against this CPU (AVX-512 F/BW/VL at its AVX-512
+                    // level); the blocks are whole.
+                    unsafe {
                         if wide {
-                            x86::q8_0_512(src, b);
+                            x86::$wide(src, b)
                         } else {
-                            x86::q8_0_256(src, b);
+                            x86::$narrow(src, b)
                         }
-                        return Ok(());
                     }
+                    return Ok(());
                 }
-                GgmlType::Q8_1 => {
-                    if let Some(b) = as_blocks_mut(dst) {
-                        if wide {
-                            x86::q8_1_512(src, b);
-                        } else {
-                            x86::q8_1_256(src, b);
-                        }
-                        return Ok(());
-                    }
-                }
-                _ => {
-                    if let Some(b) = as_blocks_mut(dst) {
-                        if wide {
-                            x86::q8_k_512(src, b);
-                        } else {
-                            x86::q8_k_256(src, b);
-                        }
-                        return Ok(());
-                    }
-                }
-            }
+            };
+        }
+        match ty {
+            GgmlType::Q8_0 => vector!(q8_0_512, q8_0_256),
+            GgmlType::Q8_1 => vector!(q8_1_512, q8_1_256),
+            _ => vector!(q8_k_512, q8_k_256),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

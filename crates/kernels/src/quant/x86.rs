@@ -24,6 +24,7 @@
 use std::arch::x86_64::*;
 
 use crate::blocks::{f32_to_f16, BlockQ8K, BlockQ8_0, BlockQ8_1, QK, QK_K};
+use crate::dot::x86::hsum_i32;
 
 /// The exponent bits of an f32: all set for NaN and the infinities.
 const EXP: i32 = 0x7F80_0000;
@@ -193,21 +194,6 @@ unsafe fn hmax8(v: __m256) -> f32 {
     }
 }
 
-/// The sum of the lanes of `v`.
-///
-/// # Safety
-/// AVX2.
-#[inline(always)]
-unsafe fn hsum8(v: __m256i) -> i32 {
-    // SAFETY: registers only; the caller's features.
-    unsafe {
-        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0x4E>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0xB1>(s));
-        _mm_cvtsi128_si32(s)
-    }
-}
-
 /// Eight values rounded half to even, as i32.
 ///
 /// # Safety
@@ -258,7 +244,7 @@ unsafe fn block32_256(x: &[f32], qs: &mut [i8; QK]) -> Option<(f32, i32)> {
         let q: [__m256i; 4] = std::array::from_fn(|i| round8(_mm256_mul_ps(v[i], id)));
         _mm256_storeu_si256(qs.as_mut_ptr() as *mut __m256i, pack32(q));
         let sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-        Some((d, hsum8(sum)))
+        Some((d, hsum_i32(sum)))
     }
 }
 
@@ -335,8 +321,8 @@ pub(super) unsafe fn q8_k_256(src: &[f32], dst: &mut [BlockQ8K]) {
                     _mm256_min_epi32(round8(_mm256_mul_ps(s, v)), top)
                 });
                 _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, pack32(q));
-                y.bsums[2 * g] = hsum8(_mm256_add_epi32(q[0], q[1])) as i16;
-                y.bsums[2 * g + 1] = hsum8(_mm256_add_epi32(q[2], q[3])) as i16;
+                y.bsums[2 * g] = hsum_i32(_mm256_add_epi32(q[0], q[1])) as i16;
+                y.bsums[2 * g + 1] = hsum_i32(_mm256_add_epi32(q[2], q[3])) as i16;
             }
             y.d = 1.0 / iscale;
         }
