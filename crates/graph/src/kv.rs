@@ -17,7 +17,7 @@
 use minfer_kernels::blocks::{BlockQ8_0, QK};
 use minfer_kernels::dequant::dequantize_q8_0;
 use minfer_kernels::quant::quantize_row_q8_0;
-use minfer_kernels::{f16_to_f32_row, f32_to_f16_row};
+use minfer_kernels::{f16_to_f32_row, f32_to_f16_row, RowKernels};
 
 use crate::error::{GraphError, Result};
 use crate::params::KvFormat;
@@ -338,6 +338,51 @@ impl KvRegion {
                 Some(&out[skip..skip + len])
             }
         }
+    }
+
+    /// Values `start..start + len` of each cell of `cells` as f32, row
+    /// after row from the start of `out` (`len` values each): the values
+    /// [`slice`](KvRegion::slice) gives, for a block of cells at once,
+    /// converted on the path of `rk`. `None` when a cell or the range is
+    /// out of bounds or `out` is too short; callers validate beforehand.
+    pub fn decode_rows(
+        &self,
+        rk: RowKernels,
+        cells: &[i32],
+        start: usize,
+        len: usize,
+        out: &mut [f32],
+    ) -> Option<()> {
+        let rows = out.get_mut(..cells.len().checked_mul(len)?)?;
+        if len == 0 {
+            return Some(());
+        }
+        if start.checked_add(len)? > self.row_elems {
+            return None;
+        }
+        // Q8_0 blocks that the range covers whole decode straight into the
+        // row (heads start and end on block edges in every shipped model);
+        // another range goes through `slice`, a piece of a block at a time.
+        let whole = start.is_multiple_of(QK) && len.is_multiple_of(QK);
+        let mut part = [0.0f32; 2 * QK];
+        for (&cell, row) in cells.iter().zip(rows.chunks_exact_mut(len)) {
+            let cell = usize::try_from(cell).ok().filter(|&c| c < self.n_ctx)?;
+            let base = cell * self.row_elems + start;
+            match &self.data {
+                Storage::F32(d) => row.copy_from_slice(&d[base..base + len]),
+                Storage::F16(d) => rk.f16_to_f32(&d[base..base + len], row).ok()?,
+                Storage::Q8_0(d) if whole => {
+                    rk.q8_0_to_f32(&d[base / QK..(base + len) / QK], row);
+                }
+                Storage::Q8_0(_) => {
+                    for (k, chunk) in row.chunks_mut(QK).enumerate() {
+                        let got = self.slice(cell, start + k * QK, chunk.len(), &mut part)?;
+                        chunk.copy_from_slice(got);
+                    }
+                }
+            }
+        }
+        Some(())
     }
 }
 

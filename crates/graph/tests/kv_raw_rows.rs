@@ -30,3 +30,58 @@ fn raw_rows_round_trip_bit_exactly_in_every_format() {
         );
     }
 }
+
+/// A block of cells decoded at once holds, row after row, what `slice`
+/// gives each cell, in every format and on every row-kernel path: head
+/// ranges on Q8_0 block edges (decoded whole) and off them (a piece of a
+/// block at a time). Bad cells, ranges and short buffers are refused.
+#[test]
+fn decoded_rows_are_the_slices_of_their_cells() {
+    use minfer_kernels::RowKernels;
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    let (row, n_ctx) = (128, 9);
+    for format in [KvFormat::F32, KvFormat::F16, KvFormat::Q8_0] {
+        let mut r = KvRegion::new(format, row, n_ctx).unwrap();
+        for c in 0..n_ctx {
+            let values: Vec<f32> = (0..row)
+                .map(|i| ((c * row + i) as f32 * 0.73).sin() * (1 + c) as f32)
+                .collect();
+            r.store_row(c, &values).unwrap();
+        }
+        let cells = [7, 0, 3, 3, 8];
+        for (start, len) in [(0, 128), (32, 64), (64, 64), (16, 48), (40, 17), (0, 0)] {
+            let mut want = Vec::new();
+            let mut buf = vec![0.0; len + 64];
+            for &c in &cells {
+                want.extend_from_slice(r.slice(c as usize, start, len, &mut buf).unwrap());
+            }
+            for rk in RowKernels::supported() {
+                let mut got = vec![f32::NAN; cells.len() * len];
+                let at = format!("{format:?} {start}+{len} {rk:?}");
+                assert!(
+                    r.decode_rows(rk, &cells, start, len, &mut got).is_some(),
+                    "{at}"
+                );
+                assert_eq!(bits(&got), bits(&want), "{at}");
+            }
+        }
+        let rk = RowKernels::detect();
+        let mut out = vec![0.0; 5 * 64];
+        assert!(
+            r.decode_rows(rk, &[0, 9], 0, 64, &mut out).is_none(),
+            "cell past n_ctx"
+        );
+        assert!(
+            r.decode_rows(rk, &[0, -1], 0, 64, &mut out).is_none(),
+            "negative cell"
+        );
+        assert!(
+            r.decode_rows(rk, &[0], 96, 64, &mut out).is_none(),
+            "range past the row"
+        );
+        assert!(
+            r.decode_rows(rk, &[0; 6], 0, 64, &mut out).is_none(),
+            "short buffer"
+        );
+    }
+}

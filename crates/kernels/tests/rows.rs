@@ -500,3 +500,46 @@ fn multi_head_loops_refuse_bad_shapes() {
         ));
     }
 }
+
+/// Q8_0 blocks decode on every path to the scalar decode's bits: every
+/// quant value, scales from subnormal halves to the largest, and a
+/// destination shorter than the blocks (only whole blocks are written).
+#[test]
+fn q8_0_decode_gives_the_scalar_bits_on_every_path() {
+    use minfer_kernels::blocks::BlockQ8_0;
+    use minfer_kernels::dequant::dequantize_q8_0;
+    let mut rng = StdRng::seed_from_u64(7);
+    let scales = [
+        0x0001u16, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x7bff, 0x2e66, 0x8000,
+    ];
+    let mut blocks: Vec<BlockQ8_0> = scales
+        .iter()
+        .map(|&d| BlockQ8_0 {
+            d: d.to_le_bytes(),
+            qs: std::array::from_fn(|_| rng.gen::<i8>()),
+        })
+        .collect();
+    // Every quant value appears.
+    for (k, b) in blocks.iter_mut().enumerate() {
+        for (j, q) in b.qs.iter_mut().enumerate() {
+            if k < 8 {
+                *q = (k * 32 + j) as u8 as i8;
+            }
+        }
+    }
+    let mut want = vec![0.0f32; blocks.len() * 32];
+    dequantize_q8_0(&blocks, &mut want);
+    for path in RowKernels::supported() {
+        let mut got = vec![f32::NAN; blocks.len() * 32];
+        path.q8_0_to_f32(&blocks, &mut got);
+        assert_eq!(bits(&got), bits(&want), "{path:?}");
+        // A destination of two and a half blocks gets the first two.
+        let mut short = vec![-1.0f32; 80];
+        path.q8_0_to_f32(&blocks, &mut short);
+        assert_eq!(bits(&short[..64]), bits(&want[..64]), "{path:?} short");
+        assert!(
+            short[64..].iter().all(|&x| x == -1.0),
+            "{path:?} wrote past whole blocks"
+        );
+    }
+}

@@ -12,33 +12,38 @@
 //! column, once for all of them, which lets every query score sixteen rows
 //! a register with no transpose of partial sums (and one column load serve
 //! several heads), and widen each f16 V block to f32 rows, once for all of
-//! them. Either way a score is the dot kernel's bits for that row and each
-//! output element is summed over the keys in window order, so the results
-//! do not depend on the path.
+//! them. Q8_0 rows are decoded a block at a time, once for every token and
+//! head of the chain (see `super::source`). Either way a score is the dot
+//! kernel's bits for that row and each output element is summed over the
+//! keys in window order, so the results do not depend on the path.
 
 use std::ops::Range;
 
 use minfer_kernels::{HeadRows, Rows};
 
-use minfer_graph::kv::KvRegion;
-
-use super::head::{head_rows, Head, Tile};
+use super::head::{Head, Tile};
 use super::scratch::{ThreadBuf, BLOCK_VALUES, MAX_TILE};
 use super::sink::softmax;
+use super::source::{Source, LOCAL, MAX_DECODED};
 
 /// Keys per block when a chain of tokens reads the rows in place (on
-/// AVX2, and the V rows of an f32 cache): 64 rows of one KV head (8 KiB of f16 at a head of 64) stay in L1 while
-/// every token and head of the chain reads them.
+/// AVX2, and the V rows of an f32 cache): 64 rows of one KV head (8 KiB of
+/// f16 at a head of 64) stay in L1 while every token and head of the chain
+/// reads them.
 const KEY_BLOCK: usize = 64;
 
-/// Keys per block of a lone token (decode): nothing shares its reads, so
-/// a longer block only lets the row loops ask for the rows ahead across
-/// fewer block edges (they do so in calls over 128 rows or more), which
-/// decode deep in a context, reading its cache from DRAM, waits on.
+/// Keys per block of a lone token (decode) reading its rows in place:
+/// nothing shares its reads, so a longer block only lets the row loops ask
+/// for the rows ahead across fewer block edges (they do so in calls over
+/// 128 rows or more), which decode deep in a context, reading its cache
+/// from DRAM, waits on.
 const LONE_BLOCK: usize = 512;
 
-/// Keys per widened block for heads of `hd` values: [`BLOCK_VALUES`] in
-/// all, between 16 and [`KEY_BLOCK`] keys.
+// A widened or decoded block is counted by `LOCAL`.
+const _: () = assert!(KEY_BLOCK <= MAX_DECODED);
+
+/// Keys per widened or decoded block for heads of `hd` values:
+/// [`BLOCK_VALUES`] in all, between 16 and [`KEY_BLOCK`] keys.
 fn block_keys(hd: usize) -> usize {
     (BLOCK_VALUES / hd.max(1)).clamp(16, KEY_BLOCK)
 }
@@ -55,7 +60,7 @@ fn part(r: &Range<usize>, block: &Range<usize>) -> Range<usize> {
     block.start.max(r.start)..block.end.min(r.end)
 }
 
-/// The keys of `block` inside some window: what a widened block holds.
+/// The keys of `block` inside some window: what a block's rows hold.
 fn span(ranges: &[Range<usize>], block: &Range<usize>) -> Range<usize> {
     let parts = ranges
         .iter()
@@ -64,6 +69,15 @@ fn span(ranges: &[Range<usize>], block: &Range<usize>) -> Range<usize> {
     let lo = parts.clone().map(|p| p.start).min().unwrap_or(block.start);
     let hi = parts.map(|p| p.end).max().unwrap_or(block.start);
     lo..hi
+}
+
+/// Keys `keys` (indices into the base) of the rows of a span that starts
+/// at `from`.
+fn sub<'a, T>(rows: &Rows<'a, T>, keys: &Range<usize>, from: usize) -> Rows<'a, T> {
+    Rows {
+        idx: &rows.idx[keys.start - from..keys.end - from],
+        ..*rows
+    }
 }
 
 /// A chain's shared state between its loops.
@@ -80,51 +94,54 @@ impl Chain<'_, '_> {
         &self.tile.ranges[..self.tile.len]
     }
 
-    /// Scores of block `block` read in place.
-    fn score_rows<T: HeadRows>(
+    /// Scores of block `block`, each token's part read by the row loops
+    /// (`buf` holds the rows if they are decoded).
+    fn score_rows<S: Source>(
         &self,
         block: &Range<usize>,
-        k: (&[T], &KvRegion),
+        k: &S,
         scores: &mut [f32],
+        buf: &mut [f32],
     ) -> bool {
-        let Head {
-            hd,
-            start,
-            scale,
-            rk,
-            ..
-        } = self.head;
+        let Head { hd, scale, rk, .. } = self.head;
+        let span = span(self.ranges(), block);
+        if span.is_empty() {
+            return true;
+        }
+        let Some(rows) = k.rows(&self.tile.base[span.clone()], &self.head, buf) else {
+            return false;
+        };
         self.ranges().iter().enumerate().all(|(i, r)| {
             let keys = part(r, block);
             if keys.is_empty() {
                 return true;
             }
-            let rows = head_rows(k.0, k.1, start, &self.tile.base[keys.clone()]);
+            let rows = sub(&rows, &keys, span.start);
             let s = &mut scores[self.at[i] + keys.start - r.start..self.at[i + 1]];
-            T::dot_heads(rk, self.tile.qs[i], hd, rows, scale, s, r.len()).is_ok()
+            S::Elem::dot_heads(rk, self.tile.qs[i], hd, rows, scale, s, r.len()).is_ok()
         })
     }
 
-    /// Scores of block `block` widened column by column into `cols`.
-    fn score_cols<T: HeadRows>(
+    /// Scores of block `block` widened column by column into `cols` (`buf`
+    /// holds the rows if they are decoded).
+    fn score_cols<S: Source>(
         &self,
         block: &Range<usize>,
-        k: (&[T], &KvRegion),
+        k: &S,
         scores: &mut [f32],
-        cols: &mut [f32],
+        (cols, buf): (&mut [f32], &mut [f32]),
     ) -> bool {
-        let Head {
-            hd,
-            start,
-            scale,
-            rk,
-            ..
-        } = self.head;
+        let Head { hd, scale, rk, .. } = self.head;
         let span = span(self.ranges(), block);
         let ld = span.len();
-        let rows = head_rows(k.0, k.1, start, &self.tile.base[span.clone()]);
-        if ld == 0 || T::cols(rk, rows, hd, cols, ld).is_err() {
-            return ld == 0;
+        if ld == 0 {
+            return true;
+        }
+        let Some(rows) = k.rows(&self.tile.base[span.clone()], &self.head, buf) else {
+            return false;
+        };
+        if S::Elem::cols(rk, rows, hd, cols, ld).is_err() {
+            return false;
         }
         self.ranges().iter().enumerate().all(|(i, r)| {
             let keys = part(r, block);
@@ -140,20 +157,27 @@ impl Chain<'_, '_> {
     }
 
     /// The V sums of block `block` (at most [`KEY_BLOCK`] keys) from its
-    /// rows widened to f32 in `wide`, once for every token of the chain.
-    fn sum_widened<T: HeadRows>(
+    /// rows widened to f32 in `wide`, once for every token of the chain
+    /// (`buf` holds the rows if they are decoded).
+    fn sum_widened<S: Source>(
         &mut self,
         block: &Range<usize>,
-        v: (&[T], &KvRegion),
+        v: &S,
         weights: &[f32],
-        wide: &mut [f32],
+        (wide, buf): (&mut [f32], &mut [f32]),
     ) -> bool {
-        let Head { hd, start, rk, .. } = self.head;
+        let Head { hd, rk, .. } = self.head;
         let span = span(self.ranges(), block);
         let n = span.len();
-        let rows = head_rows(v.0, v.1, start, &self.tile.base[span.clone()]);
-        if n == 0 || n > KEY_BLOCK || T::widen_rows(rk, rows, hd, wide).is_err() {
-            return n == 0;
+        if n == 0 {
+            return true;
+        }
+        let base = self.tile.base;
+        let Some(rows) = v.rows(&base[span.clone()], &self.head, buf) else {
+            return false;
+        };
+        if n > KEY_BLOCK || S::Elem::widen_rows(rk, rows, hd, wide).is_err() {
+            return false;
         }
         let wide = &wide[..n * hd];
         self.each_part(block, weights, |keys, w, stride, out| {
@@ -167,18 +191,27 @@ impl Chain<'_, '_> {
         })
     }
 
-    /// The V sums of block `block` read in place.
-    fn sum_rows<T: HeadRows>(
+    /// The V sums of block `block`, each token's part read by the row
+    /// loops (`buf` holds the rows if they are decoded).
+    fn sum_rows<S: Source>(
         &mut self,
         block: &Range<usize>,
-        v: (&[T], &KvRegion),
+        v: &S,
         weights: &[f32],
+        buf: &mut [f32],
     ) -> bool {
-        let Head { hd, start, rk, .. } = self.head;
+        let Head { hd, rk, .. } = self.head;
+        let span = span(self.ranges(), block);
+        if span.is_empty() {
+            return true;
+        }
         let base = self.tile.base;
+        let Some(rows) = v.rows(&base[span.clone()], &self.head, buf) else {
+            return false;
+        };
         self.each_part(block, weights, |keys, w, stride, out| {
-            let rows = head_rows(v.0, v.1, start, &base[keys]);
-            T::axpy_heads(rk, w, stride, rows, out, hd).is_ok()
+            let rows = sub(&rows, &keys, span.start);
+            S::Elem::axpy_heads(rk, w, stride, rows, out, hd).is_ok()
         })
     }
 
@@ -209,28 +242,16 @@ impl Chain<'_, '_> {
     }
 }
 
-/// `0, 1, 2, …`: the rows of a widened block in order.
-const LOCAL: [i32; KEY_BLOCK] = {
-    let mut idx = [0; KEY_BLOCK];
-    let mut i = 0;
-    while i < KEY_BLOCK {
-        idx[i] = i as i32;
-        i += 1;
-    }
-    idx
-};
-
 /// Every query of `tile` over its window, with the result of a head
 /// attending alone for each query head: the keys are scored block by
 /// block, each token's heads into their own rows of the scores, then each
 /// row gets its softmax, then the V rows are summed block by block in the
 /// same way. Returns `false` if a cell could not be read, which validation
 /// rules out.
-pub(super) fn attend_tile<T: HeadRows>(
+pub(super) fn attend_tile<K: Source, V: Source>(
     tile: &mut Tile,
     head: Head,
-    (k, v): (&[T], &[T]),
-    region: (&KvRegion, &KvRegion),
+    (k, v): (&K, &V),
     buf: &mut ThreadBuf,
 ) -> bool {
     let hd = head.hd;
@@ -241,15 +262,27 @@ pub(super) fn attend_tile<T: HeadRows>(
     // Widening pays once two queries read each block, and only where the
     // column loop is faster than the row loops (AVX-512).
     let widen = tile.len >= 2 && head.rk.is_wide();
-    let rows_block = if tile.len == 1 { LONE_BLOCK } else { KEY_BLOCK };
-    let len = if widen { block_keys(hd) } else { rows_block };
+    let in_place = if tile.len == 1 { LONE_BLOCK } else { KEY_BLOCK };
+    // A widened or decoded block is what the block buffers hold.
+    let (wide_v, k_len) = (widen && V::Elem::NARROW, block_keys(hd));
+    let k_len = if widen || K::DECODED { k_len } else { in_place };
+    let v_len = if wide_v || V::DECODED {
+        block_keys(hd)
+    } else {
+        in_place
+    };
     let mut chain = Chain { tile, head, at };
-    let ThreadBuf { scores, block, .. } = buf;
-    for b in blocks(chain.ranges(), len) {
+    let ThreadBuf {
+        scores,
+        block,
+        rows,
+        ..
+    } = buf;
+    for b in blocks(chain.ranges(), k_len) {
         let ok = if widen {
-            chain.score_cols(&b, (k, region.0), scores, block)
+            chain.score_cols(&b, k, scores, (block, rows))
         } else {
-            chain.score_rows(&b, (k, region.0), scores)
+            chain.score_rows(&b, k, scores, rows)
         };
         if !ok {
             return false;
@@ -273,9 +306,9 @@ pub(super) fn attend_tile<T: HeadRows>(
     let ranges = &ranges[..chain.tile.len];
     // f16 V rows widened once serve every token of the chain (the sums
     // read f32 as they would read halves, so the bits are the same).
-    if widen && T::NARROW {
-        blocks(ranges, len).all(|b| chain.sum_widened(&b, (v, region.1), scores, block))
+    if wide_v {
+        blocks(ranges, v_len).all(|b| chain.sum_widened(&b, v, scores, (block, rows)))
     } else {
-        blocks(ranges, rows_block).all(|b| chain.sum_rows(&b, (v, region.1), scores))
+        blocks(ranges, v_len).all(|b| chain.sum_rows(&b, v, scores, rows))
     }
 }

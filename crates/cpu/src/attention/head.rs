@@ -1,7 +1,7 @@
 //! The shapes a work item of attention passes around: what its queries
 //! share, a tile of tokens reading one base of cells, the sliding-window
 //! cut, and a head's rows in a region. Every part of the item (the tile
-//! driver, the block walk, the lone-token path) reads these.
+//! driver, the block walk, the row sources) reads these.
 
 use std::ops::Range;
 

@@ -9,9 +9,9 @@
 mod blocks;
 mod head;
 mod items;
-mod one;
 mod scratch;
 mod sink;
+mod source;
 mod tile;
 mod validate;
 

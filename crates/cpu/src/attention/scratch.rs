@@ -1,10 +1,9 @@
 //! The preallocated working memory of attention: per pool thread, room for
-//! the scores of a tile of queries and for a head of K and of V decoded
-//! from a quantized region.
+//! the scores of a tile of queries and for a block of keys widened or
+//! decoded to f32.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use minfer_kernels::blocks::QK;
 use minfer_kernels::RowKernels;
 
 /// The most query tokens one work item takes together: the fixed bound of
@@ -30,18 +29,17 @@ pub(super) struct ThreadBuf {
     /// each query head of each token of the work item being computed (up
     /// to the scratch's `group` heads and `tile` tokens).
     pub(super) scores: Vec<f32>,
-    /// A head of K decoded from a Q8_0 region.
-    pub(super) k: Vec<f32>,
-    /// A head of V, likewise.
-    pub(super) v: Vec<f32>,
     /// A block of keys widened to f32, read by every query of a tile.
     pub(super) block: Vec<f32>,
+    /// A block of K or V rows decoded from a Q8_0 region, read by every
+    /// query of a tile.
+    pub(super) rows: Vec<f32>,
 }
 
 /// Preallocated working memory of [`attention`](super::attention): per
 /// thread, room for the scores of a tile of queries over windows of up to
-/// `n_ctx` cells, for a block of keys widened to f32, and for one head of
-/// K and of V decoded from a quantized region.
+/// `n_ctx` cells, for a block of keys widened to f32 and for one decoded
+/// from a Q8_0 region.
 #[derive(Debug)]
 pub struct AttnScratch {
     /// One buffer per pool thread. A chunk locks whichever is free (at most
@@ -64,16 +62,12 @@ impl AttnScratch {
     /// Scratch for a pool of `n_threads`, windows of up to `n_ctx` cells
     /// and heads of up to `head_dim_max` values.
     pub fn new(n_threads: usize, n_ctx: usize, head_dim_max: usize) -> Self {
-        // A Q8_0 head that starts and ends inside a block decodes both
-        // partial blocks whole.
-        let head = head_dim_max + 2 * QK;
         let bufs = (0..n_threads.max(1))
             .map(|_| {
                 Mutex::new(ThreadBuf {
                     scores: vec![0.0; n_ctx],
-                    k: vec![0.0; head],
-                    v: vec![0.0; head],
                     block: vec![0.0; block_values(head_dim_max)],
+                    rows: vec![0.0; block_values(head_dim_max)],
                 })
             })
             .collect();

@@ -20,8 +20,8 @@ use minfer_kernels::pool::SharedMut;
 
 use super::blocks::attend_tile;
 use super::head::{Head, Sliding, Tile};
-use super::one::attend_head;
 use super::scratch::{ThreadBuf, MAX_TILE};
+use super::source::{Decoded, InPlace, Source};
 
 /// The queries of one attention call, as the work items read them.
 pub(super) struct Queries<'a> {
@@ -103,9 +103,8 @@ impl Queries<'_> {
     }
 }
 
-/// [`attend_tile`] on whatever storage the regions have; Q8_0 regions
-/// (decoded row by row) go query head by query head through
-/// [`attend_head`].
+/// [`attend_tile`] on whatever storage the regions have: f16 and f32
+/// rows read in place, Q8_0 rows decoded a block at a time.
 fn attend_tile_on(
     tile: &mut Tile,
     head: Head,
@@ -113,17 +112,24 @@ fn attend_tile_on(
     v: &KvRegion,
     buf: &mut ThreadBuf,
 ) -> bool {
-    match (k.data(), v.data()) {
-        (KvData::F16(kd), KvData::F16(vd)) => attend_tile(tile, head, (kd, vd), (k, v), buf),
-        (KvData::F32(kd), KvData::F32(vd)) => attend_tile(tile, head, (kd, vd), (k, v), buf),
-        _ => (0..tile.len).all(|i| {
-            let window = &tile.base[tile.ranges[i].clone()];
-            let hd = head.hd;
-            tile.qs[i]
-                .chunks_exact(hd)
-                .zip(tile.outs[i].chunks_exact_mut(hd))
-                .enumerate()
-                .all(|(j, (q, o))| attend_head(q, (k, v), window, (head, head.sink(j)), buf, o))
-        }),
+    match k.data() {
+        KvData::F16(data) => with_v(tile, head, &InPlace { data, region: k }, v, buf),
+        KvData::F32(data) => with_v(tile, head, &InPlace { data, region: k }, v, buf),
+        KvData::Q8_0 => with_v(tile, head, &Decoded(k), v, buf),
+    }
+}
+
+/// [`attend_tile`] with K's source `k`, on whatever storage `v` has.
+fn with_v<K: Source>(
+    tile: &mut Tile,
+    head: Head,
+    k: &K,
+    v: &KvRegion,
+    buf: &mut ThreadBuf,
+) -> bool {
+    match v.data() {
+        KvData::F16(data) => attend_tile(tile, head, (k, &InPlace { data, region: v }), buf),
+        KvData::F32(data) => attend_tile(tile, head, (k, &InPlace { data, region: v }), buf),
+        KvData::Q8_0 => attend_tile(tile, head, (k, &Decoded(v)), buf),
     }
 }

@@ -42,7 +42,7 @@ mod pairs;
 #[cfg(target_arch = "x86_64")]
 mod wide;
 
-use crate::blocks::f32_to_f16;
+use crate::blocks::{f32_to_f16, BlockQ8_0, QK};
 use crate::error::{check_len, KernelError};
 use crate::simd::SimdLevel;
 
@@ -223,6 +223,22 @@ impl RowKernels {
             *y = half_to_f32(x);
         }
         Ok(())
+    }
+
+    /// Decodes Q8_0 blocks to f32, `32 * blocks.len()` values (or fewer
+    /// whole blocks if `dst` is shorter): each value the exact product
+    /// `q * d` of [`crate::dequant::dequantize_q8_0`], eight or sixteen at
+    /// a time.
+    pub fn q8_0_to_f32(self, blocks: &[BlockQ8_0], dst: &mut [f32]) {
+        let n = blocks.len().min(dst.len() / QK);
+        #[cfg(target_arch = "x86_64")]
+        if self.simd {
+            // SAFETY: `simd` is only set when the CPU has AVX2, FMA and F16C
+            // (and `wide` when it has AVX-512 F too); `n` blocks fit `dst`.
+            unsafe { x86::q8_0_to_f32(&blocks[..n], &mut dst[..n * QK], self.wide) };
+            return;
+        }
+        crate::dequant::dequantize_q8_0(&blocks[..n], dst);
     }
 
     /// Converts f32 to f16 bits, rounding to nearest even.

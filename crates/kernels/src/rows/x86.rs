@@ -88,6 +88,54 @@ pub(super) unsafe fn f16_to_f32(src: &[u16], dst: &mut [f32]) {
     }
 }
 
+/// Decodes `blocks` into `dst` (32 values a block): each value `q * d`,
+/// the conversions exact and the product one rounding, as the scalar
+/// decode takes it. `wide` takes sixteen lanes a step (AVX-512 F).
+///
+/// # Safety
+/// The CPU has AVX2 and F16C, and AVX-512 F with `wide`; `dst` holds
+/// `32 * blocks.len()` values.
+#[target_feature(enable = "avx,avx2,f16c")]
+pub(super) unsafe fn q8_0_to_f32(blocks: &[crate::blocks::BlockQ8_0], dst: &mut [f32], wide: bool) {
+    if wide {
+        // SAFETY: the caller's contract.
+        unsafe { q8_0_to_f32_16(blocks, dst) };
+        return;
+    }
+    for (b, y) in blocks.iter().zip(dst.chunks_exact_mut(32)) {
+        // SAFETY: each load reads 8 of the block's 32 quants, each store
+        // writes 8 of the chunk's 32 values.
+        unsafe {
+            let d = _mm256_set1_ps(crate::blocks::f16_to_f32(b.d));
+            for k in 0..4 {
+                let q = _mm_loadl_epi64(b.qs.as_ptr().add(8 * k).cast());
+                let x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+                _mm256_storeu_ps(y.as_mut_ptr().add(8 * k), _mm256_mul_ps(x, d));
+            }
+        }
+    }
+}
+
+/// [`q8_0_to_f32`], sixteen lanes a step.
+///
+/// # Safety
+/// As [`q8_0_to_f32`], with AVX-512 F.
+#[target_feature(enable = "avx512f,avx,avx2,f16c")]
+unsafe fn q8_0_to_f32_16(blocks: &[crate::blocks::BlockQ8_0], dst: &mut [f32]) {
+    for (b, y) in blocks.iter().zip(dst.chunks_exact_mut(32)) {
+        // SAFETY: each load reads 16 of the block's 32 quants, each store
+        // writes 16 of the chunk's 32 values.
+        unsafe {
+            let d = _mm512_set1_ps(crate::blocks::f16_to_f32(b.d));
+            for k in 0..2 {
+                let q = _mm_loadu_si128(b.qs.as_ptr().add(16 * k).cast());
+                let x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+                _mm512_storeu_ps(y.as_mut_ptr().add(16 * k), _mm512_mul_ps(x, d));
+            }
+        }
+    }
+}
+
 /// Converts `src` into `dst` (nearest even), as far as the shorter one
 /// reaches.
 ///
