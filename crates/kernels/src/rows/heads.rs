@@ -102,18 +102,8 @@ impl RowKernels {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if self.wide && hd.is_multiple_of(8) && readable(&rows, hd) {
-            covered = heads;
-            for (c, q) in qs.chunks(MAX_HEADS * hd).enumerate() {
-                let s = &mut scores[c * MAX_HEADS * stride..];
-                // SAFETY: `wide` is only set when the CPU has AVX-512 F
-                // besides AVX2 and F16C; the shapes were checked above and
-                // every row is readable.
-                done = unsafe {
-                    use super::wide::dot_heads;
-                    by_heads!(u16, q.len() / hd, [1, 2, 3; 4], dot_heads(q, hd, &rows, scale, s, stride))
-                };
-            }
+        if let Some(d) = self.dot_heads_wide(qs, hd, &rows, scale, scores, stride) {
+            (covered, done) = (heads, d);
         }
         for g in 0..heads {
             let from = if g < covered { done } else { 0 };
@@ -125,6 +115,37 @@ impl RowKernels {
             self.dot_rows_f16(&qs[g * hd..(g + 1) * hd], rest, scale, s)?;
         }
         Ok(())
+    }
+
+    /// The AVX-512 scores of every head of `qs` over `rows`, as far as the
+    /// wide kernel goes: the rows it scored (the same for every head), or
+    /// `None` when this path or the shapes do not fit it. The shapes were
+    /// checked by [`check_heads`].
+    #[cfg(target_arch = "x86_64")]
+    fn dot_heads_wide<T: super::wide::LoadPair>(
+        self,
+        qs: &[f32],
+        hd: usize,
+        rows: &Rows<'_, T>,
+        scale: f32,
+        scores: &mut [f32],
+        stride: usize,
+    ) -> Option<usize> {
+        if !(self.wide && hd.is_multiple_of(8) && readable(rows, hd)) {
+            return None;
+        }
+        let mut done = 0;
+        for (c, q) in qs.chunks(MAX_HEADS * hd).enumerate() {
+            let s = &mut scores[c * MAX_HEADS * stride..];
+            // SAFETY: `wide` is only set when the CPU has AVX-512 F besides
+            // AVX2 and F16C; the caller checked the shapes and every row is
+            // readable.
+            done = unsafe {
+                use super::wide::dot_heads;
+                by_heads!(T, q.len() / hd, [1, 2, 3; 4], dot_heads(q, hd, rows, scale, s, stride))
+            };
+        }
+        Some(done)
     }
 
     /// The weighted sums of several heads over the same rows: for head `g`
@@ -316,9 +337,9 @@ impl HeadRows for u16 {
     }
 }
 
-/// f32 rows (an f32 cache, the exact reference layout, or a block of f16
-/// rows widened once for several queries): scored head by head, summed
-/// several heads at once on AVX-512.
+/// f32 rows (an f32 cache, the exact reference layout, a block of f16
+/// rows widened once for several queries, or one of Q8_0 rows decoded
+/// once): scored and summed several heads at once on AVX-512.
 impl HeadRows for f32 {
     const NARROW: bool = false;
 
@@ -345,9 +366,19 @@ impl HeadRows for f32 {
     ) -> Result<(), KernelError> {
         let n = rows.idx.len();
         let heads = check_heads(qs.len(), hd, n, stride, scores.len())?;
+        // Rows `..done` of every head are scored already.
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if let Some(d) = rk.dot_heads_wide(qs, hd, &rows, scale, scores, stride) {
+            done = d;
+        }
+        let rest = Rows {
+            idx: &rows.idx[done..],
+            ..rows
+        };
         for g in 0..heads {
-            let s = &mut scores[g * stride..g * stride + n];
-            rk.dot_rows_f32(&qs[g * hd..(g + 1) * hd], rows, scale, s)?;
+            let s = &mut scores[g * stride + done..g * stride + n];
+            rk.dot_rows_f32(&qs[g * hd..(g + 1) * hd], rest, scale, s)?;
         }
         Ok(())
     }
