@@ -8,14 +8,15 @@
 #
 #   scripts/bench-vs-llama.sh [--rounds N] [--threads "1 2"] [--pp 512] [--tg 128]
 #                             [--depth "0 8192 16384"] [--parallel 1,2,4,8]
-#                             [--busy] [MODEL...]
+#                             [--kv-type f16|q8_0|f32] [--busy] [MODEL...]
 #
 # MODEL: files or names known to `minfer pull` (default: the Qwen2.5 and
 # SmolLM2 test models). --depth: tokens already in the cache (llama-bench's
 # -d), one run per value. --pp/--tg: the prompt and generation lengths (0
 # skips that test). --parallel: aggregate decode at each number of
 # sequences, llama-batched-bench (-npp 128 -ntg 128 -npl LIST) against
-# `minfer bench --parallel LIST`. --busy runs one competing busy process (a
+# `minfer bench --parallel LIST`. --kv-type: the KV cache format of both
+# (llama-bench's -ctk/-ctv, minfer's --kv-type; default f16). --busy runs one competing busy process (a
 # shell loop) for the whole run, the "server or build beside the engine"
 # case.
 #
@@ -33,6 +34,7 @@ pp=512
 tg=128
 parallel=
 busy=0
+kv=f16
 models=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
         --pp) pp=$2; shift 2 ;;
         --tg) tg=$2; shift 2 ;;
         --parallel) parallel=$2; shift 2 ;;
+        --kv-type) kv=$2; shift 2 ;;
         --busy) busy=1; shift ;;
         -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) models+=("$1"); shift ;;
@@ -143,9 +146,11 @@ if w and bw:
         [ "$d" -gt 0 ] && d_args=(-d "$d")
         for r in $(seq "$rounds"); do
             for t in $threads; do
-                "$llama_bench" -m "$path" -p "$pp" -n "$tg" -r 1 -t "$t" "${d_args[@]}" -o csv 2>/dev/null |
+                "$llama_bench" -m "$path" -p "$pp" -n "$tg" -r 1 -t "$t" "${d_args[@]}" \
+                    -ctk "$kv" -ctv "$kv" -o csv 2>/dev/null |
                     llama_rows "$name" "$t" >> "$raw"
-                $minfer bench "$path" -p "$pp" -n "$tg" -r 1 -t "$t" "${d_args[@]}" -o json 2>/dev/null |
+                $minfer bench "$path" -p "$pp" -n "$tg" -r 1 -t "$t" "${d_args[@]}" \
+                    --kv-type "$kv" -o json 2>/dev/null |
                     minfer_rows "$name" "$t" >> "$raw"
             done
         done
