@@ -264,13 +264,10 @@ pub(super) fn attend_tile<K: Source, V: Source>(
     let widen = tile.len >= 2 && head.rk.is_wide();
     let in_place = if tile.len == 1 { LONE_BLOCK } else { KEY_BLOCK };
     // A widened or decoded block is what the block buffers hold.
-    let (wide_v, k_len) = (widen && V::Elem::NARROW, block_keys(hd));
-    let k_len = if widen || K::DECODED { k_len } else { in_place };
-    let v_len = if wide_v || V::DECODED {
-        block_keys(hd)
-    } else {
-        in_place
-    };
+    let held = block_keys(hd);
+    let wide_v = widen && V::Elem::NARROW;
+    let k_len = if widen || K::DECODED { held } else { in_place };
+    let v_len = if wide_v || V::DECODED { held } else { in_place };
     let mut chain = Chain { tile, head, at };
     let ThreadBuf {
         scores,
