@@ -34,19 +34,49 @@ pub(super) fn round_small(x: f32) -> f32 {
     (x + MAGIC) - MAGIC
 }
 
-/// Q8_0 activation quantizer, as llama.cpp's x86 AVX2 `quantize_row_q8_0`:
-/// `d = amax / 127`, `q = round_half_even(x * (127 / amax))`, saturated to
-/// i8. Writes `blocks.len()` blocks, or fewer if `src` runs out.
+/// One block by llama.cpp's x86 AVX2 rule: `d = amax / 127`, `q =
+/// round_half_even(x * (127 / amax))`, saturated to i8, into `qs`;
+/// returns `d` and the integer sum of the quants (Q8_1's `s` before its
+/// scaling). The x86 code sums the rounded int32 values before packing
+/// them down to i8; in range the two are equal.
+#[inline(always)]
+fn block_x86(x: &[f32], qs: &mut [i8; QK]) -> (f32, i32) {
+    let amax = abs_max(x);
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    let mut sum = 0i32;
+    for (q, &v) in qs.iter_mut().zip(x) {
+        // `as i32` then the clamp saturates like the packs instructions
+        // (NaN gives 0, as `as i8` would).
+        let r = round_small(v * id) as i32;
+        sum += r;
+        *q = r.clamp(-128, 127) as i8;
+    }
+    (d, sum)
+}
+
+/// One block by llama.cpp's portable `_ref` rule (round half away from
+/// zero, `id = 1 / d`) into `qs`; returns `d` and the sum of the quants.
+#[inline(always)]
+fn block_ref(x: &[f32], qs: &mut [i8; QK]) -> (f32, i32) {
+    let amax = abs_max(x);
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut sum = 0i32;
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = (v * id).round() as i8;
+        sum += *q as i32;
+    }
+    (d, sum)
+}
+
+/// Q8_0 activation quantizer, as llama.cpp's x86 AVX2 `quantize_row_q8_0`
+/// (see [`block_x86`]). Writes `blocks.len()` blocks, or fewer if `src`
+/// runs out.
 pub fn quantize_row_q8_0(src: &[f32], dst: &mut [BlockQ8_0]) {
     for (x, y) in src.chunks_exact(QK).zip(dst.iter_mut()) {
-        let amax = abs_max(x);
-        let d = amax / 127.0;
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        let (d, _) = block_x86(x, &mut y.qs);
         y.d = f32_to_f16(d);
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            // `as i8` saturates like the packs instructions do.
-            *q = round_small(v * id) as i8;
-        }
     }
 }
 
@@ -54,49 +84,27 @@ pub fn quantize_row_q8_0(src: &[f32], dst: &mut [BlockQ8_0]) {
 /// the quants and `d` of [`quantize_row_q8_0`], plus `s = d * sum(q)`.
 pub fn quantize_row_q8_1(src: &[f32], dst: &mut [BlockQ8_1]) {
     for (x, y) in src.chunks_exact(QK).zip(dst.iter_mut()) {
-        let amax = abs_max(x);
-        let d = amax / 127.0;
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        let (d, sum) = block_x86(x, &mut y.qs);
         y.d = f32_to_f16(d);
-        let mut sum = 0i32;
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            // The x86 code sums the rounded int32 values before packing them
-            // down to i8; in range the two are equal.
-            let r = round_small(v * id) as i32;
-            sum += r;
-            *q = r.clamp(-128, 127) as i8;
-        }
         y.s = f32_to_f16(d * sum as f32);
     }
 }
 
-/// llama.cpp's portable `quantize_row_q8_0_ref` (round half away from zero,
-/// `id = 1 / d`). Not what x86 llama.cpp runs for activations; kept for
-/// tests and for files that must match the reference quantizer.
+/// llama.cpp's portable `quantize_row_q8_0_ref`. Not what x86 llama.cpp
+/// runs for activations; kept for tests and for files that must match the
+/// reference quantizer.
 pub fn quantize_row_q8_0_ref(src: &[f32], dst: &mut [BlockQ8_0]) {
     for (x, y) in src.chunks_exact(QK).zip(dst.iter_mut()) {
-        let amax = abs_max(x);
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let (d, _) = block_ref(x, &mut y.qs);
         y.d = f32_to_f16(d);
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            *q = (v * id).round() as i8;
-        }
     }
 }
 
 /// llama.cpp's portable `quantize_row_q8_1_ref`.
 pub fn quantize_row_q8_1_ref(src: &[f32], dst: &mut [BlockQ8_1]) {
     for (x, y) in src.chunks_exact(QK).zip(dst.iter_mut()) {
-        let amax = abs_max(x);
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let (d, sum) = block_ref(x, &mut y.qs);
         y.d = f32_to_f16(d);
-        let mut sum = 0i32;
-        for (q, &v) in y.qs.iter_mut().zip(x) {
-            *q = (v * id).round() as i8;
-            sum += *q as i32;
-        }
         y.s = f32_to_f16(sum as f32 * d);
     }
 }
